@@ -1,0 +1,294 @@
+"""The ``p4sim`` command.
+
+``p4sim [simple_switch_grpc flags] PROG.p4``   run a switch on Linux interfaces
+``p4sim compile PROG.p4 [-I DIR]``             check a program
+``p4sim stf PROG.p4 TEST.stf [-I DIR]``        run an STF test (p4c test-suite format)
+
+The switch accepts the flags of BMv2's ``simple_switch_grpc`` so that scripts written for
+BMv2 start p4sim unchanged: ``-i 1@veth1``, ``--device-id``, ``--log-console``, ``-L``,
+``--pcap DIR``, ``--no-p4``, and after ``--`` the target options ``--grpc-server-addr``,
+``--cpu-port``. Flags that p4sim cannot honour are accepted with a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from p4sim.frontend.diagnostics import P4Error
+
+log = logging.getLogger("p4sim")
+
+LOG_LEVELS = {
+    "trace": logging.DEBUG,
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warn": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "off": logging.CRITICAL + 10,
+}
+# simple_switch_grpc options that make no sense for p4sim: accepted, warned about.
+IGNORED_VALUE_FLAGS = (
+    "--thrift-port",
+    "--notifications-addr",
+    "--nanolog",
+    "--max-port-count",
+    "--restore-state",
+    "--debugger-addr",
+    "--drop-port",
+    "--grpc-server-ssl",
+    "--grpc-server-cacert",
+    "--grpc-server-cert",
+    "--grpc-server-key",
+    "--grpc-server-with-client-auth",
+    "--priority-queues",
+    "--dp-grpc-server-addr",
+)
+IGNORED_BOOL_FLAGS = (
+    "--use-files",
+    "--packet-in",
+    "--debugger",
+    "--dump-packet-data",
+    "--enable-swap",
+    "--disable-swap",
+    "--no-mgmt",
+)
+
+
+class UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so every error prints one usage line."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: error: {message}")
+
+
+def _add_include_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-I",
+        dest="include",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="add DIR to the #include search path",
+    )
+    p.add_argument(
+        "-D",
+        dest="defines",
+        action="append",
+        default=[],
+        metavar="NAME[=VALUE]",
+        help="define a preprocessor macro",
+    )
+
+
+def _defines(items: Sequence[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name] = value if _ else "1"
+    return out
+
+
+def _switch_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="p4sim",
+        description="p4sim: a P4_16 v1model software switch "
+        "(flags as simple_switch_grpc). Subcommands: compile, stf.",
+    )
+    p.add_argument("program", nargs="?", help="P4_16 source file (.p4) to run")
+    p.add_argument(
+        "-i",
+        "--interface",
+        action="append",
+        default=[],
+        metavar="PORT@IFACE",
+        help="attach Linux interface IFACE as switch port PORT (repeatable)",
+    )
+    p.add_argument("--device-id", type=int, default=0)
+    p.add_argument(
+        "--log-console", action="store_true", help="print the per-packet trace to the console"
+    )
+    p.add_argument("-L", "--log-level", default="info", choices=sorted(LOG_LEVELS))
+    p.add_argument("--log-file", metavar="FILE", help="write the log to FILE")
+    p.add_argument(
+        "--pcap",
+        nargs="?",
+        const=".",
+        metavar="DIR",
+        help="write <iface>_in.pcap / <iface>_out.pcap captures into DIR",
+    )
+    p.add_argument(
+        "--no-p4",
+        action="store_true",
+        help="start without a program (a controller pushes it later)",
+    )
+    p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
+    p.add_argument("--cpu-port", type=int, default=None)
+    p.add_argument(
+        "--runtime-json",
+        metavar="FILE",
+        help="install table entries, multicast groups and clone sessions from a "
+        "p4lang tutorials sN-runtime.json file at start",
+    )
+    p.add_argument("--pid-file", metavar="FILE", help="write the process id to FILE")
+    _add_include_flags(p)
+    for flag in IGNORED_VALUE_FLAGS:
+        p.add_argument(
+            flag,
+            dest="ignored_" + flag.strip("-").replace("-", "_"),
+            default=None,
+            help=argparse.SUPPRESS,
+        )
+    for flag in IGNORED_BOOL_FLAGS:
+        p.add_argument(
+            flag,
+            dest="ignored_" + flag.strip("-").replace("-", "_"),
+            action="store_true",
+            help=argparse.SUPPRESS,
+        )
+    return p
+
+
+def _parse_interfaces(items: Sequence[str]) -> dict[int, str]:
+    ports: dict[int, str] = {}
+    for item in items:
+        num, sep, iface = item.partition("@")
+        if not sep or not num.isdigit() or not iface:
+            raise UsageError(f"p4sim: error: -i expects PORT@IFACE, got {item!r}")
+        if int(num) in ports:
+            raise UsageError(f"p4sim: error: port {num} is given twice")
+        ports[int(num)] = iface
+    return ports
+
+
+def _setup_logging(level: str, log_file: str | None, console: bool) -> None:
+    handlers: list[logging.Handler] = []
+    if log_file:
+        handlers.append(logging.FileHandler(log_file))
+    if console or not log_file:
+        handlers.append(logging.StreamHandler(sys.stderr))
+    logging.basicConfig(
+        level=LOG_LEVELS[level],
+        handlers=handlers,
+        format="[%(asctime)s.%(msecs)03d] [%(name)s] %(message)s",
+        datefmt="%H:%M:%S",
+    )
+
+
+def run_switch(argv: Sequence[str]) -> int:
+    # simple_switch_grpc puts target options after "--"; accept them on either side.
+    args = _switch_parser().parse_args([a for a in argv if a != "--"])
+    _setup_logging(args.log_level, args.log_file, args.log_console)
+    for name, value in vars(args).items():
+        if name.startswith("ignored_") and value not in (None, False):
+            log.warning(
+                "option --%s is not supported by p4sim; ignored",
+                name[len("ignored_") :].replace("_", "-"),
+            )
+    ports = _parse_interfaces(args.interface)
+    if args.program is None and not args.no_p4:
+        raise UsageError("p4sim: error: a P4 program is required (or --no-p4)")
+    if args.no_p4:
+        log.error("--no-p4 needs the P4Runtime server, which p4sim does not serve yet")
+        return 2
+
+    from p4sim.ports import PortSet
+    from p4sim.runtime_json import RuntimeJsonError, apply_to_switch, load_runtime_json
+    from p4sim.switch import Switch
+
+    trace = None
+    if args.log_console and LOG_LEVELS[args.log_level] <= logging.DEBUG:
+        pkt_log = logging.getLogger("p4sim.packet")
+
+        def trace(line: str) -> None:
+            pkt_log.debug(line)
+
+    sw = Switch.from_file(
+        args.program, include_dirs=args.include, defines=_defines(args.defines), log=trace
+    )
+    if args.runtime_json:
+        try:
+            apply_to_switch(sw, load_runtime_json(args.runtime_json))
+        except RuntimeJsonError as e:
+            log.error("%s", e)
+            return 1
+    if args.pid_file:
+        Path(args.pid_file).write_text(f"{os.getpid()}\n")
+    try:
+        with PortSet(ports, pcap_dir=args.pcap) as portset:
+
+            def _stop(signum: int, frame: object) -> None:
+                portset.stop()
+
+            signal.signal(signal.SIGTERM, _stop)
+            signal.signal(signal.SIGINT, _stop)
+            log.info(
+                "p4sim: %s running on %s",
+                args.program,
+                ", ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports",
+            )
+            portset.serve(sw.send)
+    finally:
+        if args.pid_file:
+            Path(args.pid_file).unlink(missing_ok=True)
+    log.info("p4sim: stopped")
+    return 0
+
+
+def run_compile(argv: Sequence[str]) -> int:
+    p = _Parser(prog="p4sim compile", description="check a P4_16 v1model program")
+    p.add_argument("program")
+    _add_include_flags(p)
+    args = p.parse_args(argv)
+    from p4sim.switch import Switch
+
+    sw = Switch.from_file(args.program, include_dirs=args.include, defines=_defines(args.defines))
+    summary = getattr(sw, "summary", None)
+    print(summary() if callable(summary) else f"{args.program}: ok")
+    return 0
+
+
+def run_stf(argv: Sequence[str]) -> int:
+    from p4sim import stf
+
+    return int(stf.main(list(argv)))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "compile":
+            return run_compile(argv[1:])
+        if argv and argv[0] == "stf":
+            return run_stf(argv[1:])
+        return run_switch(argv)
+    except UsageError as e:
+        print(e, file=sys.stderr)
+        print(
+            "usage: p4sim [-i PORT@IFACE ...] [options] PROG.p4 | p4sim compile PROG.p4 | "
+            "p4sim stf PROG.p4 TEST.stf  (p4sim --help for all options)",
+            file=sys.stderr,
+        )
+        return 2
+    except P4Error as e:
+        print(e.render(), file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"p4sim: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

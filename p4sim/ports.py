@@ -1,0 +1,192 @@
+"""Switch ports on Linux interfaces, and the packet loop that feeds the pipeline.
+
+Example::
+
+    ports = PortSet({1: "s1-eth1", 2: "s1-eth2"}, pcap_dir="pcaps")
+    ports.serve(lambda port, data: switch.send(port, data))   # until stop() is called
+
+Each port is an AF_PACKET raw socket bound to one interface. The loop reads whatever
+arrives on any port, hands it to ``process(port, bytes)`` and transmits every packet that
+comes back on its egress port. ``process`` runs packets to completion, so there is no
+queue between ingress and egress, as with BMv2's single-threaded mode.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger("p4sim.ports")
+
+ETH_P_ALL = 0x0003
+PACKET_OUTGOING = 4  # sll_pkttype of frames we sent ourselves
+MAX_FRAME = 65535 + 64
+
+Process = Callable[[int, bytes], Iterable[tuple[int, bytes]]]
+
+
+class PcapWriter:
+    """A classic libpcap file (Ethernet link type, microsecond timestamps)."""
+
+    def __init__(self, path: Path) -> None:
+        self._f = open(path, "wb")  # noqa: SIM115 - closed in close()
+        self._f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, MAX_FRAME, 1))
+        self._f.flush()
+
+    def write(self, data: bytes, now: float | None = None) -> None:
+        t = time.time() if now is None else now
+        sec = int(t)
+        usec = int((t - sec) * 1_000_000)
+        self._f.write(struct.pack("<IIII", sec, usec, len(data), len(data)))
+        self._f.write(data)
+        self._f.flush()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+@dataclass
+class PortCounters:
+    rx_packets: int = 0
+    rx_bytes: int = 0
+    tx_packets: int = 0
+    tx_bytes: int = 0
+    tx_errors: int = 0
+
+
+@dataclass
+class Port:
+    number: int
+    iface: str
+    sock: socket.socket
+    counters: PortCounters = field(default_factory=PortCounters)
+    pcap_in: PcapWriter | None = None
+    pcap_out: PcapWriter | None = None
+
+
+def open_raw_socket(iface: str) -> socket.socket:
+    """A non-blocking AF_PACKET socket that receives and sends whole frames on ``iface``."""
+    sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    try:
+        sock.bind((iface, 0))
+    except OSError as e:
+        sock.close()
+        raise OSError(e.errno, f"cannot open interface {iface!r}: {e.strerror}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    sock.setblocking(False)
+    return sock
+
+
+class PortSet:
+    """The switch's ports. ``ifaces`` maps port numbers to interface names."""
+
+    def __init__(self, ifaces: Mapping[int, str], pcap_dir: str | os.PathLike[str] | None = None):
+        self.ports: dict[int, Port] = {}
+        self._stop = threading.Event()
+        # A pipe wakes the loop when stop() is called from another thread or a signal.
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        try:
+            for number, iface in sorted(ifaces.items()):
+                self.ports[number] = Port(number, iface, open_raw_socket(iface))
+        except OSError:
+            self.close()
+            raise
+        if pcap_dir is not None:
+            d = Path(pcap_dir)
+            d.mkdir(parents=True, exist_ok=True)
+            for p in self.ports.values():
+                p.pcap_in = PcapWriter(d / f"{p.iface}_in.pcap")
+                p.pcap_out = PcapWriter(d / f"{p.iface}_out.pcap")
+
+    def transmit(self, port: int, data: bytes) -> bool:
+        """Send ``data`` out of ``port``; False (and counted) when the port is unknown or
+        the kernel refuses the frame."""
+        p = self.ports.get(port)
+        if p is None:
+            log.debug("egress port %d has no interface: packet dropped", port)
+            return False
+        try:
+            p.sock.send(data)
+        except OSError as e:
+            # ENOBUFS: an egress hook (e.g. nftables loss injection) dropped the frame.
+            p.counters.tx_errors += 1
+            if e.errno not in (errno.ENOBUFS, errno.EAGAIN, errno.ENETDOWN, errno.EMSGSIZE):
+                log.warning("send on %s failed: %s", p.iface, e)
+            return False
+        p.counters.tx_packets += 1
+        p.counters.tx_bytes += len(data)
+        if p.pcap_out is not None:
+            p.pcap_out.write(data)
+        return True
+
+    def serve(self, process: Process, poll_interval: float = 0.5) -> None:
+        """Run the packet loop until :meth:`stop`. Exceptions raised by ``process`` for one
+        packet are logged and the packet is dropped; the loop goes on."""
+        by_fd = {p.sock.fileno(): p for p in self.ports.values()}
+        poller = select.poll()
+        for fd in by_fd:
+            poller.register(fd, select.POLLIN)
+        poller.register(self._wake_r, select.POLLIN)
+        while not self._stop.is_set():
+            for fd, _ in poller.poll(poll_interval * 1000):
+                p = by_fd.get(fd)
+                if p is not None:
+                    self._drain(p, process)
+
+    def _drain(self, p: Port, process: Process, budget: int = 64) -> None:
+        for _ in range(budget):
+            try:
+                data, addr = p.sock.recvfrom(MAX_FRAME)
+            except BlockingIOError:
+                return
+            except OSError as e:
+                log.warning("receive on %s failed: %s", p.iface, e)
+                return
+            if addr[2] == PACKET_OUTGOING:
+                continue
+            p.counters.rx_packets += 1
+            p.counters.rx_bytes += len(data)
+            if p.pcap_in is not None:
+                p.pcap_in.write(data)
+            try:
+                out = process(p.number, data)
+            except Exception:  # a bug must not take the switch down
+                log.exception("packet from port %d dropped: pipeline error", p.number)
+                continue
+            for port, pkt in out:
+                self.transmit(port, pkt)
+
+    def stop(self) -> None:
+        self._stop.set()
+        try:
+            os.write(self._wake_w, b"x")
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        for p in self.ports.values():
+            p.sock.close()
+            for w in (p.pcap_in, p.pcap_out):
+                if w is not None:
+                    w.close()
+        for fd in (self._wake_r, self._wake_w):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def __enter__(self) -> PortSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Make this checkout ready to run: Debian packages, .venv, the project with its dev extras.
+# Quick when everything is already there. Used by `make run`, `make test` and friends.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages: command we need -> package that provides it.
+declare -A NEED=(
+  [mnexec]=mininet [ip]=iproute2 [ping]=iputils-ping [ethtool]=ethtool
+  [tcpdump]=tcpdump [nft]=nftables [tc]=iproute2
+)
+missing=()
+for cmd in "${!NEED[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEED[$cmd]}")
+done
+python_ok=1
+python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || python_ok=0
+[ "$python_ok" = 1 ] || missing+=(python3 python3-venv)
+
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "bootstrap: needs root to apt-get install: $(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')" >&2
+    exit 1
+  fi
+  pkgs=$(printf '%s\n' "${missing[@]}" | sort -u | tr '\n' ' ')
+  echo "bootstrap: installing Debian packages: $pkgs"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  # shellcheck disable=SC2086
+  apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
+fi
+
+# The virtual environment, reinstalled only when pyproject.toml changes.
+stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
+if [ ! -f "$stamp" ]; then
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  echo "bootstrap: installing the project and its dev extras into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
+  .venv/bin/python -m pip install -q -e '.[dev]'
+  rm -f .venv/.installed-*
+  touch "$stamp"
+fi

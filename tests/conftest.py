@@ -1,0 +1,28 @@
+"""Shared test configuration.
+
+Tests marked ``root`` or ``mininet`` need root (network namespaces, veth links, raw
+sockets). CI runs as root, so there they always run; on a developer's machine without
+root they are skipped with that reason. In CI (CI=true) a missing root is an error, never
+a skip."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() == 0:
+        return
+    for item in items:
+        if item.get_closest_marker("root") or item.get_closest_marker("mininet"):
+            if os.environ.get("CI"):
+                item.add_marker(pytest.mark.usefixtures("_fail_without_root"))
+            else:
+                item.add_marker(pytest.mark.skip(reason="needs root (run as root, as CI does)"))
+
+
+@pytest.fixture
+def _fail_without_root() -> None:
+    pytest.fail("this test needs root; CI must run as root")
