@@ -47,11 +47,11 @@ def compile_for_bmv2(source: Path) -> Path | None:
 
 def main() -> int:
     kind = os.environ.get("SWITCH", "p4sim")
-    program = EXERCISE / "basic.p4"
+    program: Path | None = EXERCISE / "basic.p4"
     if kind == "bmv2":
-        program = compile_for_bmv2(program)
-        if program is None:
-            return 1
+        program = compile_for_bmv2(EXERCISE / "basic.p4")
+    if program is None:
+        return 1
     shown = program.relative_to(Path.cwd()) if program.is_relative_to(Path.cwd()) else program
     print(f"make run: switch s1 = {kind} running {shown}")
     print(

@@ -1,0 +1,275 @@
+"""The in-network computing (INC) wire protocol: one definition for hosts, tests and P4.
+
+Example:
+    >>> import numpy as np
+    >>> h = Header(op=Op.AGG_SYNC, job_id=7, worker_id=2, psn=41, agg_idx=9, ver=1)
+    >>> payload = pack(h, np.arange(SLOTS, dtype=np.int32))
+    >>> len(payload) == HEADER_LEN + 4 * SLOTS
+    True
+    >>> unpack(payload)[0].psn
+    41
+
+Layout (docs/protocol.md has the byte diagram): Ethernet / IPv4 / UDP (both ports
+``INC_UDP_PORT``) / 24-byte INC header / ``slot_count`` big-endian signed 32-bit values.
+This module is the single source of truth for every constant shared with p4src/;
+tests/test_p4src_constants.py checks that p4src/configuration.p4 and p4src/headers.p4 agree.
+The hot path (``pack``/``unpack``/``encapsulate``) uses ``struct`` and numpy only; the Scapy
+layer ``INC`` is for tests, debugging and pcap dissection.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, replace
+from enum import IntEnum, IntFlag
+from typing import NamedTuple
+
+import numpy as np
+from scapy.fields import (
+    BitField,
+    ByteEnumField,
+    ByteField,
+    FieldLenField,
+    FieldListField,
+    FlagsField,
+    IntField,
+    ShortField,
+    SignedIntField,
+    XIntField,
+)
+from scapy.layers.inet import UDP
+from scapy.packet import Packet, bind_bottom_up, bind_layers
+
+# --- constants shared with p4src/configuration.p4 -------------------------------------------
+INC_UDP_PORT = 20050  # 0x4E52 ("NR"); used as both source and destination port
+HEADER_LEN = 24  # bytes of the INC header, values start here (4-byte aligned)
+SLOTS = 32  # K: value slots per packet that the switch aggregates
+VALUE_BYTES = 4  # every slot is a two's complement int32, big-endian on the wire
+MAX_SLOTS = 255  # slot_count is 8 bits; key-value ops use pairs (key, value) of slots
+MAX_JOBS = 1 << 16  # job_id is 16 bits; job 0 is reserved ("no job") in switch state
+MAX_WORKERS = 32  # workers per job: one bit each in the 32-bit contributor bitmap
+AGG_POOL_SIZE = 32768  # aggregators in the switch pool; each holds two versions
+AGG_VERSIONS = 2  # shadow copies per aggregator (switch memory = 2 x window)
+VALUE_DTYPE = np.dtype(">i4")
+IPV4_ETHERTYPE = 0x0800
+UDP_PROTO = 17
+
+
+class Op(IntEnum):
+    """What the switch computes for this packet (byte 0)."""
+
+    AGG_SYNC = 1  # synchronous value aggregation (NetReduce, ATP)
+    AGG_KV = 2  # asynchronous key-value aggregation (slots are (key, value) pairs)
+    KV_READ = 3  # key-value store read
+    KV_WRITE = 4  # key-value store write
+    CONSENSUS = 5  # consensus message (library class 4)
+    RESULT = 6  # a result sent by a host (e.g. the PS after a fallback)
+    ACK = 7  # a standalone acknowledgement that releases an aggregator (ATP)
+    FALLBACK = 8  # a host-to-PS packet that the switch must not aggregate
+
+
+class Flag(IntFlag):
+    """Per-packet role and state bits (byte 1)."""
+
+    NONE = 0
+    RETX = 0x01  # set by a worker on a retransmission
+    RESULT = 0x02  # set by the switch (or PS) on an aggregated result
+    ACK = 0x04  # acknowledgement (ATP: releases the aggregator on the way back)
+    COLLISION = 0x08  # set by the switch: the aggregator belonged to another (job, psn)
+    FALLBACK = 0x10  # set by the switch: forwarded to the PS unaggregated
+
+
+class DropReason(IntEnum):
+    """Index of the switch's ``inc_drops`` counter (p4src/job_region.p4, aggregator.p4)."""
+
+    UNKNOWN_JOB = 0  # job_id not in the job_region table
+    UNKNOWN_WORKER = 1  # (job_id, worker_id) not in the job_worker table
+    OUT_OF_REGION = 2  # agg_idx outside [offset, offset + size) or outside the pool
+    BAD_SLOT_COUNT = 3  # slot_count != SLOTS: the switch cannot parse the values
+    STALE = 4  # psn older than the use held by the aggregator copy
+    DUPLICATE = 5  # contribution already counted, aggregation still in progress
+
+
+DROP_REASONS = len(DropReason)
+
+
+class Field(NamedTuple):
+    """One header field: byte offset, bit offset inside that byte (0 = MSB) and width."""
+
+    name: str
+    offset: int
+    bit: int
+    width: int
+
+
+# Field order is the wire order; P4 headers.p4 declares the same fields in the same order.
+FIELDS: tuple[Field, ...] = (
+    Field("op", 0, 0, 8),
+    Field("flags", 1, 0, 8),
+    Field("job_id", 2, 0, 16),
+    Field("worker_id", 4, 0, 8),
+    Field("ver", 5, 0, 1),
+    Field("reserved0", 5, 1, 7),
+    Field("slot_count", 6, 0, 8),
+    Field("reserved1", 7, 0, 8),
+    Field("psn", 8, 0, 32),
+    Field("agg_idx", 12, 0, 32),
+    Field("epoch", 16, 0, 32),
+    Field("bitmap", 20, 0, 32),
+)
+FIELD_BY_NAME = {f.name: f for f in FIELDS}
+
+# op, flags, job_id, worker_id, ver|reserved0, slot_count, reserved1, psn, agg_idx, epoch, bitmap
+_HEADER = struct.Struct("!BBHBBBBIIII")
+assert _HEADER.size == HEADER_LEN
+_VER_SHIFT = 7  # ver is the most significant bit of byte 5
+
+
+class ProtocolError(ValueError):
+    """A packet or header that does not follow docs/protocol.md."""
+
+
+@dataclass(frozen=True, slots=True)
+class Header:
+    """The INC header as plain values (``slot_count`` is derived from the values on pack)."""
+
+    op: int = Op.AGG_SYNC
+    flags: int = Flag.NONE
+    job_id: int = 0
+    worker_id: int = 0
+    ver: int = 0
+    psn: int = 0
+    agg_idx: int = 0
+    epoch: int = 0
+    bitmap: int = 0
+    slot_count: int = SLOTS
+
+    def with_flags(self, flags: int) -> Header:
+        """A copy with ``flags`` OR-ed in."""
+        return replace(self, flags=self.flags | flags)
+
+
+def pack_header(h: Header, slot_count: int | None = None) -> bytes:
+    """Serialise ``h`` to 24 bytes; ``slot_count`` overrides ``h.slot_count``."""
+    count = h.slot_count if slot_count is None else slot_count
+    try:
+        return _HEADER.pack(
+            h.op,
+            h.flags,
+            h.job_id,
+            h.worker_id,
+            (h.ver & 1) << _VER_SHIFT,
+            count,
+            0,
+            h.psn,
+            h.agg_idx,
+            h.epoch,
+            h.bitmap,
+        )
+    except struct.error as e:
+        raise ProtocolError(f"header field out of range: {e} in {h}") from None
+
+
+def pack(h: Header, values: np.ndarray) -> bytes:
+    """Header + values as the UDP payload. ``values`` is any int array of <= MAX_SLOTS."""
+    v = np.asarray(values)
+    if v.ndim != 1 or v.size > MAX_SLOTS:
+        raise ProtocolError(f"values must be 1-D with at most {MAX_SLOTS} slots, got {v.shape}")
+    return pack_header(h, v.size) + v.astype(VALUE_DTYPE, copy=False).tobytes()
+
+
+def unpack(payload: bytes | memoryview) -> tuple[Header, np.ndarray]:
+    """Parse a UDP payload into (header, int32 values in native byte order)."""
+    if len(payload) < HEADER_LEN:
+        raise ProtocolError(f"payload of {len(payload)} bytes is shorter than the header")
+    op, flags, job, worker, vb, count, _, psn, idx, epoch, bitmap = _HEADER.unpack_from(payload)
+    end = HEADER_LEN + count * VALUE_BYTES
+    if len(payload) < end:
+        raise ProtocolError(f"slot_count {count} needs {end} bytes, payload has {len(payload)}")
+    values = np.frombuffer(payload, dtype=VALUE_DTYPE, count=count, offset=HEADER_LEN)
+    h = Header(op, flags, job, worker, vb >> _VER_SHIFT, psn, idx, epoch, bitmap, count)
+    return h, values.astype(np.int32)
+
+
+def aggregator_address(psn: int, offset: int, size: int) -> tuple[int, int]:
+    """NetReduce addressing: (agg_idx, ver) = (offset + psn % size, (psn // size) % 2).
+
+    >>> aggregator_address(psn=13, offset=100, size=8)
+    (105, 1)
+    """
+    if size <= 0:
+        raise ProtocolError(f"region size must be positive, got {size}")
+    return offset + psn % size, (psn // size) & 1
+
+
+# --- Ethernet/IPv4/UDP framing for raw sockets ------------------------------------------------
+_ETH = struct.Struct("!6s6sH")
+_IPV4 = struct.Struct("!BBHHHBBH4s4s")
+_UDP = struct.Struct("!HHHH")
+FRAME_OVERHEAD = _ETH.size + _IPV4.size + _UDP.size  # 42 bytes before the INC header
+
+
+def ipv4_checksum(header: bytes) -> int:
+    """RFC 791 header checksum (ones' complement of the ones' complement sum)."""
+    words = np.frombuffer(header, dtype=">u2").astype(np.uint32)
+    s = int(words.sum())
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def encapsulate(
+    payload: bytes, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, ttl: int = 64
+) -> bytes:
+    """Ethernet/IPv4/UDP frame around an INC payload (UDP checksum 0 = none, as the switch)."""
+    udp_len = _UDP.size + len(payload)
+    ip = _IPV4.pack(0x45, 0, _IPV4.size + udp_len, 0, 0x4000, ttl, UDP_PROTO, 0, src_ip, dst_ip)
+    ip = ip[:10] + ipv4_checksum(ip).to_bytes(2, "big") + ip[12:]
+    udp = _UDP.pack(INC_UDP_PORT, INC_UDP_PORT, udp_len, 0)
+    return _ETH.pack(dst_mac, src_mac, IPV4_ETHERTYPE) + ip + udp + payload
+
+
+def decapsulate(frame: bytes | memoryview) -> memoryview | None:
+    """The INC payload of a frame, or None when it is not IPv4/UDP to ``INC_UDP_PORT``."""
+    mv = memoryview(frame)
+    if len(mv) < FRAME_OVERHEAD or _ETH.unpack_from(mv)[2] != IPV4_ETHERTYPE:
+        return None
+    ihl = (mv[_ETH.size] & 0x0F) * 4
+    if mv[_ETH.size + 9] != UDP_PROTO or len(mv) < _ETH.size + ihl + _UDP.size:
+        return None
+    udp_at = _ETH.size + ihl
+    _, dport, udp_len, _ = _UDP.unpack_from(mv, udp_at)
+    if dport != INC_UDP_PORT:
+        return None
+    return mv[udp_at + _UDP.size : udp_at + max(udp_len, _UDP.size)]
+
+
+# --- Scapy layer ------------------------------------------------------------------------------
+class INC(Packet):
+    """Scapy layer of the INC header and its value slots (``slot_count`` is filled in).
+
+    >>> bytes(INC(op="AGG_SYNC", job_id=1, values=[1, -1]))[6]
+    2
+    """
+
+    name = "INC"
+    fields_desc = [
+        ByteEnumField("op", Op.AGG_SYNC, {o.value: o.name for o in Op}),
+        FlagsField("flags", 0, 8, [str(f.name) for f in Flag if f.value]),  # bit i = 1 << i
+        ShortField("job_id", 0),
+        ByteField("worker_id", 0),
+        BitField("ver", 0, 1),
+        BitField("reserved0", 0, 7),
+        FieldLenField("slot_count", None, count_of="values", fmt="B"),
+        ByteField("reserved1", 0),
+        IntField("psn", 0),
+        IntField("agg_idx", 0),
+        IntField("epoch", 0),
+        XIntField("bitmap", 0),
+        FieldListField("values", [], SignedIntField("", 0), count_from=lambda p: p.slot_count),
+    ]
+
+
+bind_layers(UDP, INC, sport=INC_UDP_PORT, dport=INC_UDP_PORT)
+bind_bottom_up(UDP, INC, dport=INC_UDP_PORT)
+bind_bottom_up(UDP, INC, sport=INC_UDP_PORT)

@@ -1,0 +1,57 @@
+// configuration.p4: every size and constant of the INC data plane, in one place.
+//
+// The wire constants (UDP port, header length, slot count, op codes, flag bits, drop
+// reasons) mirror hosts/protocol.py, the single source of truth; tests/test_p4src_constants.py
+// fails when the two disagree. Values are plain literals so that the test can read them.
+#ifndef _CONFIGURATION_P4_
+#define _CONFIGURATION_P4_
+
+// ---- sizes (used as extern and table sizes, hence macros) ----
+#define INC_HEADER_LEN 24        // bytes of inc_h
+#define INC_SLOTS 32             // K: 32-bit value slots per packet (headers.p4 spells them out)
+#define INC_VALUE_BYTES 4
+#define MAX_WORKERS 32           // workers per job: width of the contributor bitmap
+#define AGG_POOL_SIZE 32768      // aggregators shared by all jobs (tens of thousands)
+#define AGG_VERSIONS 2           // two copies per aggregator: switch memory = 2 x window
+#define AGG_COPIES 65536         // AGG_POOL_SIZE * AGG_VERSIONS: size of every aggregator register
+#define DROP_REASONS 6           // entries of the inc_drops counter
+
+// Table sizes: switch-only, not part of the wire protocol.
+#define JOB_TABLE_SIZE 1024
+#define WORKER_TABLE_SIZE 32768
+#define FORWARD_TABLE_SIZE 1024
+
+// ---- wire code points ----
+const bit<16> INC_UDP_PORT = 20050;
+const bit<16> ETHERTYPE_IPV4 = 0x0800;
+const bit<8> IP_PROTO_UDP = 17;
+
+// inc_h.op: what the switch computes
+const bit<8> OP_AGG_SYNC = 1;
+const bit<8> OP_AGG_KV = 2;
+const bit<8> OP_KV_READ = 3;
+const bit<8> OP_KV_WRITE = 4;
+const bit<8> OP_CONSENSUS = 5;
+const bit<8> OP_RESULT = 6;
+const bit<8> OP_ACK = 7;
+const bit<8> OP_FALLBACK = 8;
+
+// inc_h.flags: role and state bits
+const bit<8> FLAG_RETX = 0x01;
+const bit<8> FLAG_RESULT = 0x02;
+const bit<8> FLAG_ACK = 0x04;
+const bit<8> FLAG_COLLISION = 0x08;
+const bit<8> FLAG_FALLBACK = 0x10;
+
+// index of the inc_drops counter
+const bit<8> DROP_UNKNOWN_JOB = 0;
+const bit<8> DROP_UNKNOWN_WORKER = 1;
+const bit<8> DROP_OUT_OF_REGION = 2;
+const bit<8> DROP_BAD_SLOT_COUNT = 3;
+const bit<8> DROP_STALE = 4;
+const bit<8> DROP_DUPLICATE = 5;
+
+// Serial-number arithmetic on 32-bit PSNs: psn - stored >= PSN_HALF means "older".
+const bit<32> PSN_HALF = 0x80000000;
+
+#endif  // _CONFIGURATION_P4_

@@ -1,0 +1,15 @@
+// deparser.p4: emits the headers in wire order; invalid headers are skipped.
+#ifndef _DEPARSER_P4_
+#define _DEPARSER_P4_
+
+control IncDeparser(packet_out packet, in headers_t hdr) {
+    apply {
+        packet.emit(hdr.ethernet);
+        packet.emit(hdr.ipv4);
+        packet.emit(hdr.udp);
+        packet.emit(hdr.inc);
+        packet.emit(hdr.inc_values);
+    }
+}
+
+#endif  // _DEPARSER_P4_

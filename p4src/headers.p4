@@ -1,0 +1,85 @@
+// headers.p4: packet headers and the metadata the INC controls share.
+// The layout of inc_h is documented in docs/protocol.md and defined in hosts/protocol.py.
+#ifndef _HEADERS_P4_
+#define _HEADERS_P4_
+
+#if INC_SLOTS != 32
+#error "inc_values_h and aggregator.p4 spell out 32 slots; extend them with INC_SLOTS"
+#endif
+
+header ethernet_h {
+    bit<48> dstAddr;
+    bit<48> srcAddr;
+    bit<16> etherType;
+}
+
+header ipv4_h {
+    bit<4>  version;
+    bit<4>  ihl;
+    bit<8>  diffserv;
+    bit<16> totalLen;
+    bit<16> identification;
+    bit<3>  flags;
+    bit<13> fragOffset;
+    bit<8>  ttl;
+    bit<8>  protocol;
+    bit<16> hdrChecksum;
+    bit<32> srcAddr;
+    bit<32> dstAddr;
+}
+
+header udp_h {
+    bit<16> srcPort;
+    bit<16> dstPort;
+    bit<16> len;
+    bit<16> checksum;
+}
+
+// 24 bytes; field order and widths are checked against hosts/protocol.py FIELDS.
+header inc_h {
+    bit<8>  op;          // OP_*: what the switch computes
+    bit<8>  flags;       // FLAG_*: role and state
+    bit<16> job_id;      // 0 is reserved ("no job" in aggregator state)
+    bit<8>  worker_id;   // rank inside the job
+    bit<1>  ver;         // which of the aggregator's two copies
+    bit<7>  reserved0;
+    bit<8>  slot_count;  // number of 32-bit slots that follow
+    bit<8>  reserved1;
+    bit<32> psn;         // packet sequence number inside the job
+    bit<32> agg_idx;     // aggregator index, computed by the end host
+    bit<32> epoch;       // iteration clock for synchronisation modes (Serene)
+    bit<32> bitmap;      // contributors of a result (set by the switch)
+}
+
+// K = INC_SLOTS two's complement values; written out because P4 has no loops.
+header inc_values_h {
+    bit<32> v00; bit<32> v01; bit<32> v02; bit<32> v03;
+    bit<32> v04; bit<32> v05; bit<32> v06; bit<32> v07;
+    bit<32> v08; bit<32> v09; bit<32> v10; bit<32> v11;
+    bit<32> v12; bit<32> v13; bit<32> v14; bit<32> v15;
+    bit<32> v16; bit<32> v17; bit<32> v18; bit<32> v19;
+    bit<32> v20; bit<32> v21; bit<32> v22; bit<32> v23;
+    bit<32> v24; bit<32> v25; bit<32> v26; bit<32> v27;
+    bit<32> v28; bit<32> v29; bit<32> v30; bit<32> v31;
+}
+
+struct headers_t {
+    ethernet_h   ethernet;
+    ipv4_h       ipv4;
+    udp_h        udp;
+    inc_h        inc;
+    inc_values_h inc_values;
+}
+
+// Filled by JobRegion, read by Aggregator; drop/drop_reason feed the inc_drops counter.
+struct inc_metadata_t {
+    bit<32> region_offset;
+    bit<32> region_size;
+    bit<8>  quorum;        // contributions that complete an aggregation
+    bit<16> mcast_grp;     // the job's workers
+    bit<32> worker_bit;    // this worker's bit in the contributor bitmap
+    bit<1>  drop;
+    bit<8>  drop_reason;   // DROP_*
+}
+
+#endif  // _HEADERS_P4_

@@ -1,0 +1,64 @@
+// inc.p4: the in-network computing switch program for v1model (BMv2 simple_switch, p4sim).
+//
+//   p4c --target bmv2 --arch v1model p4src/inc.p4
+//
+// Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK flag) go through
+// JobRegion (admission) and Aggregator; everything else, including the op codes reserved
+// for later systems, is forwarded as ordinary traffic by Forwarder. Packets refused by
+// admission or the aggregator are dropped and counted in inc_drops[DROP_*].
+// Egress: ResultRewrite addresses each multicast copy of a result to its worker.
+#include <core.p4>
+#include <v1model.p4>
+
+#include "configuration.p4"
+#include "headers.p4"
+#include "parser.p4"
+#include "checksum.p4"
+#include "forwarder.p4"
+#include "job_region.p4"
+#include "aggregator.p4"
+#include "result_rewrite.p4"
+#include "deparser.p4"
+
+control IncIngress(inout headers_t hdr,
+                   inout inc_metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    counter(DROP_REASONS, CounterType.packets) inc_drops;
+
+    JobRegion() job_region;
+    Aggregator() aggregator;
+    Forwarder() forwarder;
+
+    apply {
+        if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
+                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
+            job_region.apply(hdr, meta, standard_metadata);
+            if (meta.drop == 0) {
+                aggregator.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 1) {
+                inc_drops.count((bit<32>)meta.drop_reason);
+                mark_to_drop(standard_metadata);
+            }
+        } else {
+            forwarder.apply(hdr, meta, standard_metadata);
+        }
+    }
+}
+
+control IncEgress(inout headers_t hdr,
+                  inout inc_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    ResultRewrite() result_rewrite;
+
+    apply {
+        result_rewrite.apply(hdr, meta, standard_metadata);
+    }
+}
+
+V1Switch(IncParser(),
+         IncVerifyChecksum(),
+         IncIngress(),
+         IncEgress(),
+         IncComputeChecksum(),
+         IncDeparser()) main;

@@ -1,0 +1,65 @@
+// job_region.p4: admission of aggregation packets. A job owns a region [offset, offset+size)
+// of the aggregator pool; a worker is known by (job, worker id, ingress port), which binds
+// it to where it is attached so that a host cannot speak for another job's workers.
+// Anything that fails a check is marked for drop with a DROP_* reason (IncIngress counts it)
+// and never reaches the aggregator, so it cannot touch another job's memory.
+// Programmed by controller/job_region.py.
+#ifndef _JOB_REGION_P4_
+#define _JOB_REGION_P4_
+
+control JobRegion(inout headers_t hdr,
+                  inout inc_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    // quorum: contributions that complete an aggregation (the job's worker count for
+    // synchronous aggregation); mcast_grp: the group holding all of the job's workers.
+    action set_region(bit<32> offset, bit<32> size, bit<8> quorum, bit<16> mcast_grp) {
+        meta.region_offset = offset;
+        meta.region_size = size;
+        meta.quorum = quorum;
+        meta.mcast_grp = mcast_grp;
+    }
+
+    table jobs {
+        key = { hdr.inc.job_id: exact; }
+        actions = { set_region; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
+    // bit_index: the worker's position (0 .. MAX_WORKERS-1) in the contributor bitmap.
+    action set_worker(bit<8> bit_index) {
+        meta.worker_bit = 32w1 << bit_index;
+    }
+
+    table workers {
+        key = {
+            hdr.inc.job_id: exact;
+            hdr.inc.worker_id: exact;
+            standard_metadata.ingress_port: exact;
+        }
+        actions = { set_worker; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = WORKER_TABLE_SIZE;
+    }
+
+    apply {
+        if (!hdr.inc_values.isValid()) {
+            meta.drop = 1;
+            meta.drop_reason = DROP_BAD_SLOT_COUNT;
+        } else if (!jobs.apply().hit) {
+            meta.drop = 1;
+            meta.drop_reason = DROP_UNKNOWN_JOB;
+        } else if (!workers.apply().hit) {
+            meta.drop = 1;
+            meta.drop_reason = DROP_UNKNOWN_WORKER;
+        } else if (hdr.inc.agg_idx - meta.region_offset >= meta.region_size
+                   || hdr.inc.agg_idx >= AGG_POOL_SIZE) {
+            // Unsigned wrap-around makes idx < offset fail the first test too. The second
+            // test guards the registers against a region the controller set past the pool.
+            meta.drop = 1;
+            meta.drop_reason = DROP_OUT_OF_REGION;
+        }
+    }
+}
+
+#endif  // _JOB_REGION_P4_

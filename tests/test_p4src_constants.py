@@ -1,0 +1,93 @@
+"""p4src/ and hosts/protocol.py agree on every shared constant and on the header layout."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hosts import protocol
+from hosts.protocol import FIELDS, SLOTS, DropReason, Flag, Op
+
+P4SRC = Path(__file__).resolve().parents[1] / "p4src"
+_DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0x[0-9a-fA-F]+|\d+)\b", re.M)
+_CONST = re.compile(
+    r"^\s*const\s+bit<\d+>\s+([A-Z][A-Z0-9_]*)\s*=\s*(0x[0-9a-fA-F]+|\d+)\s*;", re.M
+)
+
+# Switch-only constants: sizes of tables and the serial-number bound, not on the wire.
+P4_ONLY = {"JOB_TABLE_SIZE", "WORKER_TABLE_SIZE", "FORWARD_TABLE_SIZE", "PSN_HALF"}
+
+
+def p4_constants() -> dict[str, int]:
+    text = (P4SRC / "configuration.p4").read_text()
+    found = _DEFINE.findall(text) + _CONST.findall(text)
+    names = [n for n, _ in found]
+    assert len(names) == len(set(names)), "a constant is defined twice in configuration.p4"
+    return {n: int(v, 0) for n, v in found}
+
+
+def expected_constants() -> dict[str, int]:
+    exp = {
+        "INC_UDP_PORT": protocol.INC_UDP_PORT,
+        "INC_HEADER_LEN": protocol.HEADER_LEN,
+        "INC_SLOTS": protocol.SLOTS,
+        "INC_VALUE_BYTES": protocol.VALUE_BYTES,
+        "MAX_WORKERS": protocol.MAX_WORKERS,
+        "AGG_POOL_SIZE": protocol.AGG_POOL_SIZE,
+        "AGG_VERSIONS": protocol.AGG_VERSIONS,
+        "AGG_COPIES": protocol.AGG_POOL_SIZE * protocol.AGG_VERSIONS,
+        "DROP_REASONS": protocol.DROP_REASONS,
+        "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
+        "IP_PROTO_UDP": protocol.UDP_PROTO,
+    }
+    exp |= {f"OP_{o.name}": o.value for o in Op}
+    exp |= {f"FLAG_{f.name}": f.value for f in Flag if f.value}
+    exp |= {f"DROP_{d.name}": d.value for d in DropReason}
+    return exp
+
+
+@pytest.mark.parametrize("name", sorted(expected_constants()))
+def test_configuration_p4_defines_the_protocol_value(name: str) -> None:
+    consts = p4_constants()
+    assert name in consts, f"configuration.p4 does not define {name}"
+    assert consts[name] == expected_constants()[name]
+
+
+def test_configuration_p4_has_no_unchecked_constant() -> None:
+    unchecked = set(p4_constants()) - set(expected_constants()) - P4_ONLY
+    assert not unchecked, f"add these to hosts/protocol.py or P4_ONLY: {sorted(unchecked)}"
+
+
+def header_fields(header: str) -> list[tuple[str, int]]:
+    """(name, width) of the fields of `header <header> { ... }` in headers.p4, in order."""
+    text = (P4SRC / "headers.p4").read_text()
+    body = re.search(r"header\s+" + header + r"\s*\{(.*?)\}", text, re.S)
+    assert body, f"headers.p4 declares no header {header}"
+    return [(n, int(w)) for w, n in re.findall(r"bit<(\d+)>\s+(\w+)\s*;", body.group(1))]
+
+
+def test_inc_header_fields_match_protocol_field_table() -> None:
+    assert header_fields("inc_h") == [(f.name, f.width) for f in FIELDS]
+
+
+def test_inc_values_header_has_k_slots_of_32_bits() -> None:
+    fields = header_fields("inc_values_h")
+    assert [w for _, w in fields] == [8 * protocol.VALUE_BYTES] * SLOTS
+    assert [n for n, _ in fields] == [f"v{i:02d}" for i in range(SLOTS)]
+
+
+def test_aggregator_updates_and_reads_every_slot_once() -> None:
+    text = (P4SRC / "aggregator.p4").read_text()
+    for macro in ("ACCUMULATE", "READ_RESULT"):
+        calls = re.findall(macro + r"\((v\d+), (agg_value_\d+)\)", text)
+        assert calls == [(f"v{i:02d}", f"agg_value_{i:02d}") for i in range(SLOTS)], macro
+    regs = re.findall(r"register<bit<32>>\(AGG_COPIES\) (agg_value_\d+);", text)
+    assert regs == [f"agg_value_{i:02d}" for i in range(SLOTS)]
+
+
+def test_inc_p4_includes_every_p4_file_of_p4src() -> None:
+    included = set(re.findall(r'#include\s+"([^"]+)"', (P4SRC / "inc.p4").read_text()))
+    on_disk = {p.name for p in P4SRC.glob("*.p4")} - {"inc.p4"}
+    assert included == on_disk
