@@ -35,8 +35,13 @@ stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
   echo "bootstrap: installing the project and its dev extras into .venv"
-  .venv/bin/python -m pip install -q --upgrade pip >/dev/null
-  .venv/bin/python -m pip install -q -e '.[dev]'
+  log=.venv/pip-install.log
+  if ! { .venv/bin/python -m pip install -q --upgrade pip \
+         && .venv/bin/python -m pip install -q -e '.[dev]'; } >"$log" 2>&1; then
+    tail -n 30 "$log" >&2
+    echo "bootstrap: pip install failed (full log: $log)" >&2
+    exit 1
+  fi
   rm -f .venv/.installed-*
   touch "$stamp"
 fi
