@@ -30,7 +30,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         sm.egress_spec = port;
         fwd_hits.count();
     }
-    table out {
+    table fwd_out {
         key = { hdr.pk.idx: exact; }
         actions = { fwd; }
         default_action = fwd(1);
@@ -45,7 +45,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         if (hdr.pk.idx < 4) {
             per_slot.count((bit<32>) hdr.pk.idx);
         }
-        out.apply();
+        fwd_out.apply();
     }
 }
 

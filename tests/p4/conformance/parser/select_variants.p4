@@ -1,6 +1,6 @@
 // Parser select: masks, ranges, tuples with don't-care, an empty value_set, default, and
 // first-match order. The parser records which state it reached in meta.code; ingress
-// copies it into h.out and sends the packet to port 1.
+// copies it into h.result and sends the packet to port 1.
 #include <core.p4>
 #include <v1model.p4>
 
@@ -8,7 +8,7 @@ header h_t {
     bit<8> kind;
     bit<8> a;
     bit<8> b;
-    bit<8> out;
+    bit<8> result;
 }
 
 struct headers_t { h_t h; }
@@ -58,7 +58,7 @@ control VC(inout headers_t hdr, inout meta_t meta) { apply { } }
 
 control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     apply {
-        hdr.h.out = meta.code;
+        hdr.h.result = meta.code;
         sm.egress_spec = 1;
     }
 }
