@@ -1,0 +1,304 @@
+"""Data-parallel training of a small MLP on scikit-learn's digits, with a pluggable all-reduce.
+
+Example (two workers as threads, summing in-process):
+    >>> import threading
+    >>> from hosts.allreduce import LocalGroup
+    >>> g, out = LocalGroup(2), {}
+    >>> def work(w): out[w] = train(g.allreduce_fn(w), w, 2, epochs=1)
+    >>> ts = [threading.Thread(target=work, args=(w,)) for w in range(2)]
+    >>> _ = [t.start() for t in ts]; _ = [t.join() for t in ts]
+    >>> out[0].final_accuracy == out[1].final_accuracy > 0.5
+    True
+
+Every worker shuffles with the same seed, takes its shard of each global mini-batch,
+computes the gradient of (its part of the batch loss) / (global batch size), all-reduces
+that flat float32 vector (the sum is the batch-mean gradient) and applies the same SGD
+momentum step, so all workers hold the same parameters and every all-reduce method that
+returns the same sum trains the same model.
+
+Command line, one process per worker (inside a Mininet host)::
+
+    python -m hosts.train --method switch --worker-id 0 --workers 4 --dest 10.0.0.100 \\
+        --job-id 1 --offset 0 --size 64 --window 64
+    python -m hosts.train --method ps --worker-id 0 --workers 4 --dest 10.0.0.5:20051
+    python -m hosts.train --method ring --worker-id 0 --workers 4 \\
+        --peers 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4
+    python -m hosts.train --method local --workers 4      # all workers as threads here
+
+Flags: ``--method`` switch|ps|ring|local; ``--worker-id``, ``--workers``; ``--dest``
+IP[:PORT] of the aggregation address (switch: port INC_UDP_PORT by default; ps: port
+PS_UDP_PORT); ``--peers`` comma-separated IP[:PORT] of every worker in rank order (ring,
+port RING_UDP_PORT by default); ``--bind`` local IP:PORT to listen on (default all
+addresses, port INC_UDP_PORT for switch/ps, the rank's port in --peers for ring);
+``--job-id``, ``--offset``, ``--size``, ``--window``, ``--slots`` the job's region and
+window as admitted by the controller; ``--timeout`` retransmission timeout and
+``--total-timeout`` bound of one all-reduce (seconds);
+``--epochs``, ``--batch-size``, ``--lr``, ``--momentum``, ``--hidden``, ``--seed``,
+``--target`` training settings (identical on all workers and methods); ``--json PATH``
+writes the history. Progress goes to stdout, one line per epoch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from hosts.allreduce import AllReduceFn, AllReduceTimeout, LocalGroup
+from hosts.mlp import MLP
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class History:
+    """What one worker measured; times exclude evaluation on the test set."""
+
+    method: str
+    worker_id: int
+    n_workers: int
+    iter_times: list[float] = field(default_factory=list)  # seconds per iteration
+    comm_times: list[float] = field(default_factory=list)  # seconds in all-reduce per iteration
+    epoch_accuracy: list[float] = field(default_factory=list)
+    epoch_loss: list[float] = field(default_factory=list)
+    epoch_end_s: list[float] = field(default_factory=list)  # training time at each epoch end
+    target_accuracy: float = 0.9
+    time_to_target_s: float | None = None
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.epoch_accuracy[-1] if self.epoch_accuracy else 0.0
+
+    @property
+    def iter_time_s(self) -> float:
+        """Median time per iteration (robust to the first call's set-up)."""
+        return float(np.median(self.iter_times)) if self.iter_times else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["final_accuracy"] = self.final_accuracy
+        d["iter_time_s"] = self.iter_time_s
+        return d
+
+
+def load_digits_split(seed: int = 0, test_fraction: float = 0.2) -> tuple[np.ndarray, ...]:
+    """(x_train, y_train, x_test, y_test) from the bundled digits, pixels scaled to [0, 1]."""
+    from sklearn.datasets import load_digits  # imported late: slow, and only training needs it
+
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    y = d.target.astype(np.int64)
+    perm = np.random.default_rng(seed).permutation(len(y))
+    n_test = int(len(y) * test_fraction)
+    test, tr = perm[:n_test], perm[n_test:]
+    return x[tr], y[tr], x[test], y[test]
+
+
+def train(
+    allreduce_fn: AllReduceFn,
+    worker_id: int,
+    n_workers: int,
+    epochs: int = 10,
+    *,
+    batch_size: int = 64,
+    lr: float = 0.1,
+    momentum: float = 0.9,
+    hidden: int = 32,
+    seed: int = 0,
+    target_accuracy: float = 0.9,
+    method: str = "",
+    on_progress: Progress | None = None,
+) -> History:
+    """Train worker ``worker_id`` of ``n_workers``; ``allreduce_fn`` sums float32 vectors."""
+    if not 0 <= worker_id < n_workers:
+        raise ValueError(f"worker_id must be in 0..{n_workers - 1}, got {worker_id}")
+    x_tr, y_tr, x_te, y_te = load_digits_split(seed)
+    model = MLP((x_tr.shape[1], hidden, 10), seed=seed)
+    velocity = np.zeros_like(model.theta)
+    hist = History(method, worker_id, n_workers, target_accuracy=target_accuracy)
+    trained = 0.0
+    for epoch in range(epochs):
+        order = np.random.default_rng((seed, epoch)).permutation(len(y_tr))
+        losses = []
+        for start in range(0, len(order), batch_size):
+            t0 = time.perf_counter()
+            batch = order[start : start + batch_size]
+            mine = np.array_split(batch, n_workers)[worker_id]
+            loss, grad = model.loss_and_grad(x_tr[mine], y_tr[mine], denom=len(batch))
+            t1 = time.perf_counter()
+            total = np.asarray(allreduce_fn(grad), dtype=np.float32)
+            t2 = time.perf_counter()
+            velocity *= momentum
+            velocity += total
+            model.theta -= lr * velocity
+            losses.append(loss)
+            hist.comm_times.append(t2 - t1)
+            hist.iter_times.append(time.perf_counter() - t0)
+            trained += hist.iter_times[-1]
+        acc = model.accuracy(x_te, y_te)
+        hist.epoch_accuracy.append(acc)
+        hist.epoch_loss.append(float(np.sum(losses)))  # this worker's share of the loss
+        hist.epoch_end_s.append(trained)
+        if hist.time_to_target_s is None and acc >= target_accuracy:
+            hist.time_to_target_s = trained
+        if on_progress is not None:
+            on_progress(
+                {
+                    "method": method,
+                    "worker_id": worker_id,
+                    "epoch": epoch + 1,
+                    "accuracy": acc,
+                    "elapsed_s": trained,
+                    "iter_time_s": hist.iter_time_s,
+                }
+            )
+    return hist
+
+
+# --- command line ---------------------------------------------------------------------------
+def _addr(text: str, default_port: int) -> tuple[str, int]:
+    host, _, port = text.rpartition(":") if ":" in text else (text, "", "")
+    try:
+        return host, int(port) if port else default_port
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"bad address {text!r}: expected IP[:PORT]") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m hosts.train", description="data-parallel MLP training on digits"
+    )
+    ap.add_argument("--method", choices=["switch", "ps", "ring", "local"], required=True)
+    ap.add_argument("--worker-id", type=int, default=0)
+    ap.add_argument("--workers", type=int, required=True)
+    ap.add_argument("--dest", help="switch/ps: aggregation address IP[:PORT]")
+    ap.add_argument("--peers", help="ring: IP[:PORT] of every worker, comma-separated")
+    ap.add_argument("--bind", help="local IP:PORT (default 0.0.0.0 and the method's port)")
+    ap.add_argument("--job-id", type=int, default=1)
+    ap.add_argument("--offset", type=int, default=0)
+    ap.add_argument("--size", type=int, default=64, help="region size (aggregators)")
+    ap.add_argument("--window", type=int, default=64, help="packets in flight")
+    ap.add_argument("--slots", type=int, default=32, help="values per packet (K)")
+    ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
+    ap.add_argument("--total-timeout", type=float, default=30.0, help="bound of one call, s")
+    ap.add_argument("--epochs", type=int, default=10)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--target", type=float, default=0.9, help="target test accuracy")
+    ap.add_argument("--json", help="write the history as JSON to this path")
+    return ap
+
+
+def _settings(a: argparse.Namespace) -> dict[str, Any]:
+    return dict(
+        epochs=a.epochs,
+        batch_size=a.batch_size,
+        lr=a.lr,
+        momentum=a.momentum,
+        hidden=a.hidden,
+        seed=a.seed,
+        target_accuracy=a.target,
+        method=a.method,
+    )
+
+
+def _print_progress(p: dict[str, Any]) -> None:
+    print(
+        f"[{p['method']} w{p['worker_id']}] epoch {p['epoch']:3d}  acc {p['accuracy']:.4f}  "
+        f"time {p['elapsed_s']:7.2f}s  iter {p['iter_time_s'] * 1e3:7.2f}ms",
+        flush=True,
+    )
+
+
+def _make_allreduce(a: argparse.Namespace) -> tuple[AllReduceFn, Callable[[], None]]:
+    from hosts.protocol import INC_UDP_PORT
+
+    if a.method in ("switch", "ps"):
+        from hosts.allreduce import AllReduceClient
+        from hosts.ps import PS_UDP_PORT
+
+        if not a.dest:
+            raise ValueError(f"--method {a.method} needs --dest IP[:PORT]")
+        dest = _addr(a.dest, INC_UDP_PORT if a.method == "switch" else PS_UDP_PORT)
+        bind = _addr(a.bind, INC_UDP_PORT) if a.bind else ("0.0.0.0", INC_UDP_PORT)
+        c = AllReduceClient(
+            a.job_id, a.worker_id, a.workers, a.offset, a.size, a.window, dest=dest,
+            slots=a.slots, timeout=a.timeout, total_timeout=a.total_timeout, bind=bind,
+        )  # fmt: skip
+        return c.allreduce, c.close
+    from hosts.ring import RING_UDP_PORT, RingAllReduce
+
+    if not a.peers:
+        raise ValueError("--method ring needs --peers IP[:PORT],... (all workers, rank order)")
+    peers = [_addr(p.strip(), RING_UDP_PORT) for p in a.peers.split(",")]
+    if len(peers) != a.workers:
+        raise ValueError(f"--peers lists {len(peers)} workers, --workers says {a.workers}")
+    r = RingAllReduce(
+        a.worker_id, peers, job_id=a.job_id, slots=a.slots, window=a.window,
+        timeout=a.timeout, total_timeout=a.total_timeout,
+        bind=_addr(a.bind, peers[a.worker_id][1]) if a.bind else None,
+    )  # fmt: skip
+    return r.allreduce, r.close
+
+
+def _run_local(a: argparse.Namespace) -> History:
+    group, out = LocalGroup(a.workers), {}
+    errors: list[BaseException] = []
+
+    def work(w: int) -> None:
+        try:
+            cb = _print_progress if w == 0 else None
+            out[w] = train(group.allreduce_fn(w), w, a.workers, on_progress=cb, **_settings(a))
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(a.workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return out[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parser().parse_args(argv)
+    try:
+        if a.method == "local":
+            hist = _run_local(a)
+        else:
+            fn, close = _make_allreduce(a)
+            try:
+                hist = train(
+                    fn, a.worker_id, a.workers, on_progress=_print_progress, **_settings(a)
+                )
+            finally:
+                close()
+    except (ValueError, OSError, AllReduceTimeout) as e:
+        print(f"hosts.train: {e}", file=sys.stderr)
+        return 1
+    ttt = "not reached" if hist.time_to_target_s is None else f"{hist.time_to_target_s:.2f}s"
+    print(
+        f"[{a.method} w{hist.worker_id}] final accuracy {hist.final_accuracy:.4f}, "
+        f"iter {hist.iter_time_s * 1e3:.2f}ms, time to {a.target:.0%}: {ttt}",
+        flush=True,
+    )
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"settings": vars(a), "history": hist.to_dict()}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
