@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
     ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
     args = ap.parse_args(argv)
-    console = Console()
+    console = Console(width=110)
     table = Table(title="p4sim throughput, one core, in-process pipeline (Switch.send)")
     for col in ("program", "p4sim pkt/s", "BMv2 reference pkt/s", "p4sim / BMv2", "packets"):
         table.add_column(col, justify="right" if col != "program" else "left")
