@@ -160,7 +160,7 @@ def test_relay_loses_duplicates_and_reorders_at_the_configured_rates(three_names
     distinct = set(seen)
     lost = n - len(distinct)
     dups = len(seen) - len(distinct)
-    inversions = sum(1 for a, b in zip(seen, seen[1:]) if b < a)
+    inversions = sum(1 for a, b in zip(seen, seen[1:], strict=False) if b < a)
     assert 0.05 * n < lost < 0.15 * n
     assert 0.02 * n < dups < 0.09 * n
     assert inversions > 0.01 * n
