@@ -14,9 +14,12 @@ from collections.abc import Mapping, Sequence
 from p4sim.compiler.program import CompiledProgram
 
 
-def compile_file(path: str, include_dirs: Sequence[str] = (),
-                 defines: Mapping[str, str] | None = None,
-                 trace: bool = False) -> CompiledProgram:
+def compile_file(
+    path: str,
+    include_dirs: Sequence[str] = (),
+    defines: Mapping[str, str] | None = None,
+    trace: bool = False,
+) -> CompiledProgram:
     """Parse and compile a P4 file (``trace`` generates the logging calls)."""
     from p4sim.compiler.codegen import compile_program
     from p4sim.frontend.parser import parse_program
@@ -24,9 +27,13 @@ def compile_file(path: str, include_dirs: Sequence[str] = (),
     return compile_program(parse_program(path, include_dirs, defines), trace)
 
 
-def compile_text(text: str, filename: str = "<string>", include_dirs: Sequence[str] = (),
-                 defines: Mapping[str, str] | None = None,
-                 trace: bool = False) -> CompiledProgram:
+def compile_text(
+    text: str,
+    filename: str = "<string>",
+    include_dirs: Sequence[str] = (),
+    defines: Mapping[str, str] | None = None,
+    trace: bool = False,
+) -> CompiledProgram:
     """Like ``compile_file`` for P4 source text."""
     from p4sim.compiler.codegen import compile_program
     from p4sim.frontend.parser import parse_text

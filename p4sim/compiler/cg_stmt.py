@@ -1,0 +1,253 @@
+"""Statement compilation (assignments, if/switch, locals, exit/return, call statements).
+
+Example::
+
+    compiler.stmt(ast.Assign(ttl, ast.Binary("-", ttl, ast.IntLit(1))), fn)
+    fn.lines[-1]    # '    F.v_hdr.ipv4.ttl = ((F.v_hdr.ipv4.ttl - 1) & 255)'
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from p4sim.compiler.cg_base import CompilerBase
+from p4sim.compiler.cg_expr import EV
+from p4sim.compiler.typecheck import (
+    Sym,
+    TBit,
+    TBool,
+    TComposite,
+    TObject,
+    TStack,
+    TVoid,
+)
+from p4sim.frontend import ast
+from p4sim.frontend.diagnostics import P4Error
+
+if TYPE_CHECKING:
+    from p4sim.compiler.codegen import Fn
+
+
+class StmtMixin(CompilerBase):
+    """Statement compilation; mixed into ``codegen.Compiler``."""
+
+    def block(self, b: ast.Block, fn: Fn) -> None:
+        outer = fn.scope
+        fn.scope = outer.child()
+        n = len(fn.lines)
+        for s in b.stmts:
+            self.stmt(s, fn)
+        if len(fn.lines) == n:
+            fn.emit("pass")
+        fn.scope = outer
+
+    def body(self, s: ast.Stmt, fn: Fn) -> None:
+        """An indented sub-statement (if/else branch, switch case)."""
+        fn.ind += 1
+        n = len(fn.lines)
+        if isinstance(s, ast.Block):
+            self.block(s, fn)
+        else:
+            outer = fn.scope
+            fn.scope = outer.child()
+            self.stmt(s, fn)
+            fn.scope = outer
+        if len(fn.lines) == n:
+            fn.emit("pass")
+        fn.ind -= 1
+
+    def stmt(self, s: ast.Stmt, fn: Fn) -> None:
+        meth = getattr(self, "_s_" + type(s).__name__, None)
+        if meth is None:
+            raise P4Error(s.loc, f"unsupported statement {type(s).__name__}")
+        meth(s, fn)
+
+    def _s_Block(self, s: ast.Block, fn: Fn) -> None:
+        self.block(s, fn)
+
+    def _s_Empty(self, s: ast.Empty, fn: Fn) -> None:
+        pass
+
+    def _s_Exit(self, s: ast.Exit, fn: Fn) -> None:
+        if fn.kind == "parser":
+            raise P4Error(s.loc, "'exit' is not allowed in a parser")
+        fn.emit("raise ExitSignal()")
+
+    def _s_Return(self, s: ast.Return, fn: Fn) -> None:
+        if fn.kind == "parser":
+            raise P4Error(s.loc, "'return' is not allowed in a parser")
+        if s.value is None:
+            if fn.ret_type is not None and not isinstance(fn.ret_type, TVoid):
+                raise P4Error(s.loc, "this function must return a value")
+            fn.emit(fn.ret)
+            return
+        if fn.ret_type is None or isinstance(fn.ret_type, TVoid):
+            raise P4Error(s.loc, "cannot return a value here")
+        v = self.value(s.value, fn, fn.ret_type)
+        if fn.ret == "return":
+            fn.emit(f"return {v.code}")
+        else:  # functions with out params return (value, outs...)
+            fn.emit(fn.ret.replace("return (", f"return ({v.code}, ", 1))
+
+    def _s_VarDeclStmt(self, s: ast.VarDeclStmt, fn: Fn) -> None:
+        d = s.decl
+        t = self.genv.resolve(d.type)
+        code = fn.new(f"v_{d.name}")
+        if d.init is not None:
+            v = self.value(d.init, fn, t)
+            val = self.fresh(v.code, t, d.init)
+        else:
+            val = self.default(t)
+        fn.emit(f"{code} = {val}")
+        fn.scope.declare(d.name, Sym("var", t, code, decl=d), d.loc)
+
+    def _s_ConstDeclStmt(self, s: ast.ConstDeclStmt, fn: Fn) -> None:
+        d = s.decl
+        t = self.genv.resolve(d.type)
+        v = self.value(d.value, fn, t)
+        if not v.is_const:
+            raise P4Error(d.value.loc, "a constant's value must be compile-time known")
+        fn.scope.declare(d.name, Sym("const", t, value=v.const), d.loc)
+
+    def _s_If(self, s: ast.If, fn: Fn) -> None:
+        fn.emit(f"if {self.condition(s.cond, fn)}:")
+        self.body(s.then, fn)
+        other = s.other
+        # `else if` chains become `elif` (Python limits indentation depth to 100) when
+        # the condition needs no statements of its own before it
+        while isinstance(other, ast.If) and self.is_pure(other.cond, fn):
+            fn.emit(f"elif {self.condition(other.cond, fn)}:")
+            self.body(other.then, fn)
+            other = other.other
+        if other is not None:
+            fn.emit("else:")
+            self.body(other, fn)
+
+    def condition(self, e: ast.Expr, fn: Fn) -> str:
+        c = self.expr(e, fn)
+        if not isinstance(c.type, TBool):
+            raise P4Error(e.loc, f"if condition must be bool, got {c.type.show()}")
+        return c.code
+
+    def is_pure(self, e: ast.Expr, fn: Fn) -> bool:
+        """True when compiling ``e`` emits no statement (no out-argument calls ...)."""
+        from p4sim.compiler.codegen import Fn as FnT
+
+        scratch = FnT(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+        self.expr(e, scratch)
+        return not scratch.lines
+
+    def _s_CallStmt(self, s: ast.CallStmt, fn: Fn) -> None:
+        ev = self.call(s.call, fn, stmt=True)
+        if ev is not None and ev.code:
+            fn.emit(ev.code)
+
+    def _s_Assign(self, s: ast.Assign, fn: Fn) -> None:
+        if isinstance(s.target, ast.Slice):
+            self.assign_slice(s, fn)
+            return
+        lv = self.expr(s.target, fn)
+        if not lv.lval:
+            raise P4Error(
+                s.target.loc,
+                "cannot assign to this expression (not a variable, field or out/inout parameter)",
+            )
+        v = self.value(s.value, fn, lv.type)
+        fn.emit(self.assign_code(lv, self.fresh(v.code, lv.type, s.value), s.target, fn))
+
+    def assign_code(self, lv: EV, val: str, target: ast.Expr, fn: Fn) -> str:
+        """A Python statement storing ``val`` into the l-value ``lv``."""
+        code = lv.code
+        m = re.match(r"^(_stack_\w+)\((.*)\)$", code)
+        if m and _balanced(code[len(m.group(1)) :]):
+            fname, inner = m.group(1), m.group(2)
+            if fname == "_stack_at":
+                return f"_stack_set({inner}, {val})"
+            idx = "nextIndex" if fname == "_stack_next" else "nextIndex - 1"
+            return f"_stack_set({inner}, ({inner}).{idx}, {val})"
+        return f"{code} = {val}"
+
+    def assign_slice(self, s: ast.Assign, fn: Fn) -> None:
+        tgt: ast.Slice = s.target  # type: ignore[assignment]
+        base = self.expr(tgt.expr, fn)
+        if not base.lval or not isinstance(base.type, TBit):
+            raise P4Error(tgt.loc, "cannot assign to a slice of this expression")
+        hi, lo = self.genv.const_int(tgt.hi), self.genv.const_int(tgt.lo)
+        w = base.type.width
+        if not (0 <= lo <= hi < w):
+            raise P4Error(tgt.loc, f"slice [{hi}:{lo}] out of range for {base.type.show()}")
+        sw = hi - lo + 1
+        v = self.value(s.value, fn, TBit(sw))
+        keep = ((1 << w) - 1) ^ (((1 << sw) - 1) << lo)
+        new = f"({base.code} & {keep}) | (({v.code} & {(1 << sw) - 1}) << {lo})"
+        fn.emit(self.assign_code(base, new, tgt.expr, fn))
+
+    def _s_Switch(self, s: ast.Switch, fn: Fn) -> None:
+        e = self.expr(s.expr, fn)
+        var = fn.new("sw")
+        fn.emit(f"{var} = {e.code}")
+        is_action = isinstance(e.type, TObject) and e.type.kind == "action_run"
+        first = True
+        pending: list[str] = []
+        seen: set = set()
+        had_default = False
+        for case in s.cases:
+            if had_default:
+                raise P4Error(case.loc, "the 'default' label must be the last one of a switch")
+            conds: list[str] = []
+            default = False
+            for lab in case.labels:
+                if isinstance(lab, ast.Default):
+                    default = True
+                    continue
+                if is_action:
+                    conds.append(f"{var} == {self.action_label(lab, e, fn)!r}")
+                else:
+                    v = self.value(lab, fn, e.type)
+                    if not v.is_const:
+                        raise P4Error(lab.loc, "switch labels must be compile-time constants")
+                    if v.const in seen:
+                        raise P4Error(lab.loc, "duplicate switch label")
+                    seen.add(v.const)
+                    conds.append(f"{var} == {v.code}")
+            if case.body is None:
+                pending += conds
+                continue
+            conds = pending + conds
+            pending = []
+            if default:
+                had_default = True
+                fn.emit("else:" if not first else "if True:")
+            else:
+                fn.emit(f"{'if' if first else 'elif'} {' or '.join(conds) or 'False'}:")
+            self.body(case.body, fn)
+            first = False
+
+    def action_label(self, lab: ast.Expr, e: EV, fn: Fn) -> str:
+        if not isinstance(lab, ast.Name):
+            raise P4Error(lab.loc, "a switch on action_run needs action names as labels")
+        table = e.sym
+        fq = table.extra["action_fq"].get(lab.name) if table is not None else None
+        if fq is None:
+            raise P4Error(
+                lab.loc,
+                f"'{lab.name}' is not an action of table {table.extra['fq'] if table else '?'}",
+            )
+        return fq
+
+
+def _balanced(s: str) -> bool:
+    """True when ``s`` is one parenthesised group ``(...)`` spanning the whole string."""
+    depth = 0
+    for i, ch in enumerate(s):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0 and i != len(s) - 1:
+                return False
+    return depth == 0
+
+
+__all__ = ["StmtMixin", "TComposite", "TStack"]

@@ -1,0 +1,334 @@
+"""Tables: key compilation, action lists, default actions, const entries and the
+generated ``tbl_N(F) -> (hit, action_name)`` function of every table instance.
+
+Example (generated for ``table t { key = { hdr.ipv4.dstAddr: lpm; } ... }``)::
+
+    def tbl_6_t(F):
+        e = T_6.lookup((F.v_hdr.ipv4.dstAddr, ))
+        if e is None:
+            a = T_6.default_action
+            ACTS_T_6[a](F, *T_6.default_args)
+            return False, a
+        a = e.action
+        ACTS_T_6[a](F, *e.args)
+        return True, a
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from p4sim.compiler.cg_base import CompilerBase
+from p4sim.compiler.cg_call import expr_text
+from p4sim.compiler.cg_expr import lit, pyname
+from p4sim.compiler.program import TableInfo
+from p4sim.compiler.typecheck import Sym, TBit, TBool, TEnum, TObject, annotation
+from p4sim.frontend import ast
+from p4sim.frontend.diagnostics import P4Error
+from p4sim.runtime.tables import Entry, KeyField, Table, TableError
+
+if TYPE_CHECKING:
+    from p4sim.compiler.codegen import CtlInst, Fn
+
+
+class TableMixin(CompilerBase):
+    """Table compilation; mixed into ``codegen.Compiler``."""
+
+    tables: list
+    externs: list
+    src: list[str]
+    ids: Any
+    _implicit_noaction: str | None
+
+    def gen_table(self, d: ast.TableDecl, inst: CtlInst) -> None:
+        from p4sim.compiler.codegen import Fn, fq_name
+
+        fq = fq_name(inst.path, d.name, d.annotations)
+        ident = next(self.ids)
+        tvar, tfn = f"T_{ident}", f"tbl_{ident}_{pyname(d.name)}"
+        fn = Fn(inst.scope, "control", inst.path, ctl=inst)
+        keys: list[KeyField] = []
+        kcodes: list[str] = []
+        texts: list[str] = []
+        for k in d.keys:
+            if k.match_kind not in self.genv.match_kinds:
+                raise P4Error(k.loc, f"unknown match kind '{k.match_kind}'")
+            if k.match_kind == "selector":
+                raise P4Error(k.loc, "action selectors are not supported by p4sim")
+            ev = self.expr(k.expr, fn)
+            if isinstance(ev.type, TBool):
+                code, w = f"(1 if {ev.code} else 0)", 1
+            elif isinstance(ev.type, TBit):
+                code, w = ev.code, ev.type.width
+            elif isinstance(ev.type, TEnum) and ev.type.underlying is not None:
+                code, w = ev.code, ev.type.underlying.width
+            else:
+                raise P4Error(k.expr.loc, f"a table key cannot have type {ev.type.show()}")
+            kname = None
+            a = annotation(k.annotations, "name")
+            if a is not None:
+                from p4sim.compiler.typecheck import name_annotation
+
+                kname = name_annotation(k.annotations)
+            text = expr_text(k.expr)
+            keys.append(KeyField(kname or text, k.match_kind, w))
+            kcodes.append(code)
+            texts.append(text)
+        action_fq: dict[str, str] = {}
+        dispatch: dict[str, str] = {}
+        scopes: dict[str, str] = {}
+        for ar in d.actions:
+            py, afq, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
+            if ar.args:
+                raise P4Error(
+                    ar.loc,
+                    "actions with bound arguments in a table's action list are not supported",
+                )
+            if any(p.direction for p in adecl.params):
+                raise P4Error(
+                    ar.loc,
+                    f"action '{ar.name}' has directional parameters and cannot be used in a table",
+                )
+            action_fq[ar.name] = afq
+            for an in ("tableonly", "defaultonly"):
+                if annotation(ar.annotations, an) is not None:
+                    scopes[afq] = an
+        self._implicit_noaction = None
+        default, dargs = self.table_default(d, inst, action_fq)
+        if self._implicit_noaction:
+            scopes[self._implicit_noaction] = "defaultonly"
+        for an in action_fq:
+            dispatch[action_fq[an]] = inst.actions[an][0]
+        size = 1024
+        timeout = False
+        dcounter = dmeter = None
+        for p in d.properties:
+            if p.name == "size":
+                size = self.genv.const_int(p.value)
+            elif p.name in ("counters", "meters"):
+                ex = self.expr(p.value, fn)
+                info = next((x for x in self.externs if x.pyname == ex.code), None)
+                if info is None or info.kind not in ("direct_counter", "direct_meter"):
+                    raise P4Error(
+                        p.value.loc, f"'{p.name}' must name a direct_counter/direct_meter instance"
+                    )
+                info.table = fq
+                if p.name == "counters":
+                    dcounter = info
+                else:
+                    dmeter = info
+            elif p.name == "support_timeout":
+                ev = self.expr(p.value, fn)
+                timeout = bool(ev.is_const and ev.const)
+            elif p.name == "implementation":
+                raise P4Error(
+                    p.loc,
+                    "table implementations (action profiles/selectors) are not supported by p4sim",
+                )
+        entries = self.const_entries(d, keys, action_fq, inst)
+        info = TableInfo(
+            fq,
+            tvar,
+            keys,
+            size,
+            list(action_fq.values()),
+            default,
+            dargs,
+            d.default_action_const,
+            entries,
+            d.entries_const or bool(entries and d.entries_const),
+            dcounter.name if dcounter else None,
+            dmeter.name if dmeter else None,
+            scopes,
+            list(d.annotations),
+            texts,
+            [list(k.annotations) for k in d.keys],
+            timeout,
+        )
+        self.tables.append(info)
+        self.table_function(info, tfn, kcodes, dispatch, dcounter, dmeter)
+        inst.scope.declare(
+            d.name,
+            Sym(
+                "table", TObject("table", fq), tfn, decl=d, extra={"fq": fq, "action_fq": action_fq}
+            ),
+            d.loc,
+        )
+
+    def table_default(
+        self, d: ast.TableDecl, inst: CtlInst, action_fq: dict[str, str]
+    ) -> tuple[str, tuple[int, ...]]:
+        from p4sim.compiler.codegen import Fn
+
+        if d.default_action is None:
+            if "NoAction" not in action_fq:  # p4c adds `@defaultonly NoAction`
+                py, afq, _ = self.action_ref("NoAction", inst, d.loc)  # type: ignore
+                action_fq["NoAction"] = afq
+                self._implicit_noaction = afq
+            return action_fq["NoAction"], ()
+        ar = d.default_action
+        if ar.name not in action_fq:
+            raise P4Error(
+                ar.loc, f"default action '{ar.name}' is not in the actions of table '{d.name}'"
+            )
+        _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
+        fn = Fn(inst.scope, "control", inst.path, ctl=inst)
+        data = [p for p in adecl.params if not p.direction]
+        if len(ar.args) != len(data):
+            raise P4Error(
+                ar.loc, f"action '{ar.name}' takes {len(data)} argument(s), got {len(ar.args)}"
+            )
+        vals = []
+        for p, a in zip(data, ar.args, strict=False):
+            ev = self.value(a.value, fn, self.genv.resolve(p.type))
+            if not ev.is_const:
+                raise P4Error(a.loc, "default action arguments must be constants")
+            vals.append(int(ev.const))
+        return action_fq[ar.name], tuple(vals)
+
+    def const_entries(
+        self, d: ast.TableDecl, keys: list[KeyField], action_fq: dict[str, str], inst: CtlInst
+    ) -> list[Entry]:
+        from p4sim.compiler.codegen import Fn
+
+        fn = Fn(inst.scope, "control", inst.path, ctl=inst)
+        out: list[Entry] = []
+        n = len(d.entries)
+        check = Table(d.name, keys, max(n, 1), "")
+        for i, te in enumerate(d.entries):
+            ks = te.keyset
+            if len(ks) == 1 and isinstance(ks[0], ast.ListExpr) and len(keys) > 1:
+                ks = ks[0].elems
+            if len(ks) != len(keys):
+                raise P4Error(
+                    te.loc, f"entry has {len(ks)} key value(s), the table has {len(keys)} key(s)"
+                )
+            matches = tuple(self.entry_match(k, x, fn) for k, x in zip(keys, ks, strict=False))
+            ar = te.action
+            if ar.name not in action_fq:
+                raise P4Error(ar.loc, f"action '{ar.name}' is not in the table's actions")
+            _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
+            data = [p for p in adecl.params if not p.direction]
+            if len(ar.args) != len(data):
+                raise P4Error(
+                    ar.loc, f"action '{ar.name}' takes {len(data)} argument(s), got {len(ar.args)}"
+                )
+            args = []
+            for p, a in zip(data, ar.args, strict=False):
+                ev = self.value(a.value, fn, self.genv.resolve(p.type))
+                if not ev.is_const:
+                    raise P4Error(a.loc, "entry action arguments must be constants")
+                args.append(int(ev.const))
+            entry = Entry(
+                matches, action_fq[ar.name], tuple(args), self.entry_priority(d, te, n - i)
+            )
+            try:  # the runtime table checks widths, masks and duplicates
+                check.add(copy.copy(entry))
+            except TableError as exc:
+                raise P4Error(te.loc, f"bad entry: {exc}") from None
+            out.append(entry)
+        return out
+
+    def entry_priority(self, d: ast.TableDecl, te: ast.TableEntry, implicit: int) -> int:
+        """Entry priority, higher wins (P4Runtime): ``priority = N:`` or ``@priority(N)``;
+        without one, earlier entries win. ``largest_priority_wins = false`` flips
+        explicit priorities."""
+        expr = te.priority
+        a = annotation(te.annotations, "priority")
+        if expr is None and a is not None and a.args:
+            expr = a.args[0]
+        if expr is None:
+            return implicit
+        prio = self.genv.const_int(expr)
+        for p in d.properties:
+            if p.name == "largest_priority_wins":
+                v = self.genv.const_value(p.value, None)
+                if v is False:
+                    return -prio
+        return prio
+
+    def entry_match(self, k: KeyField, x: ast.Expr, fn: Fn) -> Any:
+        t = TBit(k.width)
+        full = (1 << k.width) - 1
+        kind = k.match_kind
+        if isinstance(x, (ast.DontCare, ast.Default)):
+            return {
+                "exact": 0,
+                "lpm": (0, 0),
+                "ternary": (0, 0),
+                "range": (0, full),
+                "optional": None,
+            }[kind]
+        if isinstance(x, ast.Mask):
+            v = int(self.value(x.value, fn, t).const)
+            m = int(self.value(x.mask, fn, t).const)
+            if kind == "lpm":
+                plen = bin(m).count("1")
+                return (v & m, plen)
+            return (v & m, m)
+        if isinstance(x, ast.Range):
+            return (int(self.value(x.lo, fn, t).const), int(self.value(x.hi, fn, t).const))
+        ev = self.value(x, fn, t) if not isinstance(x, ast.BoolLit) else lit(int(x.value), t)
+        if not ev.is_const:
+            raise P4Error(x.loc, "entry key values must be constants")
+        v = int(ev.const)
+        return {
+            "exact": v,
+            "lpm": (v, k.width),
+            "ternary": (v, full),
+            "range": (v, v),
+            "optional": v,
+        }[kind]
+
+    def table_function(
+        self,
+        info: TableInfo,
+        tfn: str,
+        kcodes: list[str],
+        dispatch: dict[str, str],
+        dcounter: Any,
+        dmeter: Any,
+    ) -> None:
+        tvar = info.pyname
+        dvar = f"ACTS_{tvar}"
+        lines = [f"def {tfn}(F):"]
+        key = "(" + "".join(c + ", " for c in kcodes) + ")"
+        tr = self.trace
+        if tr:
+            lines.append(f"    LOG({'Applying table ' + repr(info.name)!r})")
+        if not kcodes:
+            lines.append("    e = None")
+        else:
+            lines.append(f"    e = {tvar}.lookup({key})")
+        lines.append("    if e is None:")
+        lines.append(f"        a = {tvar}.default_action")
+        if dmeter is not None:
+            lines.append("        CTX.color = 0")  # misses are not metered: GREEN
+        if tr:
+            lines.append(f"        LOG('Table ' + {repr(repr(info.name))} + ': miss')")
+            lines.append(
+                "        LOG('Action entry is ' + a + ' - ' + ','.join("
+                f"'%x' % v for v in {tvar}.default_args))"
+            )
+        lines.append(f"        {dvar}[a](F, *{tvar}.default_args)")
+        lines.append("        return False, a")
+        if dcounter is not None:
+            lines.append("    c = e.counter; c[0] += 1; c[1] += CTX.sm.packet_length")
+        if dmeter is not None:
+            lines.append(
+                f"    CTX.color = {dmeter.pyname}.execute(e, CTX.sm.packet_length, CTX.now)"
+            )
+        lines.append("    a = e.action")
+        if tr:
+            lines.append(
+                f"    LOG('Table ' + {repr(repr(info.name))} + ': hit with handle ' "
+                "+ str(e.handle) + ', match ' + repr(e.matches))"
+            )
+            lines.append(
+                "    LOG('Action entry is ' + a + ' - ' + ','.join('%x' % v for v in e.args))"
+            )
+        lines.append(f"    {dvar}[a](F, *e.args)")
+        lines.append("    return True, a")
+        table = "{" + ", ".join(f"{k!r}: {v}" for k, v in dispatch.items()) + "}"
+        self.src.append(f"{dvar} = {table}\n" + "\n".join(lines) + "\n")

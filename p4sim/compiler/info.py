@@ -1,0 +1,150 @@
+"""The control-plane view of a compiled program (``p4sim.program_info.ProgramInfo``).
+
+Example::
+
+    info = compile_file("basic.p4").info
+    t = info.table("MyIngress.ipv4_lpm")
+    t.annotations          # ('@name("ipv4_lpm")',) as written in the source
+    t.explicit_id          # the value of @id(...), or None
+
+Annotations are kept as source-like text so that P4Info generation can copy them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from p4sim import program_info as pi
+from p4sim.compiler.program import CompiledProgram
+from p4sim.frontend import ast
+
+_SCOPES = {"tableonly": "TABLE_ONLY", "defaultonly": "DEFAULT_ONLY"}
+
+
+def _expr_src(e: ast.Expr) -> str:
+    if isinstance(e, ast.StringLit):
+        return '"' + e.value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(e, ast.IntLit):
+        return e.text or str(e.value)
+    if isinstance(e, ast.BoolLit):
+        return "true" if e.value else "false"
+    if isinstance(e, ast.Name):
+        return e.name
+    if isinstance(e, ast.Member):
+        return f"{_expr_src(e.expr)}.{e.name}"
+    return "?"
+
+
+def annotation_text(a: ast.Annotation) -> str:
+    """``@name("x")`` / ``@id(5)`` / ``@hidden`` as text."""
+    if a.raw:
+        body = a.raw.strip()
+        if not body.startswith(("(", "[")):
+            body = f"({body})"
+        return f"@{a.name}{body}"
+    if a.kv:
+        return f"@{a.name}[" + ", ".join(f"{k}={_expr_src(v)}" for k, v in a.kv.items()) + "]"
+    if a.args:
+        return f"@{a.name}(" + ", ".join(_expr_src(x) for x in a.args) + ")"
+    return f"@{a.name}"
+
+
+def _annos(annos: list[ast.Annotation] | None) -> dict[str, Any]:
+    annos = annos or []
+    explicit = None
+    doc = ""
+    for a in annos:
+        if a.name == "id" and a.args and isinstance(a.args[0], ast.IntLit):
+            explicit = a.args[0].value
+        elif a.name in ("brief", "description") and a.args and isinstance(a.args[0], ast.StringLit):
+            doc = a.args[0].value
+    return {
+        "annotations": tuple(annotation_text(a) for a in annos),
+        "explicit_id": explicit,
+        "doc": doc,
+    }
+
+
+def _param_type_name(p: ast.Param, prog: CompiledProgram) -> str | None:
+    """P4Info ``type_name`` of a parameter declared with a ``type`` (new type)."""
+    t = p.type
+    return t.name if isinstance(t, ast.NamedType) and t.name in prog.newtypes else None
+
+
+def program_info(prog: CompiledProgram) -> pi.ProgramInfo:
+    """Build the ProgramInfo of ``prog`` from the compiler's metadata."""
+    out = pi.ProgramInfo(source=prog.main_file)
+    for a in prog.actions.values():
+        decl = a.decl
+        data = [p for p in (decl.params if decl is not None else []) if not p.direction]
+        params = []
+        for (n, w), p in zip(a.params, data, strict=False):
+            params.append(pi.ParamInfo(n, w, _param_type_name(p, prog), **_annos(p.annotations)))
+        out.actions.append(pi.ActionInfo(a.name, params=tuple(params), **_annos(a.annotations)))
+    for t in prog.tables:
+        out.tables.append(_table(t))
+    for e in prog.externs:
+        kw = _annos(e.annotations)
+        if e.kind == "register":
+            out.registers.append(pi.RegisterInfo(e.name, size=e.size, width=e.width, **kw))
+        elif e.kind == "counter":
+            out.counters.append(pi.CounterInfo(e.name, size=e.size, unit=e.unit, **kw))
+        elif e.kind == "meter":
+            out.meters.append(pi.MeterInfo(e.name, size=e.size, unit=e.unit, **kw))
+        elif e.kind == "direct_counter" and e.table:
+            out.direct_counters.append(
+                pi.DirectCounterInfo(e.name, table=e.table, unit=e.unit, **kw)
+            )
+        elif e.kind == "direct_meter" and e.table:
+            out.direct_meters.append(pi.DirectMeterInfo(e.name, table=e.table, unit=e.unit, **kw))
+    for name, fields in prog.digests.items():
+        out.digests.append(pi.DigestInfo(name, tuple(pi.FieldInfo(n, w) for n, w in fields)))
+    for v in prog.value_sets:
+        keys = tuple(
+            pi.KeyInfo(n, "exact", w) for n, w in zip(v.field_names, v.widths, strict=False)
+        )
+        out.value_sets.append(
+            pi.ValueSetInfo(v.name, size=v.size, fields=keys, **_annos(v.annotations))
+        )
+    for name, fields, annos in prog.controller_headers:
+        out.controller_headers.append(
+            pi.ControllerHeaderInfo(
+                name, tuple(pi.FieldInfo(n, w) for n, w in fields), **_annos(annos)
+            )
+        )
+    return out
+
+
+def _table(t: Any) -> pi.TableInfo:
+    refs = tuple(
+        pi.ActionRefInfo(
+            a,
+            _SCOPES.get(t.action_scopes.get(a, ""), "TABLE_AND_DEFAULT"),
+            (f"@{t.action_scopes[a]}",) if a in t.action_scopes else (),
+        )
+        for a in t.actions
+    )
+    keys = []
+    for i, k in enumerate(t.keys):
+        annos = t.key_annotations[i] if i < len(t.key_annotations) else []
+        keys.append(pi.KeyInfo(k.name, k.match_kind, k.width, **_annos(annos)))
+    const = None
+    if t.entries_const:
+        const = tuple(
+            pi.ConstEntryInfo(e.matches, e.action, tuple(e.args), e.priority)
+            for e in t.const_entries
+        )
+    return pi.TableInfo(
+        t.name,
+        keys=tuple(keys),
+        actions=refs,
+        size=t.size,
+        default_action=t.default_action,
+        default_args=tuple(t.default_args),
+        default_is_const=t.default_const,
+        const_entries=const,
+        direct_counter=t.direct_counter,
+        direct_meter=t.direct_meter,
+        idle_timeout=t.support_timeout,
+        **_annos(t.annotations),
+    )

@@ -1,0 +1,267 @@
+"""The v1model pipeline as BMv2 ``simple_switch`` runs it.
+
+Example::
+
+    pipe = Pipeline(program.instantiate(ctx), pre, ctx)
+    pipe.process(0, packet_bytes)      # -> [(egress_port, bytes), ...]
+
+Order: parser → verifyChecksum → ingress → traffic manager → egress → computeChecksum →
+deparser. At the end of ingress, in BMv2's order: ingress-to-egress clone, resubmit,
+multicast (``mcast_grp != 0``), drop (``egress_spec == 511``), unicast. At the end of
+egress: egress-to-egress clone, drop, deparse, recirculate or output (with truncation).
+
+A parser error does not drop the packet: ``parser_error`` is set and ingress runs, as in
+BMv2. Resubmit/recirculate/clone chains are cut after ``max_passes`` passes so that a
+buggy program cannot loop forever.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from p4sim.compiler.program import Instance
+from p4sim.compiler.rt import Ctx, ExitSignal, PacketIn, PacketOut, ParserErr
+from p4sim.runtime.pre import PacketReplicationEngine
+
+DROP_PORT = 511
+NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
+
+
+@dataclass
+class _Ingress:
+    data: bytes
+    port: int
+    itype: int
+    preserved: tuple[int, tuple] | None
+    passes: int
+
+
+@dataclass
+class _Egress:
+    hdr: Any
+    meta: Any
+    sm: Any
+    payload: bytes
+    port: int
+    passes: int
+    truncate: int = 0
+
+
+class Pipeline:
+    """Runs packets through one instance of a compiled program."""
+
+    def __init__(
+        self,
+        inst: Instance,
+        pre: PacketReplicationEngine,
+        ctx: Ctx,
+        log: Callable[[str], None] | None = None,
+        max_passes: int = 32,
+    ) -> None:
+        self.inst = inst
+        self.pre = pre
+        self.ctx = ctx
+        self.log = log
+        self.max_passes = max_passes
+        self.t0 = time.monotonic_ns()
+        f = inst.fns
+        self.parser, self.verify, self.ingress = f["parser"], f["verify_checksum"], f["ingress"]
+        self.egress, self.compute, self.deparser = (
+            f["egress"],
+            f["compute_checksum"],
+            f["deparser"],
+        )
+        self.fl_save, self.fl_restore = f["fl_save"], f["fl_restore"]
+        self.H, self.M, self.S = inst.hdr_cls, inst.meta_cls, inst.sm_cls
+
+    def now_us(self) -> int:
+        return (time.monotonic_ns() - self.t0) // 1000
+
+    def _log(self, msg: str) -> None:
+        if self.log is not None:
+            self.log(msg)
+
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        """Run one packet and everything it spawns to completion."""
+        out: list[tuple[int, bytes]] = []
+        ing: deque[_Ingress] = deque([_Ingress(bytes(data), port, NORMAL, None, 0)])
+        eg: deque[_Egress] = deque()
+        while ing or eg:
+            while ing:
+                self.run_ingress(ing.popleft(), ing, eg)
+            if eg:
+                self.run_egress(eg.popleft(), ing, eg, out)
+        return out
+
+    # -- ingress ------------------------------------------------------------------
+
+    def run_ingress(self, job: _Ingress, ing: deque, eg: deque) -> None:
+        ctx = self.ctx
+        sm, hdr, meta = self.S(), self.H(), self.M()
+        now = self.now_us()
+        sm.ingress_port = job.port
+        sm.packet_length = len(job.data)
+        sm.instance_type = job.itype
+        sm.ingress_global_timestamp = now
+        if job.preserved is not None:
+            self.fl_restore(job.preserved[0], meta, job.preserved[1])
+        ctx.sm, ctx.now = sm, now
+        ctx.reset_requests()
+        if self.log is not None:
+            self._log(
+                f"Processing packet received on port {job.port} "
+                f"(instance type {job.itype}, {len(job.data)} bytes)"
+            )
+        pk = PacketIn(job.data)
+        try:
+            self.parser(pk, hdr, meta, sm)
+        except ParserErr as err:
+            if err.error is not None:
+                sm.parser_error = err.error
+            if self.log is not None:
+                self._log(f"Parser stopped: error {err.error or 'reject'}")
+        payload = pk.remaining()
+        ctx.payload = payload
+        try:
+            self.verify(hdr, meta)
+        except ExitSignal:
+            pass
+        try:
+            self.ingress(hdr, meta, sm)
+        except ExitSignal:
+            pass
+        if ctx.clone is not None:
+            self.clone_i2e(job, meta, ctx.clone, eg)
+        if ctx.digest is not None:
+            ctx.digests.append(ctx.digest)
+        if ctx.resubmit is not None:
+            if job.passes + 1 > self.max_passes:
+                self._log("Dropping packet: too many resubmit/recirculate passes")
+                return
+            vals = self.fl_save(ctx.resubmit, meta)
+            self._log("Resubmitting packet")
+            ing.append(_Ingress(job.data, job.port, RESUBMIT, (ctx.resubmit, vals), job.passes + 1))
+            return
+        if sm.mcast_grp != 0:
+            reps = self.pre.replicas(sm.mcast_grp)
+            if self.log is not None:
+                self._log(f"Multicast group {sm.mcast_grp}: {len(reps)} replica(s)")
+            for p, rid in reps:
+                h2, m2, s2 = hdr.copy(), meta.copy(), sm.copy()
+                s2.egress_rid = rid
+                s2.instance_type = REPLICATION
+                eg.append(_Egress(h2, m2, s2, payload, p, job.passes))
+            return
+        if sm.egress_spec == DROP_PORT:
+            self._log("Dropping packet at the end of ingress")
+            return
+        if self.log is not None:
+            self._log(f"Egress port is {sm.egress_spec}")
+        # truncate() in ingress applies when the packet leaves (a packet register in BMv2)
+        eg.append(_Egress(hdr, meta, sm, payload, sm.egress_spec, job.passes, ctx.truncate))
+
+    def clone_i2e(self, job: _Ingress, meta: Any, req: tuple[int, int], eg: deque) -> None:
+        """The clone is the packet as received, parsed again (as BMv2 does), with fresh
+        metadata except the preserved field list."""
+        sid, fl = req
+        sess = self.pre.clone_session(sid)
+        if sess is None:
+            if self.log is not None:
+                self._log(f"Clone session {sid} is not configured: no clone")
+            return
+        vals = self.fl_save(fl, meta) if fl else ()
+        ctx = self.ctx
+        saved_sm = ctx.sm
+        for p, rid in self.pre.clone_replicas(sid):
+            h2, m2, s2 = self.H(), self.M(), self.S()
+            s2.ingress_port = job.port
+            s2.packet_length = len(job.data)
+            ctx.sm = s2
+            pk = PacketIn(job.data)
+            try:
+                self.parser(pk, h2, m2, s2)
+            except ParserErr as err:
+                if err.error is not None:
+                    s2.parser_error = err.error
+            if fl:
+                self.fl_restore(fl, m2, vals)
+            s2.instance_type = INGRESS_CLONE
+            s2.egress_rid = rid
+            if self.log is not None:
+                self._log(f"Cloning packet at ingress to port {p} (session {sid})")
+            eg.append(_Egress(h2, m2, s2, pk.remaining(), p, job.passes, sess.truncate_bytes))
+        ctx.sm = saved_sm
+
+    # -- egress -------------------------------------------------------------------
+
+    def run_egress(self, job: _Egress, ing: deque, eg: deque, out: list[tuple[int, bytes]]) -> None:
+        ctx = self.ctx
+        sm, hdr, meta = job.sm, job.hdr, job.meta
+        now = self.now_us()
+        sm.egress_port = job.port
+        sm.egress_spec = 0  # BMv2 clears it so that a drop in egress can be seen
+        sm.egress_global_timestamp = now
+        ctx.sm, ctx.now, ctx.payload = sm, now, job.payload
+        ctx.reset_requests()
+        if self.log is not None:
+            self._log(f"Egress processing on port {job.port}")
+        try:
+            self.egress(hdr, meta, sm)
+        except ExitSignal:
+            pass
+        if ctx.clone is not None:
+            self.clone_e2e(job, ctx.clone, eg)
+        if sm.egress_spec == DROP_PORT:
+            self._log("Dropping packet at the end of egress")
+            return
+        try:
+            self.compute(hdr, meta)
+        except ExitSignal:
+            pass
+        po = PacketOut()
+        self.deparser(po, hdr)
+        data = po.bytes() + job.payload
+        if ctx.recirc is not None:
+            if job.passes + 1 > self.max_passes:
+                self._log("Dropping packet: too many resubmit/recirculate passes")
+                return
+            vals = self.fl_save(ctx.recirc, meta)
+            self._log("Recirculating packet")
+            ing.append(_Ingress(data, sm.ingress_port, RECIRC, (ctx.recirc, vals), job.passes + 1))
+            return
+        cut = ctx.truncate or job.truncate
+        if cut:
+            data = data[:cut]
+        if self.log is not None:
+            self._log(f"Transmitting packet of {len(data)} bytes on port {job.port}")
+        out.append((job.port, data))
+
+    def clone_e2e(self, job: _Egress, req: tuple[int, int], eg: deque) -> None:
+        """The clone carries the headers as egress left them, fresh metadata."""
+        sid, fl = req
+        sess = self.pre.clone_session(sid)
+        if sess is None:
+            if self.log is not None:
+                self._log(f"Clone session {sid} is not configured: no clone")
+            return
+        if job.passes + 1 > self.max_passes:
+            self._log("Dropping egress clone: too many passes")
+            return
+        vals = self.fl_save(fl, job.meta) if fl else ()
+        for p, rid in self.pre.clone_replicas(sid):
+            m2, s2 = self.M(), self.S()
+            if fl:
+                self.fl_restore(fl, m2, vals)
+            s2.instance_type = EGRESS_CLONE
+            s2.ingress_port = job.sm.ingress_port
+            s2.packet_length = job.sm.packet_length
+            s2.egress_rid = rid
+            if self.log is not None:
+                self._log(f"Cloning packet at egress to port {p} (session {sid})")
+            eg.append(
+                _Egress(job.hdr.copy(), m2, s2, job.payload, p, job.passes + 1, sess.truncate_bytes)
+            )
