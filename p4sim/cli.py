@@ -42,11 +42,6 @@ IGNORED_VALUE_FLAGS = (
     "--restore-state",
     "--debugger-addr",
     "--drop-port",
-    "--grpc-server-ssl",
-    "--grpc-server-cacert",
-    "--grpc-server-cert",
-    "--grpc-server-key",
-    "--grpc-server-with-client-auth",
     "--priority-queues",
     "--dp-grpc-server-addr",
 )
@@ -133,7 +128,19 @@ def _switch_parser() -> argparse.ArgumentParser:
         help="start without a program (a controller pushes it later)",
     )
     p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
-    p.add_argument("--cpu-port", type=int, default=None)
+    p.add_argument(
+        "--cpu-port",
+        type=int,
+        default=None,
+        help="port whose packets become P4Runtime PacketIn (and PacketOut enters)",
+    )
+    p.add_argument("--grpc-server-ssl", action="store_true", help="serve P4Runtime over TLS")
+    p.add_argument("--grpc-server-cert", metavar="FILE", help="TLS certificate (PEM)")
+    p.add_argument("--grpc-server-key", metavar="FILE", help="TLS private key (PEM)")
+    p.add_argument("--grpc-server-cacert", metavar="FILE", help="CA for client certificates")
+    p.add_argument(
+        "--grpc-server-with-client-auth", action="store_true", help="require client certificates"
+    )
     p.add_argument(
         "--runtime-json",
         metavar="FILE",
@@ -198,13 +205,11 @@ def run_switch(argv: Sequence[str]) -> int:
     ports = _parse_interfaces(args.interface)
     if args.program is None and not args.no_p4:
         raise UsageError("p4sim: error: a P4 program is required (or --no-p4)")
-    if args.no_p4:
-        log.error("--no-p4 needs the P4Runtime server, which p4sim does not serve yet")
-        return 2
 
+    from p4sim.p4runtime import P4RuntimeServer, TLSConfig, program_args
+    from p4sim.p4runtime.pipeline import load_switch_from_device_config
     from p4sim.ports import PortSet
     from p4sim.runtime_json import RuntimeJsonError, apply_to_switch, load_runtime_json
-    from p4sim.switch import Switch
 
     trace = None
     if args.log_console and LOG_LEVELS[args.log_level] <= logging.DEBUG:
@@ -213,31 +218,58 @@ def run_switch(argv: Sequence[str]) -> int:
         def trace(line: str) -> None:
             pkt_log.debug(line)
 
-    sw = Switch.from_file(
-        args.program, include_dirs=args.include, defines=_defines(args.defines), log=trace
+    tls = None
+    if args.grpc_server_ssl:
+        if not (args.grpc_server_cert and args.grpc_server_key):
+            raise UsageError(
+                "p4sim: error: --grpc-server-ssl needs --grpc-server-cert and --grpc-server-key"
+            )
+        tls = TLSConfig(
+            args.grpc_server_cert,
+            args.grpc_server_key,
+            args.grpc_server_cacert,
+            args.grpc_server_with_client_auth,
+        )
+    loaded = {}
+    if not args.no_p4:
+        loaded = program_args(args.program, args.include, _defines(args.defines), log=trace)
+        if args.runtime_json:
+            try:
+                apply_to_switch(loaded["switch"], load_runtime_json(args.runtime_json))
+            except RuntimeJsonError as e:
+                log.error("%s", e)
+                return 1
+    server = P4RuntimeServer(
+        switch_factory=lambda config: load_switch_from_device_config(config, log=trace),
+        device_id=args.device_id,
+        address=args.grpc_server_addr,
+        cpu_port=args.cpu_port,
+        tls=tls,
+        **loaded,
     )
-    if args.runtime_json:
-        try:
-            apply_to_switch(sw, load_runtime_json(args.runtime_json))
-        except RuntimeJsonError as e:
-            log.error("%s", e)
-            return 1
     if args.pid_file:
         Path(args.pid_file).write_text(f"{os.getpid()}\n")
     try:
         with PortSet(ports, pcap_dir=args.pcap) as portset:
+            server.packet_sink = portset.transmit
 
             def _stop(signum: int, frame: object) -> None:
                 portset.stop()
 
             signal.signal(signal.SIGTERM, _stop)
             signal.signal(signal.SIGINT, _stop)
-            log.info(
-                "p4sim: %s running on %s",
-                args.program,
-                ", ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports",
-            )
-            portset.serve(sw.send)
+            server.start()
+            try:
+                log.info(
+                    "p4sim: %s running on %s; P4Runtime on %s (device id %d)",
+                    args.program or "(no program yet)",
+                    ", ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports",
+                    args.grpc_server_addr,
+                    args.device_id,
+                )
+                portset.serve(server.inject)
+            finally:
+                server.stop()
     finally:
         if args.pid_file:
             Path(args.pid_file).unlink(missing_ok=True)
@@ -246,15 +278,35 @@ def run_switch(argv: Sequence[str]) -> int:
 
 
 def run_compile(argv: Sequence[str]) -> int:
-    p = _Parser(prog="p4sim compile", description="check a P4_16 v1model program")
+    p = _Parser(
+        prog="p4sim compile",
+        description="check a P4_16 v1model program and write its P4Info and p4sim device config",
+    )
     p.add_argument("program")
+    p.add_argument("--p4info", metavar="OUT", help="write the P4Info to OUT")
+    p.add_argument("--p4info-format", choices=("text", "binary"), default="text")
+    p.add_argument(
+        "--device-config",
+        metavar="OUT",
+        help="write the p4_device_config that P4Runtime clients push to p4sim",
+    )
     _add_include_flags(p)
     args = p.parse_args(argv)
-    from p4sim.switch import Switch
+    from p4sim.p4info import compile_outputs
 
-    sw = Switch.from_file(args.program, include_dirs=args.include, defines=_defines(args.defines))
-    summary = getattr(sw, "summary", None)
-    print(summary() if callable(summary) else f"{args.program}: ok")
+    p4info = compile_outputs(
+        args.program,
+        args.include,
+        _defines(args.defines),
+        args.p4info,
+        args.p4info_format,
+        args.device_config,
+    )
+    print(
+        f"{args.program}: ok: {len(p4info.tables)} tables, {len(p4info.actions)} actions, "
+        f"{len(p4info.registers)} registers, {len(p4info.counters)} counters, "
+        f"{len(p4info.meters)} meters, {len(p4info.digests)} digests"
+    )
     return 0
 
 

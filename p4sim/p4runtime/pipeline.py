@@ -25,8 +25,9 @@ log = logging.getLogger("p4sim.p4runtime")
 SwitchFactory = Callable[[bytes], Any]
 
 
-def load_switch_from_device_config(device_config: bytes) -> Any:
-    """Default switch factory: unpack p4sim's source bundle and compile it."""
+def load_switch_from_device_config(device_config: bytes, log: Any = None) -> Any:
+    """Default switch factory: unpack p4sim's source bundle and compile it (``log``: the
+    Switch's per-packet trace hook)."""
     from p4sim.p4info import DeviceConfigError, unpack_device_config
     from p4sim.switch import Switch
 
@@ -34,7 +35,10 @@ def load_switch_from_device_config(device_config: bytes) -> Any:
         with tempfile.TemporaryDirectory(prefix="p4sim-pipeline-") as tmp:
             main, options = unpack_device_config(device_config, tmp)
             return Switch.from_file(
-                main, include_dirs=tuple(options["include_dirs"]), defines=options["defines"]
+                main,
+                include_dirs=tuple(options["include_dirs"]),
+                defines=options["defines"],
+                log=log,
             )
     except DeviceConfigError as err:
         raise invalid(str(err)) from None

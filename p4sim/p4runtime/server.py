@@ -527,7 +527,10 @@ def _stream_error(err: P4RTError, req: p4r.StreamMessageRequest) -> p4r.StreamMe
 
 
 def program_args(
-    path: str, include_dirs: Sequence[str] = (), defines: Mapping[str, str] | None = None
+    path: str,
+    include_dirs: Sequence[str] = (),
+    defines: Mapping[str, str] | None = None,
+    log: Any = None,
 ) -> dict[str, Any]:
     """``switch=``, ``p4info=`` and ``device_config=`` for a P4RuntimeServer that starts
     with ``path`` loaded (P4Error on a bad program).
@@ -539,7 +542,9 @@ def program_args(
     from p4sim.p4info import build_p4info, bundle_sources, program_info_for_file
     from p4sim.switch import Switch
 
-    sw = Switch.from_file(path, include_dirs=tuple(include_dirs), defines=dict(defines or {}))
+    sw = Switch.from_file(
+        path, include_dirs=tuple(include_dirs), defines=dict(defines or {}), log=log
+    )
     return {
         "switch": sw,
         "p4info": build_p4info(program_info_for_file(sw, path, include_dirs, defines)),
