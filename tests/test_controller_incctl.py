@@ -1,0 +1,86 @@
+"""incctl: usage errors exit 2 with a usage message; an unreachable controller is one line."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from controller import incctl
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = incctl.main(list(argv))
+    except SystemExit as stop:
+        code = int(stop.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"  # nothing listens there once the socket is closed
+
+
+@pytest.mark.parametrize(
+    "argv, complaint",
+    [
+        ((), "required"),
+        (("job",), "required"),
+        (("job", "submit", "--window", "4"), "--workers"),
+        (("job", "submit", "--workers", "four", "--window", "4"), "positive integer"),
+        (("job", "submit", "--workers", "0", "--window", "4"), "positive integer"),
+        (
+            ("job", "submit", "--workers", "2", "--window", "4", "--worker-ports", "1,x"),
+            "comma-separated integers",
+        ),
+        (("job", "cancel", "abc"), "invalid int value"),
+        (("job", "frobnicate"), "invalid choice"),
+        (("switch", "memory", "--bogus"), "unrecognized arguments"),
+    ],
+)
+def test_usage_errors_exit_2_with_usage_and_no_traceback(
+    capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], complaint: str
+) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert "usage: incctl" in err
+    assert complaint in err
+    assert "Traceback" not in err + out
+
+
+def test_unreachable_controller_is_one_clear_line_and_exit_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = closed_port_url()
+    code, out, err = run(capsys, "--controller", url, "job", "list")
+    assert code == 1
+    assert err.strip().count("\n") == 0
+    assert f"cannot reach the controller at {url}" in err
+    assert out == ""
+
+
+def test_console_entry_point_prints_no_traceback_when_controller_is_down() -> None:
+    url = closed_port_url()
+    proc = subprocess.run(
+        [sys.executable, "-m", "controller.incctl", "--controller", url, "switch", "memory"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("incctl: cannot reach the controller")
+
+
+def test_submit_sends_only_the_options_given() -> None:
+    args = incctl.parser().parse_args(
+        ["job", "submit", "--workers", "3", "--window", "8", "--worker-ports", "4,5,6"]
+    )
+    body = incctl._submit_body(args)
+    assert body == {"workers": 3, "window": 8, "slots": 32, "name": "", "worker_ports": [4, 5, 6]}

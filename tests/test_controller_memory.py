@@ -1,0 +1,108 @@
+"""The switch memory manager and job request rules (unit tests, no switch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.job import JobError, JobRequest
+from controller.memory_manager import MemoryManager, OutOfMemory, Region
+
+
+def test_allocation_is_first_fit_from_the_lowest_offset() -> None:
+    mm = MemoryManager(pool_size=100)
+    assert mm.allocate("a", 10) == Region(0, 10)
+    assert mm.allocate("b", 20) == Region(10, 20)
+    mm.free("a")
+    assert mm.allocate("c", 30) == Region(30, 30)  # the 10-hole at 0 is too small
+    assert mm.allocate("d", 5) == Region(0, 5)  # the first hole that fits
+
+
+def test_freeing_neighbours_coalesces_into_one_block() -> None:
+    mm = MemoryManager(pool_size=30)
+    for owner in "abc":
+        mm.allocate(owner, 10)
+    mm.free("a")
+    mm.free("c")
+    assert mm.largest_free() == 10
+    mm.free("b")  # merges with both neighbours
+    assert [(s.offset, s.size, s.owner) for s in mm.segments()] == [(0, 30, None)]
+    assert mm.allocate("big", 30) == Region(0, 30)
+
+
+def test_exhausted_pool_raises_with_the_largest_free_block() -> None:
+    mm = MemoryManager(pool_size=16)
+    mm.allocate("a", 6)
+    mm.allocate("b", 4)
+    mm.free("a")
+    with pytest.raises(OutOfMemory, match=r"largest free: 6"):
+        mm.allocate("c", 7)
+    assert mm.free_total() == 12
+
+
+def test_segments_list_owners_and_holes_in_pool_order() -> None:
+    mm = MemoryManager(pool_size=10)
+    mm.allocate(1, 3)
+    mm.allocate(2, 3)
+    mm.free(1)
+    assert [(s.offset, s.size, s.owner) for s in mm.segments()] == [
+        (0, 3, None),
+        (3, 3, 2),
+        (6, 4, None),
+    ]
+
+
+def test_reserve_rebuilds_a_stored_layout_and_refuses_overlap() -> None:
+    mm = MemoryManager(pool_size=64)
+    mm.reserve(7, Region(16, 8))
+    assert mm.allocate(8, 16) == Region(0, 16)
+    assert mm.allocate(9, 4) == Region(24, 4)
+    with pytest.raises(ValueError, match="not free"):
+        mm.reserve(10, Region(20, 8))
+
+
+def test_owner_cannot_hold_two_regions_and_unknown_owner_cannot_free() -> None:
+    mm = MemoryManager(pool_size=8)
+    mm.allocate("a", 2)
+    with pytest.raises(ValueError):
+        mm.allocate("a", 2)
+    with pytest.raises(KeyError):
+        mm.free("nobody")
+
+
+def test_region_defaults_to_the_window_netreduce_rule() -> None:
+    assert JobRequest(workers=4, window=64).region_size_needed() == 64
+    assert JobRequest(workers=4, window=64, region_size=100).region_size_needed() == 100
+
+
+def test_region_smaller_than_window_is_refused() -> None:
+    with pytest.raises(JobError, match="size >= window"):
+        JobRequest.from_dict({"workers": 2, "window": 16, "region_size": 8})
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"workers": 33, "window": 4}, "workers must be 1..32"),
+        ({"workers": 2, "window": 4, "slots": 16}, "exactly 32 slots"),
+        ({"workers": 2, "window": 4, "worker_ports": [1]}, "lists 1 values for 2 workers"),
+        ({"workers": 2, "window": 4, "worker_ports": [3, 3]}, "same switch port"),
+        ({"workers": 1, "window": 4, "worker_ips": ["10.0.0.300"]}, "not an IPv4 address"),
+        ({"workers": 1, "window": 4, "worker_macs": ["zz"]}, "not a MAC address"),
+        ({"workers": 1, "window": "4"}, "'window' must be an integer"),
+        ({"workers": 1, "window": 4, "colour": "red"}, "unknown job field"),
+        ({"window": 4}, "needs 'workers' and 'window'"),
+    ],
+)
+def test_bad_job_requests_name_the_problem(body: dict, message: str) -> None:
+    with pytest.raises(JobError, match=message):
+        JobRequest.from_dict(body)
+
+
+def test_default_worker_layout_follows_mininet_hosts() -> None:
+    req = JobRequest(workers=2, window=4)
+    w = req.worker_specs()
+    assert [(x.port, x.ip, x.mac) for x in w] == [
+        (1, "10.0.0.1", "00:00:00:00:00:01"),
+        (2, "10.0.0.2", "00:00:00:00:00:02"),
+    ]
+    assert req.aggregation_address() == ("10.0.0.3", "00:00:00:00:00:03")
