@@ -167,6 +167,7 @@ def _ends_with(name: str, suffix: str) -> bool:
 
 # ------------------------------------------------------------- ProgramInfo source
 
+
 def program_info_of(switch: Any) -> ProgramInfo:
     """The ProgramInfo of a loaded Switch (``switch.info``, filled by the compiler)."""
     info = getattr(switch, "info", None)

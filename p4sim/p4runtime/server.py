@@ -43,7 +43,7 @@ log = logging.getLogger("p4sim.p4runtime")
 
 P4RUNTIME_API_VERSION = "1.4.0"
 _READ_CHUNK = 500  # entities per ReadResponse
-PacketSink = Callable[[int, bytes], None]
+PacketSink = Callable[[int, bytes], object]  # return value ignored (PortSet.transmit: bool)
 
 
 @dataclass(frozen=True)
