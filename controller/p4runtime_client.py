@@ -203,6 +203,7 @@ class SwitchConnection:
         self._packets: asyncio.Queue[P4PacketIn] = asyncio.Queue(1000)
         self._digests: dict[str, asyncio.Queue[P4DigestList]] = {}
         self._acks: set[asyncio.Task[None]] = set()  # digest acks in flight (keep references)
+        self._send_lock = asyncio.Lock()  # one stream write at a time (see connect)
         self.registers: RegisterAccess = self._register_access()
 
     def _register_access(self) -> RegisterAccess:
@@ -232,6 +233,9 @@ class SwitchConnection:
     async def connect(self, timeout: float = 10.0, force_pipeline: bool = False) -> None:
         """Open the channel, become primary (or backup) and make sure the pipeline is ours."""
         self._client = P4Client(self.spec.address, wait_for_ready=False)
+        # gRPC allows one write at a time on a stream: PacketOuts and digest acks (sent
+        # from their own tasks) must not overlap, or the write fails with INTERNAL.
+        self._send_lock = asyncio.Lock()
         await self._client.open(schema=None)
         try:
             await asyncio.wait_for(self._arbitrate(), timeout)
@@ -272,6 +276,12 @@ class SwitchConnection:
             self._client = None
         self.is_primary = False
 
+    async def _send(self, msg: p4r.StreamMessageRequest) -> None:
+        """Write one stream message; writes are serialised (see ``connect``)."""
+        assert self._client is not None
+        async with self._send_lock:
+            await self._client.send(msg)
+
     def _where(self) -> str:
         return f"switch {self.spec.label} ({self.spec.address}, device {self.spec.device_id})"
 
@@ -282,7 +292,7 @@ class SwitchConnection:
                 device_id=self.spec.device_id, election_id=U128.encode(self.spec.election_id)
             )
         )
-        await self._client.send(msg)
+        await self._send(msg)
         while True:
             reply = await self._client.receive()
             if reply.WhichOneof("update") == "arbitration":
@@ -340,7 +350,7 @@ class SwitchConnection:
             queue.put_nowait(digest)
         ack = digest.ack().encode_update(self.schema)
         if self._client is not None:
-            task = asyncio.create_task(self._client.send(ack))
+            task = asyncio.create_task(self._send(ack))
             self._acks.add(task)
             task.add_done_callback(self._acks.discard)
 
@@ -534,7 +544,7 @@ class SwitchConnection:
             msg = P4PacketOut(payload, **(fields | metadata)).encode_update(self.schema)
         except (ValueError, KeyError) as err:
             raise SwitchError(f"{self._where()}: bad PacketOut: {err}") from None
-        await self._client.send(msg)
+        await self._send(msg)
 
     async def packets(self) -> AsyncIterator[P4PacketIn]:
         """PacketIn messages as they arrive."""
