@@ -3,7 +3,6 @@
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -24,6 +23,7 @@ import socket, struct, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(('10.9.0.2', 9999))
 s.settimeout(2.0)
+print('ready', flush=True)
 seen = []
 try:
     while True:
@@ -130,13 +130,13 @@ def _run_through_relay(namespaces, imp: Impairment, n: int) -> list[int]:
         text=True,
     )
     try:
-        time.sleep(0.8)
+        assert relay.stdout is not None and "ready" in relay.stdout.readline()
         receiver = subprocess.Popen(
             ["ip", "netns", "exec", right, sys.executable, "-c", RECEIVER],
             stdout=subprocess.PIPE,
             text=True,
         )
-        time.sleep(0.5)
+        assert receiver.stdout is not None and receiver.stdout.readline().strip() == "ready"
         subprocess.run(
             ["ip", "netns", "exec", left, sys.executable, "-c", SENDER, str(n)], check=True
         )

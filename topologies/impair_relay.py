@@ -76,6 +76,7 @@ def relay(a: str, b: str, imp: Impairment, stop_after: float | None = None) -> d
     """Copy frames between interfaces ``a`` and ``b`` until SIGTERM (or ``stop_after`` s)."""
     rng = random.Random(imp.seed)
     sa, sb = open_raw_socket(a), open_raw_socket(b)
+    print("impair_relay: ready", flush=True)  # the sockets see every frame from here on
     dirs = {sa.fileno(): Direction(sa, sb, deque()), sb.fileno(): Direction(sb, sa, deque())}
     running = True
 
