@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hosts.allreduce import AllReduceClient, AllReduceTimeout, LocalGroup
-from hosts.protocol import Flag, aggregator_address, unpack
+from hosts.protocol import DropReason, Flag, aggregator_address, unpack
 from hosts.ps import ParameterServer
 from hosts.transport import Endpoint, ImpairedEndpoint
 
@@ -134,7 +134,15 @@ def test_int_allreduce_through_ps_equals_numpy_wrapping_sum(n: int, size: int) -
         for w in range(n):
             assert results[w][k].dtype == np.int32
             np.testing.assert_array_equal(results[w][k], expected)
-    assert ps.stats.drops == [0] * len(ps.stats.drops)
+    # Admission drops never happen; a retransmission after a timeout (a loaded machine) may
+    # legitimately arrive as a duplicate or a stale packet.
+    admission = (
+        DropReason.UNKNOWN_JOB,
+        DropReason.UNKNOWN_WORKER,
+        DropReason.OUT_OF_REGION,
+        DropReason.BAD_SLOT_COUNT,
+    )
+    assert [ps.stats.drops[r] for r in admission] == [0] * len(admission)
 
 
 @pytest.mark.parametrize(
