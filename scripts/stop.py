@@ -42,6 +42,7 @@ def _stop_pid(pid: int) -> bool:
 def main() -> int:
     pids: set[int] = set()
     intfs: list[str] = []
+    nft_tables: list[str] = []
     for state in RUN.glob("**/state.json"):
         try:
             data = json.loads(state.read_text())
@@ -51,6 +52,7 @@ def main() -> int:
         if data.get("runner_pid"):
             pids.add(int(data["runner_pid"]))
         intfs.extend(data.get("interfaces", []))
+        nft_tables.extend(data.get("nft_tables", []))
         state.unlink(missing_ok=True)
     for pidfile in RUN.glob("**/*.pid"):
         try:
@@ -64,7 +66,13 @@ def main() -> int:
         if Path(f"/sys/class/net/{name}").exists():
             subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
             removed.append(name)
-    print(f"stop: {len(stopped)} process(es) stopped, {len(removed)} interface(s) removed")
+    # Loss-injection tables (netdev family) outlive their interfaces: remove ours by name.
+    for table in nft_tables:
+        subprocess.run(["nft", "delete", "table", *table.split()], capture_output=True, check=False)
+    print(
+        f"stop: {len(stopped)} process(es) stopped, {len(removed)} interface(s) removed, "
+        f"{len(nft_tables)} nftables table(s) removed"
+    )
     return 0
 
 
