@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -13,30 +12,9 @@ from hosts.allreduce import AllReduceClient, AllReduceTimeout, LocalGroup
 from hosts.protocol import DropReason, Flag, aggregator_address, unpack
 from hosts.ps import ParameterServer
 from hosts.transport import Endpoint, ImpairedEndpoint
+from tests.worker_threads import run_threads
 
 LOCAL = ("127.0.0.1", 0)
-
-
-def run_threads(n: int, fn: Callable[[int], object], limit: float = 20.0) -> list[object]:
-    """fn(w) for w in 0..n-1 on threads; results in order, or the first exception raised."""
-    out: list[object] = [None] * n
-    errors: list[BaseException] = []
-
-    def work(w: int) -> None:
-        try:
-            out[w] = fn(w)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(limit)
-    assert not any(t.is_alive() for t in threads), "a worker hung"
-    if errors:
-        raise errors[0]
-    return out
 
 
 def int_vectors(n: int, size: int, seed: int) -> list[np.ndarray]:

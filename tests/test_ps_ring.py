@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -15,30 +13,10 @@ from hosts.ps import JobRegion, SoftAggregator
 from hosts.ps import main as ps_main
 from hosts.ring import RingAllReduce
 from hosts.transport import Endpoint, ImpairedEndpoint
+from tests.worker_threads import run_threads
 
 LOCAL = ("127.0.0.1", 0)
 K = 4
-
-
-def run_threads(n: int, fn: Callable[[int], object], limit: float = 20.0) -> list[object]:
-    out: list[object] = [None] * n
-    errors: list[BaseException] = []
-
-    def work(w: int) -> None:
-        try:
-            out[w] = fn(w)
-        except BaseException as e:
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(limit)
-    assert not any(t.is_alive() for t in threads), "a worker hung"
-    if errors:
-        raise errors[0]
-    return out
 
 
 def wrapped_sum(xs: list[np.ndarray]) -> np.ndarray:
