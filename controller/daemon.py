@@ -27,6 +27,8 @@ API (JSON in and out; errors are ``{"error": "..."}`` with 400, 404, 409 or 502)
 =========================================  ==================================================
 
 The API listens on localhost by default and has no authentication: keep it there.
+``--unix PATH`` serves the same API on a Unix domain socket as well (mode 0600), for clients
+in other network namespaces on the same machine (Mininet hosts): ``unix:PATH`` URLs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import re
 import signal
 import sys
@@ -44,6 +47,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 
 from controller.job import JobError, JobRequest
@@ -77,6 +81,7 @@ class DaemonConfig:
     pool_size: int = AGG_POOL_SIZE
     force_pipeline: bool = False
     watch_interval: float = 2.0  # seconds between checks for lost switch connections
+    unix: Path | None = None  # also serve the API on this Unix domain socket
 
 
 class ControllerDaemon:
@@ -91,6 +96,7 @@ class ControllerDaemon:
         self._loop_thread: threading.Thread | None = None
         self._http: ThreadingHTTPServer | None = None
         self._http_thread: threading.Thread | None = None
+        self._unix: _UnixHTTPServer | None = None
         self._runtime: dict[int, RuntimeConfig] = {}
         self._watchdog: asyncio.Task[None] | None = None
 
@@ -108,6 +114,8 @@ class ControllerDaemon:
         try:
             self.call(self._setup(), timeout)
             self._http = ThreadingHTTPServer(self.config.listen, _handler(self))
+            if self.config.unix is not None:
+                self._unix = _UnixHTTPServer(self.config.unix, _handler(self))
         except BaseException:
             self.stop()
             raise
@@ -115,9 +123,18 @@ class ControllerDaemon:
             target=self._http.serve_forever, daemon=True, name="controller-http"
         )
         self._http_thread.start()
+        if self._unix is not None:
+            threading.Thread(
+                target=self._unix.serve_forever, daemon=True, name="controller-unix"
+            ).start()
+            log.info("controller API also on unix:%s", self.config.unix)
         log.info("controller API on %s", self.url)
 
     def stop(self) -> None:
+        if self._unix is not None:
+            self._unix.shutdown()
+            self._unix.server_close()
+            self._unix = None
         if self._http is not None:
             self._http.shutdown()
             self._http.server_close()
@@ -216,6 +233,25 @@ def _require_primary(conn: SwitchConnection) -> None:
 # ------------------------------------------------------------------------------- HTTP
 
 
+class _UnixHTTPServer(ThreadingMixIn, UnixStreamServer):
+    """The HTTP API on a Unix domain socket; the socket file is replaced on start and
+    removed on close."""
+
+    daemon_threads = True
+
+    def __init__(self, path: Path, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_socket():
+            self.path.unlink()  # left over by a daemon that was killed
+        super().__init__(str(self.path), handler)
+        os.chmod(self.path, 0o600)  # root-only, like the localhost port's trust model
+
+    def server_close(self) -> None:
+        super().server_close()
+        self.path.unlink(missing_ok=True)
+
+
 class ApiError(Exception):
     def __init__(self, status: HTTPStatus, message: str) -> None:
         super().__init__(message)
@@ -279,6 +315,10 @@ def _handler(daemon: ControllerDaemon) -> type[BaseHTTPRequestHandler]:
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "inc-controller/0.1"
+
+        def address_string(self) -> str:
+            # A Unix socket's peer has no (host, port); the base class would index "".
+            return str(self.client_address[0]) if self.client_address else "unix"
 
         def log_message(self, fmt: str, *args: Any) -> None:
             log.debug("%s - " + fmt, self.address_string(), *args)
@@ -402,6 +442,12 @@ def parser() -> argparse.ArgumentParser:
         help="HTTP API address (127.0.0.1:7070)",
     )
     p.add_argument(
+        "--unix",
+        type=Path,
+        metavar="PATH",
+        help="also serve the API on this Unix domain socket (for Mininet hosts)",
+    )
+    p.add_argument(
         "--pool-size",
         type=int,
         default=AGG_POOL_SIZE,
@@ -434,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         runtime_json=tuple(args.runtime_json),
         pool_size=args.pool_size,
         force_pipeline=args.force_pipeline,
+        unix=args.unix,
     )
     daemon = ControllerDaemon(config)
     try:
@@ -444,7 +491,8 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"controller: serving {daemon.url}", flush=True)
+    unix = f" and unix:{args.unix}" if args.unix is not None else ""
+    print(f"controller: serving {daemon.url}{unix}", flush=True)
     stop.wait()
     daemon.stop()
     return 0

@@ -24,6 +24,8 @@ Command line, one process per worker (inside a Mininet host)::
     python -m hosts.train --method ring --worker-id 0 --workers 4 \\
         --peers 10.0.0.1,10.0.0.2,10.0.0.3,10.0.0.4
     python -m hosts.train --method local --workers 4      # all workers as threads here
+    python -m hosts.train --method switch --controller unix:run/netreduce/controller.sock \
+        --job-id 1 --worker-id 0    # workers, region, window, dest: asked from the daemon
 
 Flags: ``--method`` switch|ps|ring|local; ``--worker-id``, ``--workers``; ``--dest``
 IP[:PORT] of the aggregation address (switch: port INC_UDP_PORT by default; ps: port
@@ -31,8 +33,11 @@ PS_UDP_PORT); ``--peers`` comma-separated IP[:PORT] of every worker in rank orde
 port RING_UDP_PORT by default); ``--bind`` local IP:PORT to listen on (default all
 addresses, port INC_UDP_PORT for switch/ps, the rank's port in --peers for ring);
 ``--job-id``, ``--offset``, ``--size``, ``--window``, ``--slots`` the job's region and
-window as admitted by the controller; ``--timeout`` retransmission timeout and
-``--total-timeout`` bound of one all-reduce (seconds);
+window as admitted by the controller; ``--controller URL`` (``http://...`` or
+``unix:PATH``) asks the daemon for them instead (``GET /jobs/{id}/workers/{wid}``), and for
+``--workers`` and the aggregation address (switch, ps) unless ``--dest`` is given;
+``--timeout`` retransmission timeout and ``--total-timeout`` bound of one all-reduce
+(seconds);
 ``--epochs``, ``--batch-size``, ``--lr``, ``--momentum``, ``--hidden``, ``--seed``,
 ``--target`` training settings (identical on all workers and methods); ``--json PATH``
 writes the history. Progress goes to stdout, one line per epoch.
@@ -177,7 +182,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--method", choices=["switch", "ps", "ring", "local"], required=True)
     ap.add_argument("--worker-id", type=int, default=0)
-    ap.add_argument("--workers", type=int, required=True)
+    ap.add_argument("--workers", type=int, help="required unless --controller gives it")
+    ap.add_argument("--controller", help="daemon API URL: take the job's settings from it")
     ap.add_argument("--dest", help="switch/ps: aggregation address IP[:PORT]")
     ap.add_argument("--peers", help="ring: IP[:PORT] of every worker, comma-separated")
     ap.add_argument("--bind", help="local IP:PORT (default 0.0.0.0 and the method's port)")
@@ -218,6 +224,24 @@ def _print_progress(p: dict[str, Any]) -> None:
         f"time {p['elapsed_s']:7.2f}s  iter {p['iter_time_s'] * 1e3:7.2f}ms",
         flush=True,
     )
+
+
+def _from_controller(a: argparse.Namespace) -> None:
+    """Fill the job's settings from the controller daemon (``--controller``)."""
+    from controller.api_client import ApiError, ControllerApi
+    from hosts.protocol import INC_UDP_PORT
+    from hosts.ps import PS_UDP_PORT
+
+    try:
+        cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
+    except ApiError as e:
+        raise ValueError(f"job {a.job_id} worker {a.worker_id}: {e}") from None
+    a.workers = cfg["n_workers"]
+    a.offset, a.size, a.window = cfg["region_offset"], cfg["region_size"], cfg["window"]
+    a.slots = cfg["slots"]
+    if not a.dest and a.method in ("switch", "ps"):
+        port = cfg["udp_port"] if a.method == "switch" else PS_UDP_PORT
+        a.dest = f"{cfg['agg_ip']}:{port if port else INC_UDP_PORT}"
 
 
 def _make_allreduce(a: argparse.Namespace) -> tuple[AllReduceFn, Callable[[], None]]:
@@ -273,8 +297,13 @@ def _run_local(a: argparse.Namespace) -> History:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = _parser().parse_args(argv)
+    ap = _parser()
+    a = ap.parse_args(argv)
+    if a.workers is None and not a.controller:
+        ap.error("--workers is required unless --controller gives it")
     try:
+        if a.controller:
+            _from_controller(a)
         if a.method == "local":
             hist = _run_local(a)
         else:

@@ -1,9 +1,15 @@
-"""`make run`: the main job.
+"""`make run`: the main job, in-network aggregation (topologies/netreduce.py).
 
-Until the in-network aggregation job lands, this runs the most real thing the project
-has: two Mininet hosts on veth links pinging each other through one switch running the
-IPv4 forwarding program ``topologies/basic/basic.p4``, with the switch's table entries
-from ``topologies/basic/s1-runtime.json``. The switch is p4sim, or BMv2 with SWITCH=bmv2.
+Example::
+
+    python -m topologies.demo                 # NetReduce: switch vs parameter server vs ring
+    python -m topologies.demo --epochs 3      # options of `python -m topologies.netreduce run`
+    python -m topologies.demo --basic         # the basic ping demo
+
+``--basic`` keeps the first demo: two Mininet hosts on veth links pinging each other
+through one switch running the IPv4 forwarding program ``topologies/basic/basic.p4``, with
+the switch's table entries from ``topologies/basic/s1-runtime.json``. The switch is p4sim,
+or BMv2 with SWITCH=bmv2.
 """
 
 from __future__ import annotations
@@ -45,7 +51,8 @@ def compile_for_bmv2(source: Path) -> Path | None:
     return out / f"{source.stem}.json"
 
 
-def main() -> int:
+def basic() -> int:
+    """The ping demo on topologies/basic (``--basic``)."""
     kind = os.environ.get("SWITCH", "p4sim")
     program: Path | None = EXERCISE / "basic.p4"
     if kind == "bmv2":
@@ -59,6 +66,15 @@ def main() -> int:
         " table entries from topologies/basic/s1-runtime.json; every pair pings 3 times"
     )
     return runner.main([str(EXERCISE / "topology.json"), "--program", str(program), "--ping-all"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--basic" in argv:
+        return basic()
+    from topologies import netreduce
+
+    return netreduce.main(["run", *argv])
 
 
 if __name__ == "__main__":

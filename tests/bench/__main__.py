@@ -1,13 +1,21 @@
-"""`make bench`: p4sim's packets per second on one core, through the in-process pipeline.
+"""`make bench`: p4sim's packets per second, then aggregation goodput on Mininet.
 
-Prints, for each program, the packets per second and the exact command that reproduces
-the figure, next to the reference figures for BMv2 simple_switch_grpc 1.15.5 on this kind
-of machine (from the project's guide; BMv2 itself is not installable here).
+Section p4sim: for each program, the packets per second on one core through the in-process
+pipeline and the exact command that reproduces the figure, next to the reference figures
+for BMv2 simple_switch_grpc 1.15.5 on this kind of machine (from the project's guide; BMv2
+itself is not installable here).
+
+Section netreduce (tests/bench/netreduce.py, needs root for Mininet): goodput per worker
+as a fraction of the link bandwidth for switch, parameter server and ring at 2, 4 and 8
+workers and two vector sizes, with the switch/ring time ratio beside N/(2(N-1)).
+
+``--only p4sim`` or ``--only netreduce`` runs one section.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import struct
 import sys
 import time
@@ -73,11 +81,48 @@ def bench_registers(seconds: float) -> tuple[float, int]:
     return measure(sw.send, frames, seconds)
 
 
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 2,4,8, got {text!r}") from None
+
+
+def bench_netreduce(args: argparse.Namespace, console: Console) -> int:
+    from tests.bench.netreduce import BenchConfig, measure, table
+
+    cfg = BenchConfig(args.workers, args.sizes, args.calls, args.bw)
+    if os.geteuid() != 0:
+        print(
+            "netreduce bench skipped: Mininet (namespaces, veth links) needs root;"
+            f" as root run: {cfg.command()}"
+        )
+        return 0
+    t0 = time.monotonic()
+    rows = measure(cfg, log=console.print)
+    console.print(table(rows, cfg))
+    console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {cfg.command()}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
     ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    ap.add_argument("--only", choices=["p4sim", "netreduce"], help="run one section")
+    ap.add_argument("--workers", type=_int_list, default=(2, 4, 8), help="netreduce: 2,4,8")
+    ap.add_argument("--sizes", type=_int_list, default=(2048, 8192), help="int32 per vector")
+    ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
+    ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
     args = ap.parse_args(argv)
     console = Console(width=110)
+    if args.only != "netreduce":
+        bench_p4sim(args, console)
+    if args.only != "p4sim":
+        return bench_netreduce(args, console)
+    return 0
+
+
+def bench_p4sim(args: argparse.Namespace, console: Console) -> None:
     table = Table(title="p4sim throughput, one core, in-process pipeline (Switch.send)")
     for col in ("program", "p4sim pkt/s", "BMv2 reference pkt/s", "p4sim / BMv2", "packets"):
         table.add_column(col, justify="right" if col != "program" else "left")
@@ -94,7 +139,6 @@ def main(argv: list[str] | None = None) -> int:
         "programs: topologies/basic/basic.p4 (1 LPM table, TTL, checksum), "
         "tests/bench/register_heavy.p4 (32 register read-modify-writes)"
     )
-    return 0
 
 
 if __name__ == "__main__":
