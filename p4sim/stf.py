@@ -30,7 +30,10 @@ Format (one command a line, ``#`` starts a comment), as p4c's BMv2 STF runner re
     member (one value per field of the set's type) to a parser value_set.
 
 Packets are compared after the whole script ran, as p4c does; a port with output but no
-``expect`` line fails.
+``expect`` line fails. ``p4sim stf --p4c-compat`` (``p4c_compat=True``) reads scripts as p4c's
+BMv2 runner does: output on a port that no ``packet``/``expect`` line names is ignored (the
+runner opens interfaces only for those ports; BMv2 drops what goes anywhere else), and a
+lone last hex digit X of packet data is the byte 0X (the runner converts digit pairs).
 """
 
 from __future__ import annotations
@@ -368,12 +371,17 @@ def _parse_hex(data: str, err: Callable[[str], StfError], wild: bool) -> str:
     return hexs
 
 
-def _parse_packet(rest: str, fn: str, line: int, err: Callable[[str], StfError]) -> PacketIn:
+def _parse_packet(
+    rest: str, fn: str, line: int, err: Callable[[str], StfError], p4c_compat: bool = False
+) -> PacketIn:
     port_s, data = _split_statement(rest) if rest else ("", "")
     port = _port(port_s, err)
     hexs = _parse_hex(data, err, wild=False)
     if len(hexs) % 2:
-        raise err(f"packet data has an odd number of hex digits ({len(hexs)})")
+        if not p4c_compat:
+            raise err(f"packet data has an odd number of hex digits ({len(hexs)})")
+        # p4c's runner converts two digits at a time, so a lone last digit X is byte 0X
+        hexs = hexs[:-1] + "0" + hexs[-1]
     return PacketIn(fn, line, port, bytes.fromhex(hexs))
 
 
@@ -457,7 +465,7 @@ def _parse_value_set(rest: str, fn: str, line: int, err: Callable[[str], StfErro
     return ValueSetAdd(fn, line, words[0], tuple(values), tuple(m for m in masks if m is not None))
 
 
-def _parse_line(word: str, rest: str, fn: str, line: int) -> Command:
+def _parse_line(word: str, rest: str, fn: str, line: int, p4c_compat: bool = False) -> Command:
     def err(msg: str) -> StfError:
         return StfError(fn, line, msg)
 
@@ -470,7 +478,7 @@ def _parse_line(word: str, rest: str, fn: str, line: int) -> Command:
             raise err("usage: setdefault <table> <action>(<param>:<value>, ...)")
         return SetDefault(fn, line, table, action, args)
     if word == "packet":
-        return _parse_packet(rest, fn, line, err)
+        return _parse_packet(rest, fn, line, err, p4c_compat)
     if word == "expect":
         return _parse_expect(rest, fn, line, err)
     if word in ("wait", "no_packet"):
@@ -503,15 +511,16 @@ def _parse_line(word: str, rest: str, fn: str, line: int) -> Command:
     raise err(f"unknown command '{word}'")
 
 
-def parse_stf(text: str, filename: str = "<stf>") -> list[Command]:
-    """Parse a whole STF script; raises StfError naming the file and line of a bad line."""
+def parse_stf(text: str, filename: str = "<stf>", p4c_compat: bool = False) -> list[Command]:
+    """Parse a whole STF script; raises StfError naming the file and line of a bad line.
+    ``p4c_compat``: read packet data with an odd number of digits as p4c's runner does."""
     commands: list[Command] = []
     for lineno, raw in enumerate(text.splitlines(), start=1):
         body = raw.split("#", 1)[0].strip()
         if not body:
             continue
         word, rest = _split_statement(body)
-        commands.append(_parse_line(word.lower(), rest, filename, lineno))
+        commands.append(_parse_line(word.lower(), rest, filename, lineno, p4c_compat))
     return commands
 
 
@@ -797,8 +806,14 @@ def _check_counter(target: _Target, cmd: CheckCounter, errors: list[str]) -> Non
             )
 
 
-def _compare(expects: list[Expect], outputs: dict[int, list[bytes]]) -> list[str]:
-    """Per-port FIFO comparison of all expectations against all output packets."""
+def _compare(
+    expects: list[Expect], outputs: dict[int, list[bytes]], watched: set[int] | None = None
+) -> list[str]:
+    """Per-port FIFO comparison of all expectations against all output packets.
+
+    Only ports in ``watched`` (the ports the script's packet/expect lines name) are
+    compared when it is given; output elsewhere has no interface to leave by.
+    """
     errors: list[str] = []
     by_port: dict[int, list[Expect]] = {}
     any_ports: set[int] = set()
@@ -807,7 +822,8 @@ def _compare(expects: list[Expect], outputs: dict[int, list[bytes]]) -> list[str
             any_ports.add(e.port)
         else:
             by_port.setdefault(e.port, []).append(e)
-    for port in sorted(set(by_port) | set(outputs)):
+    out_ports = set(outputs) if watched is None else set(outputs) & watched
+    for port in sorted(set(by_port) | out_ports):
         if port in any_ports and port not in by_port:
             continue
         errors.extend(_compare_port(port, by_port.get(port, []), outputs.get(port, [])))
@@ -855,11 +871,12 @@ def _short_traceback(exc: BaseException, frames: int = 4) -> str:
     return "  " + "".join(tb).rstrip().replace("\n", "\n  ")
 
 
-def run_stf(switch: Any, commands: Sequence[Command]) -> StfResult:
+def run_stf(switch: Any, commands: Sequence[Command], p4c_compat: bool = False) -> StfResult:
     """Run ``commands`` on ``switch`` (a p4sim Switch) and compare the packets sent out.
 
     A control-plane command that the switch rejects stops the run and is reported with its
-    file:line, as is any packet-processing error.
+    file:line, as is any packet-processing error. ``p4c_compat``: ignore output on ports
+    that no packet/expect line names (p4c's runner has no interface there).
     """
     target = _Target(switch)
     outputs: dict[int, list[bytes]] = {}
@@ -880,18 +897,23 @@ def run_stf(switch: Any, commands: Sequence[Command]) -> StfResult:
             errors.append(f"{cmd.where}: error: {type(e).__name__}: {e}")
             errors.append(_short_traceback(e))
             return StfResult(False, errors, outputs)
-    errors.extend(_compare(expects, outputs))
+    watched = None
+    if p4c_compat:
+        watched = {c.port for c in commands if isinstance(c, (PacketIn, Expect))}
+    errors.extend(_compare(expects, outputs, watched))
     return StfResult(not errors, errors, outputs)
 
 
-def run_stf_file(p4_path: str, stf_path: str, include_dirs: Sequence[str] = ()) -> StfResult:
+def run_stf_file(
+    p4_path: str, stf_path: str, include_dirs: Sequence[str] = (), p4c_compat: bool = False
+) -> StfResult:
     """Load ``p4_path`` into a fresh Switch and run the script in ``stf_path``."""
     with open(stf_path, encoding="utf-8") as f:
-        commands = parse_stf(f.read(), stf_path)
+        commands = parse_stf(f.read(), stf_path, p4c_compat)
     from p4sim.switch import Switch  # late import: parsing STF needs no compiler
 
     switch = Switch.from_file(p4_path, include_dirs=tuple(include_dirs))
-    return run_stf(switch, commands)
+    return run_stf(switch, commands, p4c_compat)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -908,9 +930,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="DIR",
         help="extra #include directory (repeatable)",
     )
+    ap.add_argument(
+        "--p4c-compat",
+        action="store_true",
+        help="read the script as p4c's BMv2 runner does: ignore output on ports no "
+        "packet/expect line names; a lone last hex digit X of packet data is byte 0X",
+    )
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        result = run_stf_file(args.program, args.stf, args.include)
+        result = run_stf_file(args.program, args.stf, args.include, args.p4c_compat)
     except StfError as e:
         print(e, file=sys.stderr)
         return 2

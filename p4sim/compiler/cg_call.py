@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from p4sim.compiler.cg_base import CompilerBase
 from p4sim.compiler.cg_expr import EV, lit, mask, pyname
+from p4sim.compiler.cg_types import header_pad
 from p4sim.compiler.program import ExternInfo, ValueSetInfo
 from p4sim.compiler.typecheck import (
     BOOL,
@@ -189,8 +190,10 @@ class CallMixin(CompilerBase):
         ret: T,
         stmt: bool,
         loc: ast.SourceLoc,
+        exits: bool = False,
     ) -> EV:
-        """Copy-in/copy-out call of a generated function (see codegen's docstring)."""
+        """Copy-in/copy-out call of a generated function (see codegen's docstring).
+        ``exits``: the callee is an action, whose ``exit`` still copies out."""
         codes = list(first)
         outs: list[tuple[EV, ast.Expr]] = []
         for p, t, a in zip(params, ptypes, args, strict=False):
@@ -215,10 +218,19 @@ class CallMixin(CompilerBase):
         # The call runs as a statement placed just before the current one; copy-out
         # happens there and the expression uses the returned value.
         r = fn.new("r")
-        fn.emit(f"{r} = {call}")
         k = 0 if ret == VOID else 1
-        for i, (lv, a) in enumerate(outs):
-            fn.emit(self.assign_code(lv, f"{r}[{i + k}]", a, fn))
+        copy_out = [self.assign_code(lv, f"{r}[{i + k}]", a, fn) for i, (lv, a) in enumerate(outs)]
+        if exits:
+            fn.emit("try:")
+            fn.emit(f"    {r} = {call}")
+            fn.emit("except ExitSignal as _x:")
+            fn.emit(f"    {r} = _x.outs")
+            fn.lines += ["    " * (fn.ind + 1) + c for c in copy_out]
+            fn.emit("    raise")
+        else:
+            fn.emit(f"{r} = {call}")
+        for c in copy_out:
+            fn.emit(c)
         return EV(f"{r}[0]" if k else "", ret)
 
     # -- actions, functions, instances -----------------------------------------------
@@ -249,7 +261,9 @@ class CallMixin(CompilerBase):
         py, fq, d = self.action_ref(name, fn.ctl, e.loc)
         ptypes = [self.genv.resolve(p.type) for p in d.params]
         args = self.bind(d.params, e, f"action {name}")
-        return self.call_with_dirs(py, d.params, ptypes, args, fn, ["F"], VOID, stmt, e.loc)
+        return self.call_with_dirs(
+            py, d.params, ptypes, args, fn, ["F"], VOID, stmt, e.loc, exits=True
+        )
 
     def user_function(self, d: ast.FunctionDecl, e: ast.Call, fn: Fn, stmt: bool) -> EV:
         if d.type_params:
@@ -344,7 +358,7 @@ class CallMixin(CompilerBase):
         else:
             if len(e.args) == 2:
                 raise P4Error(e.loc, "the two-argument extract needs a header with a varbit")
-            width = str(ht.width)
+            width = str(ht.width + header_pad(ht))
         fn.emit(f"{end} = {o} + {width}")
         fn.emit(f"if {end} > {pk}.nbits: raise ParserErr('PacketTooShort')")
         raw = f"int.from_bytes({pk}.data[{o} >> 3:({end} + 7) >> 3], 'big') >> (-{end} & 7)"
@@ -378,7 +392,7 @@ class CallMixin(CompilerBase):
         if isinstance(lt, TComposite) and lt.kind == "header":
             hh = fn.new("lh")
             fn.emit(f"{hh} = {self.class_of(lt)}()")  # type: ignore[attr-defined]
-            fn.emit(f"{hh}._ext({v})")
+            fn.emit(f"{hh}._ext({v} << {header_pad(lt)})")
             return EV(hh, lt)
         raise P4Error(e.loc, f"lookahead<{lt.show()}> is not supported")
 

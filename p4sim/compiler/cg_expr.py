@@ -311,12 +311,24 @@ class ExprMixin(CompilerBase):
     def _e_Binary(self, e: ast.Binary, fn: Fn, expect: T | None) -> EV:
         op = e.op
         if op in ("&&", "||"):
-            a, b = self.expr(e.left, fn), self.expr(e.right, fn)
+            a = self.expr(e.left, fn)
+            mark = len(fn.lines)
+            b = self.expr(e.right, fn)
+            pre = _take_lines(fn, mark)
             for x, n in ((a, e.left), (b, e.right)):
                 if not isinstance(x.type, TBool):
                     raise P4Error(n.loc, f"'{op}' needs bool operands, got {x.type.show()}")
             py = "and" if op == "&&" else "or"
-            return self.fold(EV(f"({a.code} {py} {b.code})", BOOL), [a, b])
+            if not pre:
+                return self.fold(EV(f"({a.code} {py} {b.code})", BOOL), [a, b])
+            # the right operand has side effects (out/inout calls): run them only when
+            # the left one does not decide the result
+            r = fn.new("sc")
+            fn.emit(f"{r} = {a.code}")
+            fn.emit(f"if {'not ' if op == '||' else ''}{r}:")
+            fn.lines += ["    " + line for line in pre]
+            fn.emit(f"    {r} = {b.code}")
+            return EV(r, BOOL)
         if op == "++":
             return self.concat(e, fn)
         if op in ("<<", ">>"):
@@ -424,14 +436,29 @@ class ExprMixin(CompilerBase):
         c = self.expr(e.cond, fn)
         if not isinstance(c.type, TBool):
             raise P4Error(e.cond.loc, f"condition must be bool, got {c.type.show()}")
-        a, b = self.expr(e.then, fn, expect), self.expr(e.other, fn, expect)
+        mark = len(fn.lines)
+        a = self.expr(e.then, fn, expect)
+        pre_a = _take_lines(fn, mark)
+        b = self.expr(e.other, fn, expect)
+        pre_b = _take_lines(fn, mark)
         if isinstance(a.type, TInfInt) and isinstance(b.type, TInfInt) and not c.is_const:
             raise P4Error(e.loc, "both branches of ?: are unsized integers; give one a width")
         if not same_type(a.type, b.type):
             a, b = self.unify(a, b, ast.Binary("?:", e.then, e.other, loc=e.loc))
         if c.is_const:
+            fn.lines += pre_a if c.const else pre_b
             return a if c.const else b
-        return EV(f"({a.code} if {c.code} else {b.code})", a.type)
+        if not (pre_a or pre_b):
+            return EV(f"({a.code} if {c.code} else {b.code})", a.type)
+        # a branch has side effects (out/inout calls): only the chosen one may run
+        r = fn.new("tv")
+        fn.emit(f"if {c.code}:")
+        fn.lines += ["    " + line for line in pre_a]
+        fn.emit(f"    {r} = {a.code}")
+        fn.emit("else:")
+        fn.lines += ["    " + line for line in pre_b]
+        fn.emit(f"    {r} = {b.code}")
+        return EV(r, a.type)
 
     def _e_Cast(self, e: ast.Cast, fn: Fn, expect: T | None) -> EV:
         t = self.genv.resolve(e.type)
@@ -587,3 +614,10 @@ def pyname(name: str) -> str:
 
 
 __all__ = ["EV", "ExprMixin", "lit", "mask", "pyname", "NOCONST", "TError", "TString", "TExtern"]
+
+
+def _take_lines(fn: Fn, mark: int) -> list[str]:
+    """Remove and return the statements emitted into ``fn`` since ``len(fn.lines) == mark``."""
+    pre = fn.lines[mark:]
+    del fn.lines[mark:]
+    return pre

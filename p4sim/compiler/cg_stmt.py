@@ -8,6 +8,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import TYPE_CHECKING
 
@@ -153,7 +154,15 @@ class StmtMixin(CompilerBase):
                 s.target.loc,
                 "cannot assign to this expression (not a variable, field or out/inout parameter)",
             )
+        mark = len(fn.lines)
         v = self.value(s.value, fn, lv.type)
+        if len(fn.lines) > mark and "_stack_at(" in lv.code:
+            # the value emitted statements (calls with out/inout arguments): the target's
+            # run-time stack indices were computed first, as p4c orders `a[i] = f(i)`
+            code, pre = _hoist_indices(lv.code, fn)
+            ind = "    " * fn.ind
+            fn.lines[mark:mark] = [ind + line for line in pre]
+            lv = dataclasses.replace(lv, code=code)
         fn.emit(self.assign_code(lv, self.fresh(v.code, lv.type, s.value), s.target, fn))
 
     def assign_code(self, lv: EV, val: str, target: ast.Expr, fn: Fn) -> str:
@@ -170,10 +179,16 @@ class StmtMixin(CompilerBase):
 
     def assign_slice(self, s: ast.Assign, fn: Fn) -> None:
         tgt: ast.Slice = s.target  # type: ignore[assignment]
-        base = self.expr(tgt.expr, fn)
+        hi, lo = self.genv.const_int(tgt.hi), self.genv.const_int(tgt.lo)
+        inner = tgt.expr
+        while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
+            ihi, ilo = self.genv.const_int(inner.hi), self.genv.const_int(inner.lo)
+            if not (0 <= lo <= hi <= ihi - ilo):
+                raise P4Error(tgt.loc, f"slice [{hi}:{lo}] out of range for bit<{ihi - ilo + 1}>")
+            hi, lo, inner = hi + ilo, lo + ilo, inner.expr
+        base = self.expr(inner, fn)
         if not base.lval or not isinstance(base.type, TBit):
             raise P4Error(tgt.loc, "cannot assign to a slice of this expression")
-        hi, lo = self.genv.const_int(tgt.hi), self.genv.const_int(tgt.lo)
         w = base.type.width
         if not (0 <= lo <= hi < w):
             raise P4Error(tgt.loc, f"slice [{hi}:{lo}] out of range for {base.type.show()}")
@@ -181,7 +196,7 @@ class StmtMixin(CompilerBase):
         v = self.value(s.value, fn, TBit(sw))
         keep = ((1 << w) - 1) ^ (((1 << sw) - 1) << lo)
         new = f"({base.code} & {keep}) | (({v.code} & {(1 << sw) - 1}) << {lo})"
-        fn.emit(self.assign_code(base, new, tgt.expr, fn))
+        fn.emit(self.assign_code(base, new, inner, fn))
 
     def _s_Switch(self, s: ast.Switch, fn: Fn) -> None:
         e = self.expr(s.expr, fn)
@@ -235,6 +250,37 @@ class StmtMixin(CompilerBase):
                 f"'{lab.name}' is not an action of table {table.extra['fq'] if table else '?'}",
             )
         return fq
+
+
+def _hoist_indices(code: str, fn: Fn) -> tuple[str, list[str]]:
+    """Replace each non-literal index of ``_stack_at(base, index)`` in ``code`` by a new
+    variable; returns the new code and the statements that compute the variables.
+
+    Example: ``_stack_at(F.v_h, f_1(F.v_i))`` → ``_stack_at(F.v_h, ix_3)``, ``["ix_3 = ..."]``.
+    """
+    pre: list[str] = []
+    out, pos = "", 0
+    while (start := code.find("_stack_at(", pos)) >= 0:
+        depth, comma, i = 0, -1, start
+        for i in range(start + len("_stack_at"), len(code)):
+            ch = code[i]
+            if ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth -= 1
+                if depth == 0:
+                    break
+            elif ch == "," and depth == 1:
+                comma = i
+        idx = code[comma + 1 : i].strip()
+        if comma < 0 or idx.isdigit():
+            out += code[pos : i + 1]
+        else:
+            var = fn.new("ix")
+            pre.append(f"{var} = {idx}")
+            out += code[pos : comma + 1] + f" {var})"
+        pos = i + 1
+    return out + code[pos:], pre
 
 
 def _balanced(s: str) -> bool:

@@ -23,7 +23,7 @@ from p4sim.compiler.cg_base import CompilerBase
 from p4sim.compiler.cg_call import expr_text
 from p4sim.compiler.cg_expr import lit, pyname
 from p4sim.compiler.program import TableInfo
-from p4sim.compiler.typecheck import Sym, TBit, TBool, TEnum, TObject, annotation
+from p4sim.compiler.typecheck import VOID, Sym, TBit, TBool, TEnum, TObject, annotation
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.runtime.tables import Entry, KeyField, Table, TableError
@@ -78,17 +78,16 @@ class TableMixin(CompilerBase):
         action_fq: dict[str, str] = {}
         dispatch: dict[str, str] = {}
         scopes: dict[str, str] = {}
+        bound: dict[str, str] = {}  # fq action → wrapper that supplies the bound arguments
         for ar in d.actions:
             py, afq, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
             if ar.args:
+                bound[afq] = self.bound_action(py, adecl, ar, inst)
+            elif any(p.direction for p in adecl.params):
                 raise P4Error(
                     ar.loc,
-                    "actions with bound arguments in a table's action list are not supported",
-                )
-            if any(p.direction for p in adecl.params):
-                raise P4Error(
-                    ar.loc,
-                    f"action '{ar.name}' has directional parameters and cannot be used in a table",
+                    f"action '{ar.name}' has directional parameters: the table's action list "
+                    f"must bind them, e.g. {ar.name}(hdr.x)",
                 )
             action_fq[ar.name] = afq
             for an in ("tableonly", "defaultonly"):
@@ -99,7 +98,7 @@ class TableMixin(CompilerBase):
         if self._implicit_noaction:
             scopes[self._implicit_noaction] = "defaultonly"
         for an in action_fq:
-            dispatch[action_fq[an]] = inst.actions[an][0]
+            dispatch[action_fq[an]] = bound.get(action_fq[an]) or inst.actions[an][0]
         size = 1024
         timeout = False
         dcounter = dmeter = None
@@ -156,6 +155,45 @@ class TableMixin(CompilerBase):
             d.loc,
         )
 
+    def bound_action(self, py: str, adecl: Any, ar: ast.ActionRef, inst: CtlInst) -> str:
+        """A wrapper ``bnd_N(F, *data)`` for an action-list item such as ``setbyte(hdr.f)``:
+        the listed arguments bind the action's directional parameters (copy-in/copy-out on
+        every call, evaluated then), the control plane supplies the rest."""
+        from p4sim.compiler.codegen import Fn
+
+        dirs = [p for p in adecl.params if p.direction]
+        if len(ar.args) != len(dirs) or any(a.name for a in ar.args):
+            raise P4Error(
+                ar.loc,
+                f"action '{ar.name}' in a table's action list must bind exactly its "
+                f"{len(dirs)} directional parameter(s), got {len(ar.args)} argument(s)",
+            )
+        fn = Fn(inst.scope.child(), "control", inst.path, ctl=inst)
+        wrapper = f"bnd_{next(self.ids)}_{pyname(ar.name)}"
+        args: list[ast.Expr | None] = []
+        it = iter(ar.args)
+        data: list[str] = []
+        for p in adecl.params:
+            if p.direction:
+                args.append(next(it).value)
+            else:  # directionless: the entry's action data, a parameter of the wrapper
+                data.append(f"d_{p.name}")
+                args.append(ast.Name(f"d_{p.name}", loc=ar.loc))
+                fn.scope.declare(
+                    f"d_{p.name}",
+                    Sym("param", self.genv.resolve(p.type), f"d_{p.name}", direction="in"),
+                    ar.loc,
+                )
+        ptypes = [self.genv.resolve(p.type) for p in adecl.params]
+        ev = self.call_with_dirs(  # type: ignore[attr-defined]
+            py, adecl.params, ptypes, args, fn, ["F"], VOID, True, ar.loc, exits=True
+        )
+        if ev.code:
+            fn.emit(ev.code)
+        head = f"def {wrapper}({', '.join(['F', *data])}):"
+        self.src.append("\n".join([head, *fn.lines, "    return"]) + "\n")
+        return wrapper
+
     def table_default(
         self, d: ast.TableDecl, inst: CtlInst, action_fq: dict[str, str]
     ) -> tuple[str, tuple[int, ...]]:
@@ -175,12 +213,13 @@ class TableMixin(CompilerBase):
         _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
         fn = Fn(inst.scope, "control", inst.path, ctl=inst)
         data = [p for p in adecl.params if not p.direction]
-        if len(ar.args) != len(data):
+        args = data_args(adecl, ar)
+        if len(args) != len(data):
             raise P4Error(
                 ar.loc, f"action '{ar.name}' takes {len(data)} argument(s), got {len(ar.args)}"
             )
         vals = []
-        for p, a in zip(data, ar.args, strict=False):
+        for p, a in zip(data, args, strict=False):
             ev = self.value(a.value, fn, self.genv.resolve(p.type))
             if not ev.is_const:
                 raise P4Error(a.loc, "default action arguments must be constants")
@@ -210,12 +249,13 @@ class TableMixin(CompilerBase):
                 raise P4Error(ar.loc, f"action '{ar.name}' is not in the table's actions")
             _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
             data = [p for p in adecl.params if not p.direction]
-            if len(ar.args) != len(data):
+            given = data_args(adecl, ar)
+            if len(given) != len(data):
                 raise P4Error(
                     ar.loc, f"action '{ar.name}' takes {len(data)} argument(s), got {len(ar.args)}"
                 )
             args = []
-            for p, a in zip(data, ar.args, strict=False):
+            for p, a in zip(data, given, strict=False):
                 ev = self.value(a.value, fn, self.genv.resolve(p.type))
                 if not ev.is_const:
                     raise P4Error(a.loc, "entry action arguments must be constants")
@@ -231,13 +271,15 @@ class TableMixin(CompilerBase):
         return out
 
     def entry_priority(self, d: ast.TableDecl, te: ast.TableEntry, implicit: int) -> int:
-        """Entry priority, higher wins (P4Runtime): ``priority = N:`` or ``@priority(N)``;
-        without one, earlier entries win. ``largest_priority_wins = false`` flips
-        explicit priorities."""
+        """Entry priority, higher wins (P4Runtime): ``priority = N:``; without one, earlier
+        entries win. ``largest_priority_wins = false`` flips explicit priorities. The older
+        ``@priority(N)`` annotation follows BMv2: lower N wins, position i counts as i."""
         expr = te.priority
         a = annotation(te.annotations, "priority")
         if expr is None and a is not None and a.args:
-            expr = a.args[0]
+            # p4c hands `@priority(N)` to BMv2 as is, where the lowest value wins and an entry
+            # without one has its 1-based position: map that scale onto ours (higher wins)
+            return len(d.entries) + 1 - self.genv.const_int(a.args[0])
         if expr is None:
             return implicit
         prio = self.genv.const_int(expr)
@@ -332,3 +374,12 @@ class TableMixin(CompilerBase):
         lines.append("    return True, a")
         table = "{" + ", ".join(f"{k!r}: {v}" for k, v in dispatch.items()) + "}"
         self.src.append(f"{dvar} = {table}\n" + "\n".join(lines) + "\n")
+
+
+def data_args(adecl: Any, ar: ast.ActionRef) -> list[ast.Argument]:
+    """The arguments of ``ar`` that are action data. ``default_action = a(hdr.x, 5)`` (or an
+    entry's action) may repeat the arguments bound in the action list: with one argument
+    per parameter, those for directional parameters are dropped (the wrapper binds them)."""
+    if len(ar.args) == len(adecl.params) and any(p.direction for p in adecl.params):
+        return [a for p, a in zip(adecl.params, ar.args, strict=False) if not p.direction]
+    return list(ar.args)

@@ -96,10 +96,15 @@ class TypeClasses:
     def _gen(self, name: str, t: TComposite) -> str:
         fields = [(pyname(n), ft) for n, ft in t.fields]
         slots = [f for f, _ in fields] + (["_v"] if t.kind == "header" else [])
+        pad = header_pad(t)
+        if pad:
+            slots.append("_pad")
         out = [f"class {name}:", f"    __slots__ = {tuple(slots)!r}"]
         init = [f"self.{f} = {self.default(ft)}" for f, ft in fields]
         if t.kind == "header":
             init.append("self._v = False")
+        if pad:
+            init.append("self._pad = 0")
         out.append("    def __init__(self):")
         out += ["        " + s for s in init] or ["        pass"]
         out.append("    def copy(self):")
@@ -113,6 +118,8 @@ class TypeClasses:
                 out.append(f"        n.{f} = self.{f}")
         if t.kind == "header":
             out.append("        n._v = self._v")
+        if pad:
+            out.append("        n._pad = self._pad")
         out.append("        return n")
         out += self._eq(t, fields)
         out += self._emit(t, fields)
@@ -130,6 +137,8 @@ class TypeClasses:
             out.append(f"    n.{f} = {val}")
         if t.kind == "header":
             out.append("    n._v = True")
+        if pad:
+            out.append("    n._pad = 0")
         out.append("    return n")
         return "\n".join(out) + "\n"
 
@@ -153,6 +162,15 @@ class TypeClasses:
                     "            v, w = self._packv()",
                     "            po.acc = (po.acc << w) | v",
                     "            po.n += w",
+                ]
+            elif header_pad(t):
+                # the padding bits extract kept go back out (p4c's BMv2 `_padding` field)
+                w, pad = t.width, header_pad(t)
+                out += [
+                    "        if self._v:",
+                    f"            po.acc = (po.acc << {w + pad}) | (self._pack() << {pad})"
+                    " | self._pad",
+                    f"            po.n += {w + pad}",
                 ]
             else:
                 w = t.width
@@ -178,6 +196,9 @@ class TypeClasses:
             widths.append("n" if isinstance(ft, TVarbit) else str(_fw(ft)))
         has_var = "n" in widths
         ext = ["    def _ext(self, v, n=0):" if has_var else "    def _ext(self, v):"]
+        pad = header_pad(t)
+        if pad:  # v holds the padding bits too, in its low end
+            ext += [f"        self._pad = v & {(1 << pad) - 1}", f"        v >>= {pad}"]
         pack: list[str] = []
         for i, (f, ft) in enumerate(fields):
             after = widths[i + 1 :]
@@ -206,6 +227,7 @@ class TypeClasses:
         ext += (
             ["    def _set_valid(self):", "        if not self._v:"]
             + zero
+            + (["            self._pad = 0"] if pad else [])
             + ["            self._v = True"]
         )
         if has_var:
@@ -219,6 +241,19 @@ class TypeClasses:
         else:
             pk = ["    def _pack(self):", f"        return {' | '.join(pack) or '0'}"]
         return ext + pk + [f"    W = {t.width}"]
+
+
+def header_pad(t: T) -> int:
+    """Bits p4c's BMv2 back end appends (a ``_padding`` field) to a fixed-size header whose
+    width is not a whole number of bytes: BMv2 extracts and emits whole bytes only.
+
+    Example: ``header h { bit<8> a; bit<1> b; }`` → 7.
+    """
+    if not (isinstance(t, TComposite) and t.kind == "header"):
+        return 0
+    if any(isinstance(ft, TVarbit) for _, ft in t.fields):
+        return 0
+    return -t.width % 8
 
 
 def _fw(t: T) -> int:

@@ -554,6 +554,14 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         self.block(d.body, fn)
         if outs:
             fn.emit(fn.ret)
+            # `exit` still copies out/inout parameters out (p4c, BMv2): hand their values
+            # to the call site on the ExitSignal (see call_with_dirs)
+            fn.lines = (
+                ["    try:"]
+                + ["    " + line for line in fn.lines]
+                + ["    except ExitSignal as _x:", f"        _x.outs = ({', '.join(outs)},)"]
+                + ["        raise"]
+            )
         head = f"def {pyfn}(F{''.join(', ' + p for p in params)}):"
         self.src.append(head + "\n" + ("\n".join(fn.lines) or "    pass") + "\n")
         if fq not in self.actions:

@@ -9,6 +9,8 @@
 
 #ifndef P4SIM_CORE_P4
 #define P4SIM_CORE_P4
+/* the guard macro p4c's own header defines: programs test it with #ifdef */
+#define _CORE_P4_
 
 /* Error codes every target knows. Programs may add their own codes with
  * further `error { ... }` declarations; all of them form one `error` type. */

@@ -15,6 +15,8 @@
 
 #ifndef P4SIM_V1MODEL_P4
 #define P4SIM_V1MODEL_P4
+/* the guard macro p4c's own header defines: programs test it with #ifdef */
+#define _V1_MODEL_P4_
 
 #include "core.p4"
 
