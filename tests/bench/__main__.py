@@ -108,18 +108,60 @@ def bench_netreduce(args: argparse.Namespace, console: Console) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
     ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
-    ap.add_argument("--only", choices=["p4sim", "netreduce"], help="run one section")
+    ap.add_argument("--only", choices=["p4sim", "wire", "netreduce"], help="run one section")
     ap.add_argument("--workers", type=_int_list, default=(2, 4, 8), help="netreduce: 2,4,8")
     ap.add_argument("--sizes", type=_int_list, default=(2048, 8192), help="int32 per vector")
     ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
     ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
     args = ap.parse_args(argv)
     console = Console(width=110)
-    if args.only != "netreduce":
+    if args.only in (None, "p4sim"):
         bench_p4sim(args, console)
-    if args.only != "p4sim":
+    if args.only in (None, "wire"):
+        bench_wire(args, console)
+    if args.only in (None, "netreduce"):
         return bench_netreduce(args, console)
     return 0
+
+
+def bench_wire(args: argparse.Namespace, console: Console) -> None:
+    """p4sim as a process forwarding between veth interfaces (tests/bench/wire.py)."""
+    if os.geteuid() != 0:
+        console.print(
+            "wire bench skipped: veth interfaces and raw sockets need root; run "
+            f"as root: {sys.executable} -m tests.bench --only wire"
+        )
+        return
+    from tests.bench.wire import measure as wire_measure
+
+    table = Table(
+        title="p4sim on the wire: veth → p4sim process → veth (sender, switch and "
+        "receiver share the machine)"
+    )
+    for col in (
+        "program",
+        "forwarded pkt/s",
+        "offered pkt/s",
+        "BMv2 reference pkt/s",
+        "p4sim / BMv2",
+    ):
+        table.add_column(col, justify="right" if col != "program" else "left")
+    cases = (
+        ("basic IPv4 forwarding", BASIC, [_ipv4_frame()], BASIC.parent / "s1-runtime.json"),
+        ("32 register RMW / packet", REGISTERS, [_words_frame(i) for i in range(16)], None),
+    )
+    for name, program, frames, runtime in cases:
+        r = wire_measure(program, frames, runtime, seconds=max(args.seconds, 3.0))
+        ref = BMV2_REFERENCE[name]
+        table.add_row(
+            name,
+            f"{r.forwarded_pps:,.0f}",
+            f"{r.offered_pps:,.0f}",
+            f"{ref:,}",
+            f"{r.forwarded_pps / ref:.2f}",
+        )
+    console.print(table)
+    console.print(f"command: {sys.executable} -m tests.bench --only wire --seconds {args.seconds}")
 
 
 def bench_p4sim(args: argparse.Namespace, console: Console) -> None:

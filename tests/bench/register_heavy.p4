@@ -1,6 +1,6 @@
 /* Benchmark program: 32 register read-modify-writes per packet (the figure BMv2 is
  * compared on). Every UDP packet adds its 32 payload words into 32 register arrays at
- * the index carried in the first word, then is sent back out of port 1. */
+ * the index carried in the first word, then leaves through port 2. */
 #include <core.p4>
 #include <v1model.p4>
 
@@ -48,7 +48,7 @@ control Ingress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_
         RMW(8)  RMW(9)  RMW(10) RMW(11) RMW(12) RMW(13) RMW(14) RMW(15)
         RMW(16) RMW(17) RMW(18) RMW(19) RMW(20) RMW(21) RMW(22) RMW(23)
         RMW(24) RMW(25) RMW(26) RMW(27) RMW(28) RMW(29) RMW(30) RMW(31)
-        sm.egress_spec = 1;
+        sm.egress_spec = 2;
     }
 }
 
