@@ -33,6 +33,7 @@ from p4sim.program_info import Annotated, KeyInfo, ProgramInfo
 
 # P4Ids.Prefix values (p4info.proto).
 ACTION, TABLE, VALUE_SET, CONTROLLER_HEADER = 0x01, 0x02, 0x03, 0x04
+ACTION_PROFILE = 0x11
 COUNTER, DIRECT_COUNTER, METER, DIRECT_METER, REGISTER, DIGEST = (
     0x12,
     0x13,
@@ -282,6 +283,7 @@ def collect_symbols(info: ProgramInfo) -> SymbolTable:
     groups: list[tuple[int, Sequence[Annotated]]] = [
         (TABLE, [t for t in info.tables if not _is_hidden(t)]),
         (ACTION, [a for a in info.actions if not _is_hidden(a)]),
+        (ACTION_PROFILE, info.action_profiles),
         (COUNTER, info.counters),
         (DIRECT_COUNTER, info.direct_counters),
         (METER, info.meters),
@@ -353,6 +355,8 @@ def _add_tables(p4info: p4i.P4Info, info: ProgramInfo, st: SymbolTable) -> None:
         )
         for rid in direct.get(t.name, []):
             pt.direct_resource_ids.append(rid)
+        if t.implementation:
+            pt.implementation_id = st.id(ACTION_PROFILE, control_plane_name(t.implementation))
         pt.size = t.size
         if t.idle_timeout:
             pt.idle_timeout_behavior = p4i.Table.NOTIFY_CONTROL
@@ -388,6 +392,17 @@ def _add_actions(p4info: p4i.P4Info, info: ProgramInfo, st: SymbolTable) -> None
             pp.bitwidth = p.width
             if p.type_name:
                 pp.type_name.name = p.type_name
+
+
+def _add_action_profiles(p4info: p4i.P4Info, info: ProgramInfo, st: SymbolTable) -> None:
+    for ap in info.action_profiles:
+        pa = p4info.action_profiles.add()
+        _preamble(pa.preamble, st, ACTION_PROFILE, ap)
+        for t in ap.tables:
+            pa.table_ids.append(st.id(TABLE, control_plane_name(t)))
+        pa.with_selector = ap.with_selector
+        pa.size = ap.size
+        pa.max_group_size = ap.max_group_size
 
 
 def _add_externs(p4info: p4i.P4Info, info: ProgramInfo, st: SymbolTable) -> None:
@@ -464,6 +479,7 @@ def build_p4info(info: ProgramInfo) -> p4i.P4Info:
     p4info.pkg_info.arch = "v1model"
     _add_tables(p4info, info, st)
     _add_actions(p4info, info, st)
+    _add_action_profiles(p4info, info, st)
     _add_externs(p4info, info, st)
     _add_digests(p4info, info, st)
     _add_value_sets(p4info, info, st)

@@ -108,6 +108,17 @@ class RegisterInfo(Annotated):
 
 
 @dataclass(frozen=True)
+class ActionProfileInfo(Annotated):
+    """An ``action_profile`` (``with_selector`` False) or ``action_selector``."""
+
+    tables: tuple[str, ...]
+    size: int
+    with_selector: bool = False
+    max_group_size: int = 0  # 0: no limit (``@max_group_size(N)`` sets one)
+    algo: str | None = None  # selector hash algorithm
+
+
+@dataclass(frozen=True)
 class FieldInfo:
     name: str
     width: int
@@ -149,6 +160,7 @@ class ProgramInfo:
     digests: list[DigestInfo] = field(default_factory=list)
     value_sets: list[ValueSetInfo] = field(default_factory=list)
     controller_headers: list[ControllerHeaderInfo] = field(default_factory=list)
+    action_profiles: list[ActionProfileInfo] = field(default_factory=list)
 
     def table(self, name: str) -> TableInfo:
         return _find(self.tables, name, "table")

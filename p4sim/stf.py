@@ -569,6 +569,7 @@ class _Target:
         self.mirror_mc: dict[int, int] = {}  # session -> gid
         self.handles: dict[str, tuple[str, Any]] = {}  # add "= name" -> (table, handle)
         self.added: list[tuple[str, Any]] = []
+        self.members: dict[str, int] = {}  # action profile -> last member id created
 
     # -- tables ------------------------------------------------------------------------
     def table_keys(self, table: str) -> list[_KeyInfo] | None:
@@ -581,12 +582,25 @@ class _Target:
     def table_add(self, cmd: TableAdd) -> None:
         keys = self.table_keys(cmd.table)
         match = _build_match(cmd, keys)
-        handle = self.sw.table_add(
-            cmd.table, match, cmd.action, dict(cmd.args), priority=cmd.priority
-        )
+        profile = self._profile_of(cmd.table)
+        if profile:
+            # as p4c's bmv2stf.py: on an indirect table, `add` creates a member holding the
+            # action and adds an entry pointing at it
+            self.members[profile] = self.members.get(profile, 0) + 1
+            mid = self.members[profile]
+            self.sw.act_prof_create_member(profile, mid, cmd.action, dict(cmd.args))
+            handle = self.sw.table_indirect_add(cmd.table, match, member=mid, priority=cmd.priority)
+        else:
+            handle = self.sw.table_add(
+                cmd.table, match, cmd.action, dict(cmd.args), priority=cmd.priority
+            )
         self.added.append((cmd.table, handle))
         if cmd.name:
             self.handles[cmd.name] = (cmd.table, handle)
+
+    def _profile_of(self, table: str) -> str | None:
+        info = getattr(self.sw, "table_info", None)
+        return getattr(info(table), "implementation", None) if info is not None else None
 
     def remove(self, target: str) -> None:
         if target == "all":

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from p4sim.compiler import compile_file, compile_text
 from p4sim.compiler.program import ActionInfo, CompiledProgram, TableInfo, ValueSet
 from p4sim.compiler.rt import Ctx
+from p4sim.runtime.action_profiles import GROUP, MEMBER, ActionProfile
 from p4sim.runtime.externs import ExternError
 from p4sim.runtime.pre import PacketReplicationEngine, PREError
 from p4sim.runtime.tables import Entry, Table, TableError
@@ -224,6 +225,11 @@ class Switch:
         ``canonicalize`` clears value bits outside masks/prefixes (BMv2 CLI) instead of
         rejecting them (P4Runtime)."""
         info = self.table_info(table)
+        if info.implementation:
+            raise SwitchError(
+                f"table {info.name} uses action profile {info.implementation}: add entries "
+                "with table_indirect_add(table, matches, member=... or group=...)"
+            )
         a = self._action(info, action)
         if info.action_scopes.get(a.name) == "defaultonly":
             raise SwitchError(f"action {a.name} is @defaultonly in table {info.name}")
@@ -238,6 +244,8 @@ class Switch:
         self, table: str, handle: int, action: str, params: Params | None = None
     ) -> None:
         info = self.table_info(table)
+        if info.implementation:
+            raise SwitchError(f"table {info.name} is indirect: use table_indirect_modify")
         a = self._action(info, action)
         try:
             self.table(info.name).modify(handle, a.name, self._params(a, params))
@@ -247,14 +255,161 @@ class Switch:
     @_locked
     def table_delete(self, table: str, handle: int) -> None:
         try:
-            self.table(table).delete(handle)
+            t = self.table(table)
+            info = self.table_info(table)
+            if info.implementation:
+                e = self._entry(t, handle)
+                t.delete(handle)
+                self._profile(info).ref(e.action, e.args[0], -1)
+            else:
+                t.delete(handle)
         except TableError as exc:
             raise SwitchError(str(exc)) from None
 
     @_locked
     def table_clear(self, table: str) -> None:
         try:
-            self.table(table).clear()
+            t = self.table(table)
+            info = self.table_info(table)
+            old = t.entries() if info.implementation else []
+            t.clear()
+            for e in old:
+                self._profile(info).ref(e.action, e.args[0], -1)
+        except TableError as exc:
+            raise SwitchError(str(exc)) from None
+
+    # -- action profiles / selectors (indirect tables) ---------------------------------
+
+    def action_profile(self, name: str) -> ActionProfile:
+        """The runtime ActionProfile of an action_profile/action_selector instance."""
+        return self._extern(name, ("action_profile", "action_selector"))
+
+    def _profile(self, info: TableInfo) -> ActionProfile:
+        if not info.implementation:
+            raise SwitchError(f"table {info.name} has no action profile")
+        return self.inst.externs[info.implementation]
+
+    def _profile_action(self, profile: str, action: str) -> ActionInfo:
+        ap = self.action_profile(profile)
+        ei = next(e for e in self.program.externs if e.name == ap.name)
+        if not ei.tables:
+            raise SwitchError(f"action profile {ap.name} is not used by any table")
+        info = self.table_info(ei.tables[0])
+        a = self._action(info, action)
+        if info.action_scopes.get(a.name) == "defaultonly":
+            raise SwitchError(f"action {a.name} is @defaultonly in table {info.name}")
+        return a
+
+    @staticmethod
+    def _entry(t: Table, handle: int) -> Entry:
+        try:
+            return t.get(handle)
+        except TableError as exc:
+            raise SwitchError(str(exc)) from None
+
+    @_locked
+    def act_prof_create_member(
+        self, profile: str, member_id: int, action: str, params: Params | None = None
+    ) -> None:
+        """Add member ``member_id`` (action + data) to an action profile/selector."""
+        a = self._profile_action(profile, action)
+        try:
+            self.action_profile(profile).add_member(member_id, a.name, self._params(a, params))
+        except TableError as exc:
+            raise SwitchError(str(exc)) from None
+
+    @_locked
+    def act_prof_modify_member(
+        self, profile: str, member_id: int, action: str, params: Params | None = None
+    ) -> None:
+        a = self._profile_action(profile, action)
+        try:
+            self.action_profile(profile).modify_member(member_id, a.name, self._params(a, params))
+        except TableError as exc:
+            raise SwitchError(str(exc)) from None
+
+    @_locked
+    def act_prof_delete_member(self, profile: str, member_id: int) -> None:
+        """SwitchError while a table entry or a group still uses the member."""
+        self._ap_call(profile, "delete_member", member_id)
+
+    @_locked
+    def act_prof_create_group(
+        self, profile: str, group_id: int, members: Sequence[int] = (), max_size: int = 0
+    ) -> None:
+        self._ap_call(profile, "add_group", group_id, list(members), max_size)
+
+    @_locked
+    def act_prof_set_group_members(
+        self, profile: str, group_id: int, members: Sequence[int]
+    ) -> None:
+        """Replace the members of a selector group."""
+        self._ap_call(profile, "set_group_members", group_id, list(members))
+
+    @_locked
+    def act_prof_add_member_to_group(self, profile: str, member_id: int, group_id: int) -> None:
+        self._ap_call(profile, "group_add_member", group_id, member_id)
+
+    @_locked
+    def act_prof_remove_member_from_group(
+        self, profile: str, member_id: int, group_id: int
+    ) -> None:
+        self._ap_call(profile, "group_remove_member", group_id, member_id)
+
+    @_locked
+    def act_prof_delete_group(self, profile: str, group_id: int) -> None:
+        """SwitchError while a table entry still uses the group."""
+        self._ap_call(profile, "delete_group", group_id)
+
+    def _ap_call(self, profile: str, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self.action_profile(profile), method)(*args)
+        except TableError as exc:
+            raise SwitchError(str(exc)) from None
+
+    @staticmethod
+    def _ref(member: int | None, group: int | None) -> tuple[str, int]:
+        if (member is None) == (group is None):
+            raise SwitchError("an indirect table entry needs exactly one of member= or group=")
+        return (MEMBER, int(member)) if member is not None else (GROUP, int(group))  # type: ignore
+
+    @_locked
+    def table_indirect_add(
+        self,
+        table: str,
+        matches: Matches,
+        member: int | None = None,
+        group: int | None = None,
+        priority: int | None = None,
+    ) -> int:
+        """Add an entry of an indirect table pointing at a member or (selector) group."""
+        info = self.table_info(table)
+        ap = self._profile(info)
+        kind, rid = self._ref(member, group)
+        entry = Entry(self._matches(info, matches), kind, (rid,), priority or 0)
+        try:
+            ap.ref(kind, rid)
+            try:
+                return self.table(info.name).add(entry)
+            except TableError:
+                ap.ref(kind, rid, -1)
+                raise
+        except TableError as exc:
+            raise SwitchError(str(exc)) from None
+
+    @_locked
+    def table_indirect_modify(
+        self, table: str, handle: int, member: int | None = None, group: int | None = None
+    ) -> None:
+        info = self.table_info(table)
+        ap = self._profile(info)
+        kind, rid = self._ref(member, group)
+        t = self.table(info.name)
+        try:
+            e = self._entry(t, handle)
+            ap.ref(kind, rid)
+            ap.ref(e.action, e.args[0], -1)
+            t.modify(handle, kind, (rid,))
         except TableError as exc:
             raise SwitchError(str(exc)) from None
 
@@ -310,7 +465,8 @@ class Switch:
     def extern(self, name: str) -> Any:
         """The runtime object (Register, Counter, Meter, DirectCounter, DirectMeter) of
         an extern instance, by fully-qualified name or unambiguous suffix."""
-        kinds = ("register", "counter", "meter", "direct_counter", "direct_meter")
+        kinds: tuple[str, ...] = ("register", "counter", "meter", "direct_counter")
+        kinds += ("direct_meter", "action_profile", "action_selector")
         return self._extern(name, kinds)
 
     def _extern(self, name: str, kinds: tuple[str, ...]) -> Any:

@@ -878,6 +878,10 @@ def test_wrong_device_id_and_unsupported_entity(ready: tuple) -> None:
     ap = p4r.Entity(action_profile_member=p4r.ActionProfileMember(action_profile_id=1))
     with pytest.raises(grpc.RpcError) as exc:
         c.read(ap)
+    assert exc.value.code() == grpc.StatusCode.NOT_FOUND  # this program has no profile 1
+    extern = p4r.Entity(extern_entry=p4r.ExternEntry(extern_type_id=1))
+    with pytest.raises(grpc.RpcError) as exc:
+        c.read(extern)
     assert exc.value.code() == grpc.StatusCode.UNIMPLEMENTED
 
 

@@ -719,8 +719,10 @@ class CallMixin(CompilerBase):
             self.externs.append(
                 ExternInfo(kind, fq, py, 0, 0, args[0].const, annotations=list(d.annotations))
             )
-        elif kind in ("action_profile", "action_selector", "Checksum16"):
-            pass  # accepted; using them reports an error
+        elif kind in ("action_profile", "action_selector"):
+            self.externs.append(profile_info(kind, fq, py, args, list(d.annotations)))
+        elif kind == "Checksum16":
+            pass  # accepted; using it reports an error
         else:
             raise P4Error(d.loc, f"p4sim does not implement extern '{kind}'")
         return Sym("extern", t, py, decl=d, extra={"fq": fq})
@@ -741,6 +743,15 @@ class CallMixin(CompilerBase):
             ValueSetInfo(fq, py, widths, self.genv.const_int(d.size), names, list(d.annotations))
         )
         inst.scope.declare(d.name, Sym("value_set", t, py, decl=d), d.loc)
+
+
+def profile_info(kind: str, fq: str, py: str, args: list, annos: list) -> ExternInfo:
+    """ExternInfo of an ``action_profile(size)`` or ``action_selector(algo, size, width)``:
+    ``unit`` holds the selector's hash algorithm, ``width`` its output width."""
+    if kind == "action_profile":
+        return ExternInfo(kind, fq, py, int(args[0].const), annotations=annos)
+    algo = str(args[0].const)
+    return ExternInfo(kind, fq, py, int(args[1].const), int(args[2].const), algo, None, annos)
 
 
 def _mentions(t: ast.Type, names: set[str]) -> bool:

@@ -51,11 +51,10 @@ class TableMixin(CompilerBase):
         keys: list[KeyField] = []
         kcodes: list[str] = []
         texts: list[str] = []
+        selectors: list[tuple[str, str, int]] = []  # (name, code, width)
         for k in d.keys:
             if k.match_kind not in self.genv.match_kinds:
                 raise P4Error(k.loc, f"unknown match kind '{k.match_kind}'")
-            if k.match_kind == "selector":
-                raise P4Error(k.loc, "action selectors are not supported by p4sim")
             ev = self.expr(k.expr, fn)
             if isinstance(ev.type, TBool):
                 code, w = f"(1 if {ev.code} else 0)", 1
@@ -72,6 +71,9 @@ class TableMixin(CompilerBase):
 
                 kname = name_annotation(k.annotations)
             text = expr_text(k.expr)
+            if k.match_kind == "selector":  # hashed by the selector, not matched
+                selectors.append((kname or text, code, w))
+                continue
             keys.append(KeyField(kname or text, k.match_kind, w))
             kcodes.append(code)
             texts.append(text)
@@ -102,6 +104,7 @@ class TableMixin(CompilerBase):
         size = 1024
         timeout = False
         dcounter = dmeter = None
+        profile: Any = None
         for p in d.properties:
             if p.name == "size":
                 size = self.genv.const_int(p.value)
@@ -121,10 +124,9 @@ class TableMixin(CompilerBase):
                 ev = self.expr(p.value, fn)
                 timeout = bool(ev.is_const and ev.const)
             elif p.name == "implementation":
-                raise P4Error(
-                    p.loc,
-                    "table implementations (action profiles/selectors) are not supported by p4sim",
-                )
+                profile = self.table_profile(p, fq, inst, fn)
+        if selectors and (profile is None or profile.kind != "action_selector"):
+            raise P4Error(d.loc, f"table '{d.name}' has selector keys but no action_selector")
         entries = self.const_entries(d, keys, action_fq, inst)
         info = TableInfo(
             fq,
@@ -142,11 +144,22 @@ class TableMixin(CompilerBase):
             scopes,
             list(d.annotations),
             texts,
-            [list(k.annotations) for k in d.keys],
+            [list(k.annotations) for k in d.keys if k.match_kind != "selector"],
             timeout,
         )
         self.tables.append(info)
-        self.table_function(info, tfn, kcodes, dispatch, dcounter, dmeter)
+        if profile is not None:
+            if dcounter is not None or dmeter is not None:
+                raise P4Error(d.loc, "p4sim does not support direct resources on indirect tables")
+            if entries:
+                raise P4Error(d.loc, "p4sim does not support `entries` on indirect tables")
+            info.implementation = profile.name
+            info.selector_fields = [(n, w) for n, _, w in selectors]
+            profile.tables.append(fq)
+            sel = "[" + ", ".join(f"({c}, {w})" for _, c, w in selectors) + "]"
+            self.indirect_function(info, tfn, kcodes, dispatch, profile.pyname, sel)
+        else:
+            self.table_function(info, tfn, kcodes, dispatch, dcounter, dmeter)
         inst.scope.declare(
             d.name,
             Sym(
@@ -154,6 +167,71 @@ class TableMixin(CompilerBase):
             ),
             d.loc,
         )
+
+    def table_profile(self, p: ast.TableProperty, table_fq: str, inst: CtlInst, fn: Fn) -> Any:
+        """The ExternInfo of ``implementation = <instance>`` or of an anonymous
+        ``implementation = action_selector(...)``/``action_profile(...)``, which is named
+        by the property's ``@name`` or else after the table."""
+        from p4sim.compiler.cg_call import profile_info
+        from p4sim.compiler.codegen import fq_name
+
+        v = p.value
+        kinds = ("action_profile", "action_selector")
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Name) and v.func.name in kinds:
+            args = [self.expr(a.value, fn) for a in v.args]
+            if any(not a.is_const for a in args):
+                raise P4Error(v.loc, "implementation arguments must be constants")
+            name = fq_name(inst.path, table_fq.rsplit(".", 1)[-1], p.annotations)
+            if annotation(p.annotations, "name") is None:
+                name = table_fq
+            info = profile_info(v.func.name, name, f"X_{next(self.ids)}_ap", args, [])
+            info.annotations = list(p.annotations)
+            self.externs.append(info)
+            return info
+        ev = self.expr(v, fn)
+        found = next((x for x in self.externs if x.pyname == ev.code), None)
+        if found is None or found.kind not in kinds:
+            raise P4Error(v.loc, "'implementation' must be an action_profile/action_selector")
+        return found
+
+    def indirect_function(
+        self,
+        info: TableInfo,
+        tfn: str,
+        kcodes: list[str],
+        dispatch: dict[str, str],
+        ap: str,
+        sel: str,
+    ) -> None:
+        """``tbl_N(F)`` of a table with an action profile: the entry names a member or a
+        group; an empty group behaves as a miss."""
+        tvar = info.pyname
+        dvar = f"ACTS_{tvar}"
+        key = "(" + "".join(c + ", " for c in kcodes) + ")"
+        lines = [f"def {tfn}(F):"]
+        if self.trace:
+            lines.append(f"    LOG({'Applying table ' + repr(info.name)!r})")
+        lines.append(f"    e = {tvar}.lookup({key})" if kcodes else "    e = None")
+        lines.append("    if e is not None:")
+        lines.append(f"        a, args = {ap}.resolve(e.action, e.args[0], {sel})")
+        lines.append("        if a:")
+        if self.trace:
+            lines.append(
+                f"            LOG('Table ' + {repr(repr(info.name))} + ': hit with handle ' "
+                "+ str(e.handle) + ', ' + e.action[1:] + ' ' + str(e.args[0]))"
+            )
+            lines.append(
+                "            LOG('Action entry is ' + a + ' - ' + ','.join('%x' % v for v in args))"
+            )
+        lines.append(f"            {dvar}[a](F, *args)")
+        lines.append("            return True, a")
+        lines.append(f"    a = {tvar}.default_action")
+        if self.trace:
+            lines.append(f"    LOG('Table ' + {repr(repr(info.name))} + ': miss')")
+        lines.append(f"    {dvar}[a](F, *{tvar}.default_args)")
+        lines.append("    return False, a")
+        table = "{" + ", ".join(f"{k!r}: {v}" for k, v in dispatch.items()) + "}"
+        self.src.append(f"{dvar} = {table}\n" + "\n".join(lines) + "\n")
 
     def bound_action(self, py: str, adecl: Any, ar: ast.ActionRef, inst: CtlInst) -> str:
         """A wrapper ``bnd_N(F, *data)`` for an action-list item such as ``setbyte(hdr.f)``:

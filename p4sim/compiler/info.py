@@ -97,6 +97,8 @@ def program_info(prog: CompiledProgram) -> pi.ProgramInfo:
             )
         elif e.kind == "direct_meter" and e.table:
             out.direct_meters.append(pi.DirectMeterInfo(e.name, table=e.table, unit=e.unit, **kw))
+        elif e.kind in ("action_profile", "action_selector") and e.tables:
+            out.action_profiles.append(_profile(e, kw))
     for name, fields in prog.digests.items():
         out.digests.append(pi.DigestInfo(name, tuple(pi.FieldInfo(n, w) for n, w in fields)))
     for v in prog.value_sets:
@@ -146,5 +148,23 @@ def _table(t: Any) -> pi.TableInfo:
         direct_counter=t.direct_counter,
         direct_meter=t.direct_meter,
         idle_timeout=t.support_timeout,
+        implementation=t.implementation,
         **_annos(t.annotations),
+    )
+
+
+def _profile(e: Any, kw: dict[str, Any]) -> pi.ActionProfileInfo:
+    mgs = 0
+    for text in kw["annotations"]:
+        if text.startswith("@max_group_size(") and text.endswith(")"):
+            mgs = int(text[len("@max_group_size(") : -1].strip(), 0)
+    sel = e.kind == "action_selector"
+    return pi.ActionProfileInfo(
+        e.name,
+        tables=tuple(e.tables),
+        size=e.size,
+        with_selector=sel,
+        max_group_size=mgs,
+        algo=e.unit if sel else None,
+        **kw,
     )

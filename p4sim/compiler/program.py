@@ -19,6 +19,7 @@ from typing import Any
 
 from p4sim.compiler import rt
 from p4sim.runtime import hashes
+from p4sim.runtime.action_profiles import ActionProfile
 from p4sim.runtime.externs import Counter, DirectCounter, DirectMeter, Meter, Register
 from p4sim.runtime.tables import Entry, KeyField, Table
 
@@ -55,6 +56,8 @@ class TableInfo:
     key_exprs: list[str] = field(default_factory=list)
     key_annotations: list = field(default_factory=list)
     support_timeout: bool = False
+    implementation: str | None = None  # action profile/selector name (an indirect table)
+    selector_fields: list[tuple[str, int]] = field(default_factory=list)  # (name, width)
 
 
 @dataclass
@@ -69,6 +72,7 @@ class ExternInfo:
     unit: str = ""
     table: str | None = None
     annotations: list = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)  # action profiles: the tables using it
 
 
 @dataclass
@@ -210,6 +214,10 @@ class CompiledProgram:
                 obj = Counter(ei.name, ei.size, ei.unit)
             elif ei.kind == "meter":
                 obj = Meter(ei.name, ei.size, ei.unit)
+            elif ei.kind == "action_profile":
+                obj = ActionProfile(ei.name, ei.size)
+            elif ei.kind == "action_selector":
+                obj = ActionProfile(ei.name, ei.size, ei.unit)
             elif ei.table is None:
                 continue  # a direct extern no table uses
             elif ei.kind == "direct_counter":

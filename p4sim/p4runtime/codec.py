@@ -48,6 +48,7 @@ class P4InfoIndex:
         self.registers = {r.preamble.id: r for r in p4info.registers}
         self.digests = {d.preamble.id: d for d in p4info.digests}
         self.value_sets = {v.preamble.id: v for v in p4info.value_sets}
+        self.action_profiles = {a.preamble.id: a for a in p4info.action_profiles}
         self.action_by_name = {a.preamble.name: a for a in p4info.actions}
         self.digest_by_name = {d.preamble.name: d for d in p4info.digests}
         self.packet_in = self._controller_header("packet_in")
@@ -89,6 +90,9 @@ class P4InfoIndex:
 
     def digest(self, ident: int) -> p4i.Digest:
         return self._get(self.digests, ident, "digest")
+
+    def action_profile(self, ident: int) -> p4i.ActionProfile:
+        return self._get(self.action_profiles, ident, "action profile")
 
     def value_set(self, ident: int) -> p4i.ValueSet:
         return self._get(self.value_sets, ident, "value set")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from finsy.proto import p4d, p4r
 
+from p4sim.p4runtime import action_profiles as aps
 from p4sim.p4runtime import tables as tbl
 from p4sim.p4runtime.codec import check, decode_int, encode_int
 from p4sim.p4runtime.errors import P4RTError, invalid, not_found, out_of_range, unimplemented
@@ -457,6 +458,8 @@ _WRITERS: dict[str, Callable[[Any, int, Any], None]] = {
     "packet_replication_engine_entry": _write_pre,
     "digest_entry": _write_digest,
     "value_set_entry": _write_value_set,
+    "action_profile_member": aps.write_member,
+    "action_profile_group": aps.write_group,
 }
 _READERS: dict[str, Callable[[Any, Any], Iterator[p4r.Entity]]] = {
     "table_entry": tbl.read_table_entries,
@@ -468,4 +471,6 @@ _READERS: dict[str, Callable[[Any, Any], Iterator[p4r.Entity]]] = {
     "packet_replication_engine_entry": _read_pre,
     "digest_entry": _read_digest,
     "value_set_entry": _read_value_set,
+    "action_profile_member": aps.read_members,
+    "action_profile_group": aps.read_groups,
 }

@@ -83,6 +83,7 @@ class Pipeline:
             (self.p4info.meters, t.meter),
             (self.p4info.direct_meters, t.direct_meter),
             (self.p4info.registers, t.register),
+            (self.p4info.action_profiles, t.action_profile),
         ]
         for items, resolve in checks:
             for item in items:

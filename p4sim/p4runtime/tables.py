@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from finsy.proto import p4i, p4r
 
+from p4sim.p4runtime import action_profiles as aps
 from p4sim.p4runtime.codec import check, decode_int, encode_int
 from p4sim.p4runtime.errors import P4RTError, invalid, not_found
 from p4sim.runtime.tables import Entry, TableError
@@ -136,15 +137,19 @@ def encode_matches(table: p4i.Table, matches: tuple, out: Any, rt_keys: Any = No
 
 
 def decode_action(
-    pipe: Pipeline, table: p4i.Table, ta: p4r.TableAction, default: bool
+    pipe: Pipeline, table: p4i.Table, ta: p4r.TableAction, default: bool, member: bool = False
 ) -> tuple[str, tuple[int, ...]]:
-    """(switch action name, args) of a TableAction, checked against the table's refs."""
+    """(switch action name, args) of a TableAction, checked against the table's refs;
+    an indirect table's entry gives (MEMBER|GROUP, (id,)) unless ``member`` (the action
+    of an ActionProfileMember) or ``default``."""
     tname = table.preamble.name
     kind = ta.WhichOneof("type")
+    if table.implementation_id and not default and not member:
+        return aps.decode_indirect(pipe, table, ta)
     if kind != "action":
         raise P4RTError(
             grpc.StatusCode.UNIMPLEMENTED,
-            f"table {tname}: action profiles are not supported by p4sim ({kind})",
+            f"table {tname}: {kind} is not supported here (only a direct action)",
         )
     action = pipe.index.action(ta.action.action_id)
     aname = action.preamble.name
@@ -201,17 +206,31 @@ def write_table_entry(pipe: Pipeline, op: int, te: p4r.TableEntry) -> None:
         check(te.HasField("action"), invalid(f"table {tname}: INSERT needs an action"))
         name, args = decode_action(pipe, table, te.action, default=False)
         entry = Entry(matches, name, args, priority)
-        _insert(pipe, table, rt, entry, te)
+        ap = aps.profile_of_table(pipe, table)
+        if ap is not None:
+            ap.ref(name, args[0])
+        try:
+            _insert(pipe, table, rt, entry, te)
+        except P4RTError:
+            if ap is not None:
+                ap.ref(name, args[0], -1)
+            raise
         pipe.entry_meta[(tname, entry.handle)] = bytes(te.metadata)
         return
     entry = rt.find(matches, priority)
     check(entry is not None, not_found(f"table {tname}: no entry with this match key"))
+    ap = aps.profile_of_table(pipe, table)
     if op == p4r.Update.DELETE:
         rt.delete(entry.handle)
+        if ap is not None:
+            ap.ref(entry.action, entry.args[0], -1)
         pipe.entry_meta.pop((tname, entry.handle), None)
         return
     if te.HasField("action"):
         name, args = decode_action(pipe, table, te.action, default=False)
+        if ap is not None:
+            ap.ref(name, args[0])
+            ap.ref(entry.action, entry.args[0], -1)
         rt.modify(entry.handle, name, args)
     pipe.entry_meta[(tname, entry.handle)] = bytes(te.metadata)
     _write_direct(pipe, table, entry, te)
@@ -318,7 +337,10 @@ def entry_entity(pipe: Pipeline, table: p4i.Table, entry: Entry, req: Any) -> p4
     te = ent.table_entry
     te.table_id = table.preamble.id
     encode_matches(table, entry.matches, te.match, pipe.target.table(table.preamble.name).keys)
-    encode_action(pipe, entry.action, entry.args, te.action.action)
+    if aps.is_indirect(entry.action):
+        aps.encode_indirect(entry.action, entry.args[0], te.action)
+    else:
+        encode_action(pipe, entry.action, entry.args, te.action.action)
     te.priority = entry.priority if needs_priority(table) else 0
     te.is_const = table.is_const_table
     te.metadata = pipe.entry_meta.get((table.preamble.name, entry.handle), b"")

@@ -95,6 +95,10 @@ class Target:
         except KeyError:
             raise not_found(f"the switch has no value set named {name!r}") from None
 
+    def action_profile(self, p4info_name: str) -> Any:
+        names = [a.name for a in self.info.action_profiles]
+        return self._object("action_profile", p4info_name, names, "action profile")
+
     @property
     def pre(self) -> Any:
         return self.switch.pre
