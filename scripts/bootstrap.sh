@@ -30,6 +30,12 @@ if [ ${#missing[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
 fi
 
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  echo "bootstrap: needs Python 3.11 or newer; this python3 is $(python3 -V 2>&1)" \
+       "(Debian 12 and Ubuntu 24.04 ship it)" >&2
+  exit 1
+fi
+
 # The virtual environment, reinstalled only when pyproject.toml changes.
 stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
 if [ ! -f "$stamp" ]; then
