@@ -86,3 +86,71 @@ def test_p4c_compat_reads_a_lone_last_hex_digit_as_a_byte() -> None:
     assert cmd.data == b"\xab\x0c"  # type: ignore[attr-defined]
     with pytest.raises(StfError, match="odd number"):
         parse_stf("packet 0 ab c\n")
+
+
+# -- P4_16 v1.2.5 loops (p4c sample forloop-bmv2) ----------------------------------------
+
+
+def test_for_loops_run_break_continue_ranges_lists_and_stacks() -> None:
+    _run("for_loops")
+
+
+def _loop_program(body: str) -> str:
+    """for_loops.p4 with the ingress apply block replaced by ``body``."""
+    src = (REG_DIR / "for_loops.p4").read_text()
+    start = src.index("    apply {\n        sm.egress_spec = 1;")
+    end = src.index("control Eg(")
+    return src[:start] + "    apply {\n" + body + "\n    }\n}\n" + src[end:]
+
+
+def test_break_outside_a_loop_is_an_error() -> None:
+    with pytest.raises(P4Error, match="'break' is only allowed inside a for loop"):
+        Switch.from_source(_loop_program("        break;"))
+
+
+def test_continue_outside_a_loop_is_an_error() -> None:
+    with pytest.raises(P4Error, match="'continue' is only allowed inside a for loop"):
+        Switch.from_source(_loop_program("        if (h.i.n == 1) { continue; }"))
+
+
+def test_for_in_over_a_scalar_is_an_error() -> None:
+    with pytest.raises(P4Error, match="cannot iterate over bit<8>"):
+        Switch.from_source(_loop_program("        for (bit<8> x in h.i.n) { h.o.r0 = x; }"))
+
+
+# -- generic functions and lookahead of structs --------------------------------------------
+
+
+def test_generic_functions_infer_or_take_type_arguments() -> None:
+    _run("generic_functions")
+
+
+def test_generic_function_type_parameter_only_in_result_must_be_written() -> None:
+    src = (REG_DIR / "generic_functions.p4").read_text()
+    bad = src.replace("widen<bit<8>, bit<16>>(twice(h.h.b))", "widen(twice(h.h.b))")
+    with pytest.raises(P4Error, match="cannot infer type parameter R of widen"):
+        Switch.from_source(bad)
+
+
+def test_lookahead_of_a_struct_reads_fields_without_consuming_bits() -> None:
+    _run("lookahead_struct")
+
+
+# -- instances as constructor arguments, direct type invocation (p4c issue1566-bmv2) ----
+
+
+def test_control_instances_as_constructor_arguments_and_direct_apply() -> None:
+    _run("control_instances")
+
+
+def test_instance_passed_by_name_is_shared_and_inline_instance_is_new() -> None:
+    sw = Switch.from_file(str(REG_DIR / "control_instances.p4"))
+    sw.send(0, bytes.fromhex("aa10203000"))
+    assert sw.register_read("Ig.inc.calls", 0) == 3  # twice through t1, once directly
+    assert sw.register_read("Ig.t2.s.calls", 0) == 2  # t2's own Inc()
+
+
+def test_control_parameter_needs_an_instance() -> None:
+    src = (REG_DIR / "control_instances.p4").read_text()
+    with pytest.raises(P4Error, match="'s' needs a parser or control instance"):
+        Switch.from_source(src.replace("Twice(inc) t1;", "Twice(3) t1;"))

@@ -92,11 +92,33 @@ class CallMixin(CompilerBase):
                 base = self.expr(f.expr, fn)
                 bits = type_width(base.type)
                 return lit(bits if "Bits" in f.name else (bits + 7) // 8, TInfInt())
+            direct = self.direct_instance(f, e, fn)
+            if direct is not None:
+                return self.apply_instance(direct, e, fn, stmt)
             base = self.expr(f.expr, fn)
             return self.method_call(base, f.name, e, fn, stmt)
         if isinstance(f, ast.Name):
             return self.function_call(f.name, e, fn, stmt)
         raise P4Error(e.loc, "cannot call this expression")
+
+    def direct_instance(self, f: ast.Member, e: ast.Call, fn: Fn) -> Sym | None:
+        """``C.apply(...)`` on a parser/control type (direct type invocation): an instance
+        of its own for each call site, made when the call is first compiled."""
+        if f.name != "apply" or not isinstance(f.expr, ast.Name):
+            return None
+        name = f.expr.name
+        td = self.genv.type_decls.get(name)
+        if not isinstance(td, (ast.ControlDecl, ast.ParserDecl)) or fn.scope.lookup(name):
+            return None
+        if td.ctor_params:
+            raise P4Error(e.loc, f"'{name}' has constructor parameters: instantiate it first")
+        made: dict[int, Sym] = self.__dict__.setdefault("_direct_instances", {})
+        sym = made.get(id(e))
+        if sym is None:
+            path = f"{fn.ctl.path}.{name}" if fn.ctl is not None else name
+            sub = self.instantiate(td, path, [], self.genv.scope)  # type: ignore[attr-defined]
+            sym = made[id(e)] = Sym("instance", TObject("instance", name), sub, decl=td)
+        return sym
 
     def method_call(self, base: EV, name: str, e: ast.Call, fn: Fn, stmt: bool) -> EV:
         t = base.type
@@ -266,22 +288,69 @@ class CallMixin(CompilerBase):
         )
 
     def user_function(self, d: ast.FunctionDecl, e: ast.Call, fn: Fn, stmt: bool) -> EV:
-        if d.type_params:
-            raise P4Error(d.loc, "generic functions are not supported")
-        py = self._functions.get(id(d))  # type: ignore[attr-defined]
+        tvars = self.function_type_args(d, e, fn) if d.type_params else {}
+        key: Any = id(d)
+        if tvars:  # a generic function: one Python function per list of type arguments
+            key = (id(d), tuple(tvars[p].show() for p in d.type_params))
+        py = self._functions.get(key)  # type: ignore[attr-defined]
         if py is None:
-            py = self.gen_function(d)
-        ptypes = [self.genv.resolve(p.type) for p in d.params]
+            py = self.gen_function(d, tvars, key)
+        ptypes = [self.genv.resolve(p.type, tvars) for p in d.params]
         args = self.bind(d.params, e, f"function {d.name}")
-        ret = self.genv.resolve(d.return_type)
+        ret = self.genv.resolve(d.return_type, tvars)
         return self.call_with_dirs(py, d.params, ptypes, args, fn, [], ret, stmt, e.loc)
 
-    def gen_function(self, d: ast.FunctionDecl) -> str:
-        from p4sim.compiler.codegen import Fn
+    def function_type_args(self, d: ast.FunctionDecl, e: ast.Call, fn: Fn) -> dict[str, T]:
+        """The type arguments of a call to a generic function: written (``f<bit<8>>(x)``)
+        or inferred from the arguments whose parameter type is a type parameter."""
+        if e.type_args:
+            if len(e.type_args) != len(d.type_params):
+                raise P4Error(
+                    e.loc, f"function {d.name} takes {len(d.type_params)} type argument(s)"
+                )
+            pairs = zip(d.type_params, e.type_args, strict=True)
+            return {p: self.genv.resolve(a) for p, a in pairs}
+        from p4sim.compiler.codegen import Fn as FnT
 
+        bound: dict[str, T] = {}
+        args = self.bind(d.params, e, f"function {d.name}")
+        for p, a in zip(d.params, args, strict=False):
+            if not (isinstance(p.type, ast.NamedType) and p.type.name in d.type_params):
+                continue
+            if a is None or p.type.name in bound:
+                continue
+            scratch = FnT(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+            at = self.expr(a, scratch).type  # only the type: the scratch code is dropped
+            if not isinstance(at, (TInfInt, TDontCare)):
+                bound[p.type.name] = at
+        missing = [t for t in d.type_params if t not in bound]
+        if missing:
+            raise P4Error(
+                e.loc,
+                f"cannot infer type parameter {missing[0]} of {d.name}: "
+                f"write it, as in {d.name}<bit<8>>(...)",
+            )
+        return bound
+
+    def gen_function(
+        self, d: ast.FunctionDecl, tvars: dict[str, T] | None = None, key: Any = None
+    ) -> str:
         ident = next(self.ids)
         py = f"fun_{ident}_{pyname(d.name)}"
-        self._functions[id(d)] = py  # type: ignore[attr-defined]
+        self._functions[id(d) if key is None else key] = py  # type: ignore[attr-defined]
+        outer_tvars = getattr(self.genv, "fn_tvars", None)
+        self.genv.fn_tvars = tvars or {}  # type: ignore[attr-defined]
+        try:
+            fn, ret = self._function_body(d)
+        finally:
+            self.genv.fn_tvars = outer_tvars  # type: ignore[attr-defined]
+        head = f"def {py}({', '.join('v_' + p.name for p in d.params)}):"
+        self.src.append(head + "\n" + "\n".join(fn.lines) + "\n")
+        return py
+
+    def _function_body(self, d: ast.FunctionDecl) -> tuple[Fn, T]:
+        from p4sim.compiler.codegen import Fn
+
         scope = self.genv.scope.child()
         for p in d.params:
             scope.declare(
@@ -303,9 +372,7 @@ class CallMixin(CompilerBase):
         self.block(d.body, fn)  # type: ignore[arg-type]
         if outs:
             fn.emit(fn.ret if ret == VOID else fn.ret.replace("return (", "return (None, "))
-        head = f"def {py}({', '.join('v_' + p.name for p in d.params)}):"
-        self.src.append(head + "\n" + "\n".join(fn.lines) + "\n")
-        return py
+        return fn, ret
 
     def apply_instance(self, sym: Sym, e: ast.Call, fn: Fn, stmt: bool) -> EV:
         d = sym.decl
@@ -394,7 +461,36 @@ class CallMixin(CompilerBase):
             fn.emit(f"{hh} = {self.class_of(lt)}()")  # type: ignore[attr-defined]
             fn.emit(f"{hh}._ext({v} << {header_pad(lt)})")
             return EV(hh, lt)
+        if isinstance(lt, TComposite) and lt.kind == "struct":
+            return EV(self.unpack_struct(v, lt, e, fn), lt)
         raise P4Error(e.loc, f"lookahead<{lt.show()}> is not supported")
+
+    def unpack_struct(self, v: str, st: TComposite, e: ast.Call, fn: Fn) -> str:
+        """Emit code that builds a struct of type ``st`` from the bits in ``v`` (first
+        field in the high bits, as the packet lays them out); returns its variable.
+
+        Example: ``struct { bit<8> x; bool y; }`` from ``v`` → ``x = (v >> 1) & 255``,
+        ``y = bool(v & 1)``.
+        """
+        sv = fn.new("ls")
+        fn.emit(f"{sv} = {self.class_of(st)}()")  # type: ignore[attr-defined]
+        shift = type_width(st)
+        for name, ft in st.fields:
+            w = type_width(ft)
+            shift -= w
+            bits = f"(({v} >> {shift}) & {mask(w)})"
+            dst = f"{sv}.{pyname(name)}"
+            if isinstance(ft, TBool):
+                fn.emit(f"{dst} = bool{bits}")
+            elif isinstance(ft, TBit) or (isinstance(ft, TEnum) and ft.underlying is not None):
+                fn.emit(f"{dst} = {bits}")
+            elif isinstance(ft, TComposite) and ft.kind == "header":
+                fn.emit(f"{dst}._ext({bits} << {header_pad(ft)})")
+            elif isinstance(ft, TComposite) and ft.kind == "struct":
+                fn.emit(f"{dst} = {self.unpack_struct(bits, ft, e, fn)}")
+            else:
+                raise P4Error(e.loc, f"lookahead of a struct with a {ft.show()} field")
+        return sv
 
     def _m_packet_in_advance(self, base: EV, t: TExtern, e: ast.Call, fn: Fn) -> EV:
         self.nargs(e, 1)

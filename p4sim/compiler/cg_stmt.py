@@ -125,6 +125,91 @@ class StmtMixin(CompilerBase):
             fn.emit("else:")
             self.body(other, fn)
 
+    def _s_For(self, s: ast.For, fn: Fn) -> None:
+        """``for (init; cond; update)`` as ``while True:``; the update runs at the top of
+        every pass but the first, so a P4 ``continue`` (Python ``continue``) runs it too."""
+        outer = fn.scope
+        fn.scope = outer.child()
+        for st in s.init:
+            self.stmt(st, fn)
+        flag = fn.new("lp") if s.update else None
+        if flag:
+            fn.emit(f"{flag} = False")
+        fn.emit("while True:")
+        fn.ind += 1
+        if flag:
+            fn.emit(f"if {flag}:")
+            fn.ind += 1
+            for st in s.update:
+                self.stmt(st, fn)
+            fn.ind -= 1
+            fn.emit(f"{flag} = True")
+        if s.cond is not None:
+            fn.emit(f"if not ({self.condition(s.cond, fn)}):")
+            fn.emit("    break")
+        fn.ind -= 1
+        self.loop_body(s.body, fn)
+        fn.scope = outer
+
+    def _s_ForIn(self, s: ast.ForIn, fn: Fn) -> None:
+        """``for (T x in lo..hi)`` (inclusive bounds, evaluated once), ``for (T x in {..})``
+        and ``for (T x in stack)`` (x takes a copy of each element)."""
+        t = self.genv.resolve(s.type)
+        var = fn.new(f"v_{s.name}")
+        if s.hi is not None:
+            if not isinstance(t, TBit):
+                raise P4Error(s.loc, f"a range loop needs a bit<W> or int<W>, got {t.show()}")
+            lo, hi = self.value(s.collection, fn, t), self.value(s.hi, fn, t)
+            if t.signed:
+                w, mask = t.width, (1 << t.width) - 1
+                fn.emit(
+                    f"for {var} in (_x & {mask} for _x in "
+                    f"range(signed({lo.code}, {w}), signed({hi.code}, {w}) + 1)):"
+                )
+            else:
+                fn.emit(f"for {var} in range({lo.code}, {hi.code} + 1):")
+        elif isinstance(s.collection, ast.ListExpr):
+            items = "".join(
+                f"{self.fresh(self.value(e, fn, t).code, t, e)}, " for e in s.collection.elems
+            )
+            fn.emit(f"for {var} in ({items}):")
+        else:
+            coll = self.expr(s.collection, fn)
+            if not isinstance(coll.type, TStack):
+                raise P4Error(
+                    s.collection.loc,
+                    f"cannot iterate over {coll.type.show()}: use a range lo..hi, "
+                    "a list {a, b} or a header stack",
+                )
+            elem = fn.new("el")
+            fn.emit(f"for {elem} in ({coll.code}).h:")
+            fn.emit(f"    {var} = {self.fresh(elem, t, s)}")
+        outer = fn.scope
+        fn.scope = outer.child()
+        decl = ast.VarDecl(s.name, s.type, None, loc=s.loc)
+        fn.scope.declare(s.name, Sym("var", t, var, decl=decl), s.loc)
+        self.loop_body(s.body, fn)
+        fn.scope = outer
+
+    def loop_body(self, body: ast.Stmt, fn: Fn) -> None:
+        """The body of a loop; ``break``/``continue`` are allowed inside it."""
+        depth = getattr(fn, "loop_depth", 0)
+        fn.loop_depth = depth + 1  # type: ignore[attr-defined]
+        try:
+            self.body(body, fn)
+        finally:
+            fn.loop_depth = depth  # type: ignore[attr-defined]
+
+    def _s_Break(self, s: ast.Break, fn: Fn) -> None:
+        if not getattr(fn, "loop_depth", 0):
+            raise P4Error(s.loc, "'break' is only allowed inside a for loop")
+        fn.emit("break")
+
+    def _s_Continue(self, s: ast.Continue, fn: Fn) -> None:
+        if not getattr(fn, "loop_depth", 0):
+            raise P4Error(s.loc, "'continue' is only allowed inside a for loop")
+        fn.emit("continue")
+
     def condition(self, e: ast.Expr, fn: Fn) -> str:
         c = self.expr(e, fn)
         if not isinstance(c.type, TBool):

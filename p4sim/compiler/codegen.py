@@ -278,6 +278,10 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
                 f"constructor arguments, got {len(args)}",
             )
         for p, a in zip(decl.ctor_params, args, strict=False):
+            inst_arg = self.instance_ctor_arg(p, a.value, path, outer)
+            if inst_arg is not None:  # `C2(c1) c2;`: c2's parameter names the instance c1
+                scope.names[p.name] = inst_arg
+                continue
             t = self.genv.resolve(p.type)
             dummy = Fn(outer, "function", path)
             ev = self.value(a.value, dummy, t)
@@ -290,6 +294,25 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         else:
             self.gen_control(inst)
         return pyfn
+
+    def instance_ctor_arg(self, p: ast.Param, a: ast.Expr, path: str, outer: Scope) -> Sym | None:
+        """A parser/control instance passed as a constructor argument (a declared
+        instance's name, or ``C()`` which makes a new one); None for other parameters."""
+        td = self.genv.type_decls.get(p.type.name) if isinstance(p.type, ast.NamedType) else None
+        if not isinstance(
+            td, (ast.ControlTypeDecl, ast.ParserTypeDecl, ast.ControlDecl, ast.ParserDecl)
+        ):
+            return None
+        if isinstance(a, ast.Name):
+            sym = outer.lookup(a.name)
+            if sym is not None and sym.kind == "instance":
+                return sym
+        if isinstance(a, ast.Call) and isinstance(a.func, ast.Name):
+            ad = self.genv.type_decls.get(a.func.name)
+            if isinstance(ad, (ast.ControlDecl, ast.ParserDecl)):
+                sub = self.instantiate(ad, f"{path}.{p.name}", a.args, outer)
+                return Sym("instance", TObject("instance", p.name), sub, decl=ad)
+        raise P4Error(a.loc, f"'{p.name}' needs a parser or control instance")
 
     def param_syms(self, inst: CtlInst, params: list[ast.Param], code_of: Any) -> None:
         for p in params:

@@ -427,6 +427,9 @@ class GlobalEnv:
         if isinstance(t, ast.TupleType):
             return TTuple(tuple(self.resolve(e, tvars) for e in t.elems))
         if isinstance(t, ast.NamedType):
+            # inside a generic function's body its type parameters are bound (fn_tvars)
+            if tvars is None:
+                tvars = getattr(self, "fn_tvars", None)
             return self._resolve_named(t, tvars or {})
         raise P4Error(t.loc, f"unsupported type {type(t).__name__}")
 

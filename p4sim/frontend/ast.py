@@ -376,6 +376,39 @@ class VarDeclStmt(Stmt):
 
 
 @dataclass
+class For(Stmt):
+    """``for (init; cond; update) body`` (P4_16 v1.2.5). ``init`` holds declarations and
+    assignments/calls, ``update`` assignments/calls; ``cond is None`` loops until break."""
+
+    init: list[Stmt]
+    cond: Expr | None
+    update: list[Stmt]
+    body: Stmt
+
+
+@dataclass
+class ForIn(Stmt):
+    """``for (T x in lo..hi) body`` (``hi`` set, bounds inclusive) or
+    ``for (T x in collection) body`` (a list expression or a header stack)."""
+
+    type: Type
+    name: str
+    collection: Expr
+    hi: Expr | None
+    body: Stmt
+
+
+@dataclass
+class Break(Stmt):
+    pass
+
+
+@dataclass
+class Continue(Stmt):
+    pass
+
+
+@dataclass
 class ConstDeclStmt(Stmt):
     decl: ConstDecl
 

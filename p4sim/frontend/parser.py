@@ -1027,6 +1027,35 @@ class _AstBuilder(Transformer_NonRecursive):
     def return_statement(self, meta: Any, ch: list) -> ast.Return:
         return ast.Return(ch[0], loc=self._loc(meta))
 
+    def for_statement(self, meta: Any, ch: list) -> ast.For:
+        init, cond, update, body = ch
+        inits = [self._stmt(s) for s in init or []]
+        return ast.For(inits, cond, list(update or []), body, loc=self._loc(meta))
+
+    def for_inits(self, meta: Any, ch: list) -> list:
+        return list(ch)
+
+    def for_updates(self, meta: Any, ch: list) -> list:
+        return list(ch)
+
+    def for_var_decl(self, meta: Any, ch: list) -> ast.VarDecl:
+        typ, name, init = ch
+        return ast.VarDecl(name, typ, init, loc=self._loc(meta))
+
+    def for_in_statement(self, meta: Any, ch: list) -> ast.ForIn:
+        typ, name, _in, coll, body = ch
+        return ast.ForIn(typ, name, coll, None, body, loc=self._loc(meta))
+
+    def for_range_statement(self, meta: Any, ch: list) -> ast.ForIn:
+        typ, name, _in, lo, hi, body = ch
+        return ast.ForIn(typ, name, lo, hi, body, loc=self._loc(meta))
+
+    def break_statement(self, meta: Any, ch: list) -> ast.Break:
+        return ast.Break(loc=self._loc(meta))
+
+    def continue_statement(self, meta: Any, ch: list) -> ast.Continue:
+        return ast.Continue(loc=self._loc(meta))
+
     def switch_case(self, meta: Any, ch: list) -> ast.SwitchCase:
         return ast.SwitchCase([ch[0]], ch[1], loc=self._loc(meta))
 
