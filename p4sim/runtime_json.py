@@ -89,9 +89,13 @@ def parse_value(v: Any) -> int:
 
 
 def _match_value(v: Any) -> MatchValue:
+    if isinstance(v, list) and len(v) == 1:
+        # The tutorials write exact keys as ``[1]`` too (basic_tunnel's ``dst_id``); their
+        # helper unwraps a one-element list before encoding it.
+        return parse_value(v[0])
     if isinstance(v, list):
         if len(v) != 2:
-            raise ValueError(f"a match given as a list must have two elements, got {v!r}")
+            raise ValueError(f"a match given as a list must have one or two elements, got {v!r}")
         return (parse_value(v[0]), parse_value(v[1]))
     return parse_value(v)
 

@@ -148,6 +148,21 @@ def _port_in_use(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+_LOOP: asyncio.AbstractEventLoop | None = None
+
+
+def _program_loop() -> asyncio.AbstractEventLoop:
+    """One event loop, kept open, for programming every switch of the process.
+
+    ``asyncio.run`` per switch closed its loop while gRPC's aio poller thread still had
+    events to hand it, which printed "RuntimeError: Event loop is closed" tracebacks.
+    """
+    global _LOOP
+    if _LOOP is None or _LOOP.is_closed():
+        _LOOP = asyncio.new_event_loop()
+    return _LOOP
+
+
 class P4Switch(Switch):
     """A P4 switch process. ``compiled`` is pushed over P4Runtime after start (the
     runner's way); ``program`` (a .p4 for p4sim, a BMv2 JSON for bmv2) is instead given on
@@ -285,7 +300,7 @@ class P4Switch(Switch):
         from controller.p4runtime_client import SwitchError
 
         try:
-            asyncio.run(self._program())
+            _program_loop().run_until_complete(self._program())
         except SwitchError as err:
             raise SwitchStartError(
                 f"{self.name}: programming over P4Runtime failed: {err}"

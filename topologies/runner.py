@@ -165,6 +165,24 @@ def netem_available() -> bool:
     return False
 
 
+def resolve_path(topo: Topology, rel: str) -> Path:
+    """Where a path named in ``topology.json`` points.
+
+    ``resolve_path(topo, "pod-topo/s1-runtime.json")`` with the topology at
+    ``ex/pod-topo/topology.json`` is ``ex/pod-topo/s1-runtime.json``. The p4lang tutorials
+    name files relative to the exercise directory (their ``make run`` works from there), one
+    level above ``pod-topo/``, so that directory and the working directory are tried too;
+    the first candidate that exists wins, else the topology's own directory.
+    """
+    given = Path(rel)
+    if given.is_absolute():
+        return given
+    for base in (topo.base_dir, topo.base_dir.parent, Path.cwd()):
+        if (base / given).exists():
+            return base / given
+    return topo.base_dir / given
+
+
 def compile_programs(
     topo: Topology, program: str | None, kind: str, build_dir: str | Path
 ) -> dict[str, CompiledProgram]:
@@ -173,7 +191,7 @@ def compile_programs(
     cache: dict[Path, CompiledProgram] = {}
     out: dict[str, CompiledProgram] = {}
     for s in topo.switches:
-        src = topo.base_dir / s.program if s.program else (Path(program) if program else None)
+        src = resolve_path(topo, s.program) if s.program else (Path(program) if program else None)
         if src is None:
             if s.runtime_json:
                 raise TopologyError(
@@ -229,7 +247,7 @@ def build_network(
         for h in topo.hosts:
             net.addHost(h.name, ip=h.ip, mac=h.mac)
         for s in topo.switches:
-            rt = str(topo.base_dir / s.runtime_json) if s.runtime_json else None
+            rt = str(resolve_path(topo, s.runtime_json)) if s.runtime_json else None
             net.addSwitch(
                 s.name,
                 cls=P4Switch,
