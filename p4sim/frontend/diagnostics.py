@@ -52,8 +52,13 @@ def _caret_line(text: str, col: int) -> str:
     return pad + "^"
 
 
+def _where(loc: SourceLoc) -> str:
+    """``file:line:col``; just ``file`` for a whole-file problem (line 0: unreadable file)."""
+    return str(loc) if loc.line >= 1 else loc.file
+
+
 def _render_one(loc: SourceLoc, kind: str, message: str) -> list[str]:
-    lines = [f"{loc}: {kind}: {message}"]
+    lines = [f"{_where(loc)}: {kind}: {message}"]
     text = source_line(loc.file, loc.line)
     if text is not None:
         lines.append(text)
@@ -82,7 +87,7 @@ class P4Error(Exception):
         self.notes: list[tuple[SourceLoc, str]] = list(notes)
 
     def __str__(self) -> str:
-        return f"{self.loc}: error: {self.message}"
+        return f"{_where(self.loc)}: error: {self.message}"
 
     def render(self) -> str:
         """The error line, the offending source line and a caret under the column."""
