@@ -288,21 +288,28 @@ class TableMixin(CompilerBase):
             raise P4Error(
                 ar.loc, f"default action '{ar.name}' is not in the actions of table '{d.name}'"
             )
-        _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
         fn = Fn(inst.scope, "control", inst.path, ctl=inst)
+        return action_fq[ar.name], self.const_action_args(ar, inst, fn, "default action")
+
+    def const_action_args(
+        self, ar: ast.ActionRef, inst: CtlInst, fn: Fn, what: str
+    ) -> tuple[int, ...]:
+        """The action data of ``ar`` (a default action or a const entry's action), which
+        must be compile-time constants, converted to the parameters' types."""
+        _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
         data = [p for p in adecl.params if not p.direction]
-        args = data_args(adecl, ar)
-        if len(args) != len(data):
+        given = data_args(adecl, ar)
+        if len(given) != len(data):
             raise P4Error(
                 ar.loc, f"action '{ar.name}' takes {len(data)} argument(s), got {len(ar.args)}"
             )
         vals = []
-        for p, a in zip(data, args, strict=False):
+        for p, a in zip(data, given, strict=False):
             ev = self.value(a.value, fn, self.genv.resolve(p.type))
             if not ev.is_const:
-                raise P4Error(a.loc, "default action arguments must be constants")
+                raise P4Error(a.loc, f"{what} arguments must be constants")
             vals.append(int(ev.const))
-        return action_fq[ar.name], tuple(vals)
+        return tuple(vals)
 
     def const_entries(
         self, d: ast.TableDecl, keys: list[KeyField], action_fq: dict[str, str], inst: CtlInst
@@ -325,22 +332,8 @@ class TableMixin(CompilerBase):
             ar = te.action
             if ar.name not in action_fq:
                 raise P4Error(ar.loc, f"action '{ar.name}' is not in the table's actions")
-            _, _, adecl = self.action_ref(ar.name, inst, ar.loc)  # type: ignore[attr-defined]
-            data = [p for p in adecl.params if not p.direction]
-            given = data_args(adecl, ar)
-            if len(given) != len(data):
-                raise P4Error(
-                    ar.loc, f"action '{ar.name}' takes {len(data)} argument(s), got {len(ar.args)}"
-                )
-            args = []
-            for p, a in zip(data, given, strict=False):
-                ev = self.value(a.value, fn, self.genv.resolve(p.type))
-                if not ev.is_const:
-                    raise P4Error(a.loc, "entry action arguments must be constants")
-                args.append(int(ev.const))
-            entry = Entry(
-                matches, action_fq[ar.name], tuple(args), self.entry_priority(d, te, n - i)
-            )
+            args = self.const_action_args(ar, inst, fn, "entry action")
+            entry = Entry(matches, action_fq[ar.name], args, self.entry_priority(d, te, n - i))
             try:  # the runtime table checks widths, masks and duplicates
                 check.add(copy.copy(entry))
             except TableError as exc:
