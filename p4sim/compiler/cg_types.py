@@ -20,7 +20,6 @@ import re
 from p4sim.compiler.cg_expr import pyname
 from p4sim.compiler.typecheck import (
     T,
-    TBit,
     TBool,
     TComposite,
     TEnum,
@@ -28,6 +27,7 @@ from p4sim.compiler.typecheck import (
     TStack,
     TTuple,
     TVarbit,
+    type_width,
 )
 
 
@@ -193,7 +193,7 @@ class TypeClasses:
         With a varbit field its width ``n`` shifts the fields before it."""
         widths: list[str] = []
         for _, ft in fields:
-            widths.append("n" if isinstance(ft, TVarbit) else str(_fw(ft)))
+            widths.append("n" if isinstance(ft, TVarbit) else str(type_width(ft)))
         has_var = "n" in widths
         ext = ["    def _ext(self, v, n=0):" if has_var else "    def _ext(self, v):"]
         pad = header_pad(t)
@@ -203,16 +203,12 @@ class TypeClasses:
         for i, (f, ft) in enumerate(fields):
             after = widths[i + 1 :]
             const_after = sum(int(w) for w in after if w != "n")
-            shift = (
-                " + ".join((["n"] if "n" in after else []) + [str(const_after)])
-                if "n" in after
-                else str(const_after)
-            )
+            shift = f"n + {const_after}" if "n" in after else str(const_after)
             if isinstance(ft, TVarbit):
                 ext.append(f"        self.{f} = (n, (v >> {shift}) & ((1 << n) - 1))")
                 pack.append(f"(self.{f}[1] << {shift})")
                 continue
-            w = _fw(ft)
+            w = type_width(ft)
             m = (1 << w) - 1
             get = f"(v >> {shift}) & {m}" if shift != "0" else f"v & {m}"
             if isinstance(ft, TBool):
@@ -254,13 +250,3 @@ def header_pad(t: T) -> int:
     if any(isinstance(ft, TVarbit) for _, ft in t.fields):
         return 0
     return -t.width % 8
-
-
-def _fw(t: T) -> int:
-    if isinstance(t, TBit):
-        return t.width
-    if isinstance(t, TBool):
-        return 1
-    if isinstance(t, TEnum) and t.underlying is not None:
-        return t.underlying.width
-    return 0
