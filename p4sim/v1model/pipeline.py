@@ -99,6 +99,19 @@ class Pipeline:
 
     # -- ingress ------------------------------------------------------------------
 
+    def parse(self, data: bytes, hdr: Any, meta: Any, sm: Any) -> PacketIn:
+        """Run the parser; a parser error is recorded in ``sm.parser_error`` and the packet
+        goes on (v1model), with what was not parsed left in the returned PacketIn."""
+        pk = PacketIn(data)
+        try:
+            self.parser(pk, hdr, meta, sm)
+        except ParserErr as err:
+            if err.error is not None:
+                sm.parser_error = err.error
+            if self.log is not None:
+                self._log(f"Parser stopped: error {err.error or 'reject'}")
+        return pk
+
     def run_ingress(self, job: _Ingress, ing: deque, eg: deque) -> None:
         ctx = self.ctx
         sm, hdr, meta = self.S(), self.H(), self.M()
@@ -116,14 +129,7 @@ class Pipeline:
                 f"Processing packet received on port {job.port} "
                 f"(instance type {job.itype}, {len(job.data)} bytes)"
             )
-        pk = PacketIn(job.data)
-        try:
-            self.parser(pk, hdr, meta, sm)
-        except ParserErr as err:
-            if err.error is not None:
-                sm.parser_error = err.error
-            if self.log is not None:
-                self._log(f"Parser stopped: error {err.error or 'reject'}")
+        pk = self.parse(job.data, hdr, meta, sm)
         payload = pk.remaining()
         ctx.payload = payload
         try:
@@ -181,12 +187,7 @@ class Pipeline:
             s2.ingress_port = job.port
             s2.packet_length = len(job.data)
             ctx.sm = s2
-            pk = PacketIn(job.data)
-            try:
-                self.parser(pk, h2, m2, s2)
-            except ParserErr as err:
-                if err.error is not None:
-                    s2.parser_error = err.error
+            pk = self.parse(job.data, h2, m2, s2)
             if fl:
                 self.fl_restore(fl, m2, vals)
             s2.instance_type = INGRESS_CLONE
