@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection
-from hosts.protocol import AGG_VERSIONS, SLOTS
+from wire.header import AGG_VERSIONS, SLOTS
 
 PREFIX = "IncIngress.aggregator."
 AGG_JOB = PREFIX + "agg_job"

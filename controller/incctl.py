@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.api_client import DEFAULT_URL, ApiError, ControllerApi
-from hosts.protocol import SLOTS
+from wire.header import SLOTS
 
 Handler = Callable[[ControllerApi, argparse.Namespace, Console], None]
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller.memory_manager import Region
-from hosts.protocol import INC_UDP_PORT, MAX_WORKERS, SLOTS
+from wire.header import INC_UDP_PORT, MAX_WORKERS, SLOTS
 
 MAX_JOB_ID = 0xFFFF  # job_id is 16 bits; 0 is reserved ("free" in aggregator state)
 MAX_PORT = 510  # egress_spec is 9 bits; 511 is BMv2's drop port

@@ -23,7 +23,7 @@ import bisect
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-from hosts.protocol import AGG_POOL_SIZE
+from wire.header import AGG_POOL_SIZE
 
 
 class OutOfMemory(Exception):

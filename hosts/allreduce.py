@@ -9,7 +9,7 @@ Example (a single worker against a parameter server in this process):
     [37, 38, 39]
     >>> c.close(); ps.stop()
 
-Protocol (docs/protocol.md; hosts/protocol.py is the wire format):
+Protocol (docs/protocol.md; wire/header.py is the wire format):
 - The vector is cut into packets of ``slots`` (K) int32 values; the last one is zero-padded.
 - PSNs run on across calls (the switch compares PSNs with serial-number arithmetic, so a job
   must never restart at 0): every worker of a job must make the same sequence of calls
@@ -44,7 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.protocol import (
+from hosts.quantize import agreed_bound, choose_scale, dequantize, exponent_vote, quantize
+from hosts.sliding_window import ResultAssembler, SendWindow, WindowTimeout, split_into_packets
+from hosts.transport import Address, DatagramEndpoint, Endpoint
+from wire.header import (
     INC_UDP_PORT,
     MAX_JOBS,
     MAX_SLOTS,
@@ -58,9 +61,6 @@ from hosts.protocol import (
     pack_header,
     unpack,
 )
-from hosts.quantize import agreed_bound, choose_scale, dequantize, exponent_vote, quantize
-from hosts.sliding_window import ResultAssembler, SendWindow, WindowTimeout, split_into_packets
-from hosts.transport import Address, DatagramEndpoint, Endpoint
 
 AllReduceFn = Callable[[np.ndarray], np.ndarray]
 

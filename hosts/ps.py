@@ -16,7 +16,7 @@ the switch forwards the baseline's packets as plain UDP instead of aggregating t
 ``--slots`` values per packet (0 = accept any count). It serves until SIGINT/SIGTERM and
 then prints its counters.
 
-Semantics: the same packets and header as the switch (hosts/protocol.py) and the same
+Semantics: the same packets and header as the switch (wire/header.py) and the same
 state machine as p4src/aggregator.p4: per (job, aggregator, version) a contributor bitmap,
 a count and the PSN of the use it holds; a packet of a newer PSN starts the copy afresh,
 an older one is dropped as stale, a repeated contribution to an unfinished use is dropped
@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.protocol import (
+from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
+from wire.header import (
     AGG_POOL_SIZE,
     DROP_REASONS,
     INC_UDP_PORT,
@@ -50,7 +51,6 @@ from hosts.protocol import (
     pack_header,
     unpack,
 )
-from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
 
 PS_UDP_PORT = INC_UDP_PORT + 1
 PSN_HALF = 1 << 31

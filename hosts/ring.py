@@ -26,7 +26,7 @@ was acknowledged; data of the previous call is acknowledged again (its ack was l
 data of the next call (a faster neighbour) is kept for it. ``close()`` lingers briefly to
 acknowledge such late retransmissions after the last call.
 
-Packets use the INC header (hosts/protocol.py): op AGG_SYNC (data) or ACK, worker_id = the
+Packets use the INC header (wire/header.py): op AGG_SYNC (data) or ACK, worker_id = the
 sender's rank, agg_idx = step, psn = packet index in the chunk, epoch = call number. They
 go to ``RING_UDP_PORT`` (not ``INC_UDP_PORT``), so the switch forwards them as plain UDP.
 The float path quantises exactly like the switch client (allreduce.fixed_point_allreduce).
@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from hosts.allreduce import AllReduceTimeout, fixed_point_allreduce
-from hosts.protocol import (
+from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
+from wire.header import (
     INC_UDP_PORT,
     MAX_SLOTS,
     SLOTS,
@@ -53,7 +54,6 @@ from hosts.protocol import (
     pack_header,
     unpack,
 )
-from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
 
 RING_UDP_PORT = INC_UDP_PORT + 2
 ACKS_PER_DATAGRAM = MAX_SLOTS // 2

@@ -229,8 +229,8 @@ def _print_progress(p: dict[str, Any]) -> None:
 def _from_controller(a: argparse.Namespace) -> None:
     """Fill the job's settings from the controller daemon (``--controller``)."""
     from controller.api_client import ApiError, ControllerApi
-    from hosts.protocol import INC_UDP_PORT
     from hosts.ps import PS_UDP_PORT
+    from wire.header import INC_UDP_PORT
 
     try:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
@@ -245,7 +245,7 @@ def _from_controller(a: argparse.Namespace) -> None:
 
 
 def _make_allreduce(a: argparse.Namespace) -> tuple[AllReduceFn, Callable[[], None]]:
-    from hosts.protocol import INC_UDP_PORT
+    from wire.header import INC_UDP_PORT
 
     if a.method in ("switch", "ps"):
         from hosts.allreduce import AllReduceClient

@@ -12,7 +12,7 @@ One non-blocking socket per endpoint. ``send_many`` writes a batch with one ``se
 datagram; ``recv_many`` drains whatever the kernel holds (Python has no ``recvmmsg``, so
 ``recvfrom`` is called until the socket would block). ``wait`` blocks in ``poll`` until a
 datagram is readable. Nothing here knows the INC header; callers pack payloads with
-hosts/protocol.py.
+wire/header.py.
 
 ``ImpairedEndpoint`` wraps an endpoint for in-process tests: at the sender it drops,
 duplicates and reorders datagrams with a seeded RNG (real sockets still carry whatever

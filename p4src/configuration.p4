@@ -1,7 +1,7 @@
 // configuration.p4: every size and constant of the INC data plane, in one place.
 //
 // The wire constants (UDP port, header length, slot count, op codes, flag bits, drop
-// reasons) mirror hosts/protocol.py, the single source of truth; tests/test_p4src_constants.py
+// reasons) mirror wire/header.py, the single source of truth; tests/test_p4src_constants.py
 // fails when the two disagree. Values are plain literals so that the test can read them.
 #ifndef _CONFIGURATION_P4_
 #define _CONFIGURATION_P4_

@@ -1,5 +1,5 @@
 // headers.p4: packet headers and the metadata the INC controls share.
-// The layout of inc_h is documented in docs/protocol.md and defined in hosts/protocol.py.
+// The layout of inc_h is documented in docs/protocol.md and defined in wire/header.py.
 #ifndef _HEADERS_P4_
 #define _HEADERS_P4_
 
@@ -35,7 +35,7 @@ header udp_h {
     bit<16> checksum;
 }
 
-// 24 bytes; field order and widths are checked against hosts/protocol.py FIELDS.
+// 24 bytes; field order and widths are checked against wire/header.py FIELDS.
 header inc_h {
     bit<8>  op;          // OP_*: what the switch computes
     bit<8>  flags;       // FLAG_*: role and state

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from hosts.allreduce import AllReduceClient, AllReduceTimeout, LocalGroup
-from hosts.protocol import DropReason, Flag, aggregator_address, unpack
 from hosts.ps import ParameterServer
 from hosts.transport import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
+from wire.header import DropReason, Flag, aggregator_address, unpack
 
 LOCAL = ("127.0.0.1", 0)
 
@@ -300,7 +300,7 @@ class SwitchBridge:
         return 0x020000000001 + w
 
     def _serve(self) -> None:
-        from hosts.protocol import decapsulate, encapsulate
+        from wire.framing import decapsulate, encapsulate
 
         switch_mac, switch_ip = (0x0200000000FF).to_bytes(6, "big"), bytes([10, 0, 0, 100])
         while not self._stop.is_set():

@@ -25,16 +25,8 @@ from controller.daemon import ControllerDaemon, DaemonConfig
 from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection, SwitchSpec
-from hosts.protocol import (
-    SLOTS,
-    DropReason,
-    Flag,
-    Header,
-    aggregator_address,
-    encapsulate,
-    pack,
-    unpack,
-)
+from wire.framing import encapsulate
+from wire.header import SLOTS, DropReason, Flag, Header, aggregator_address, pack, unpack
 
 TABLES = (
     "IncIngress.job_region.jobs",

@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(240)]
 FORGER = r"""
 import socket, sys, time
 import numpy as np
-from hosts.protocol import Header, pack
+from wire.header import Header, pack
 dst = (sys.argv[1], 20050)
 specs = [tuple(int(v) for v in s.split(":")) for s in sys.argv[2:]]  # job:worker:idx_lo:idx_hi
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -1,4 +1,4 @@
-"""p4src/ and hosts/protocol.py agree on every shared constant and on the header layout."""
+"""p4src/ and wire/header.py agree on every shared constant and on the header layout."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hosts import protocol
-from hosts.protocol import FIELDS, SLOTS, DropReason, Flag, Op
+from wire import header as protocol
+from wire.header import FIELDS, SLOTS, DropReason, Flag, Op
 
 P4SRC = Path(__file__).resolve().parents[1] / "p4src"
 _DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0x[0-9a-fA-F]+|\d+)\b", re.M)
@@ -57,7 +57,7 @@ def test_configuration_p4_defines_the_protocol_value(name: str) -> None:
 
 def test_configuration_p4_has_no_unchecked_constant() -> None:
     unchecked = set(p4_constants()) - set(expected_constants()) - P4_ONLY
-    assert not unchecked, f"add these to hosts/protocol.py or P4_ONLY: {sorted(unchecked)}"
+    assert not unchecked, f"add these to wire/header.py or P4_ONLY: {sorted(unchecked)}"
 
 
 def header_fields(header: str) -> list[tuple[str, int]]:

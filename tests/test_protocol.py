@@ -13,10 +13,11 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from hosts.protocol import (
+from hosts.sliding_window import ResultAssembler, SendWindow
+from wire.framing import decapsulate, encapsulate, ipv4_checksum
+from wire.header import (
     FIELDS,
     HEADER_LEN,
-    INC,
     INC_UDP_PORT,
     SLOTS,
     DropReason,
@@ -25,14 +26,11 @@ from hosts.protocol import (
     Op,
     ProtocolError,
     aggregator_address,
-    decapsulate,
-    encapsulate,
-    ipv4_checksum,
     pack,
     pack_header,
     unpack,
 )
-from hosts.sliding_window import ResultAssembler, SendWindow
+from wire.scapy_layers import INC
 
 MAC_A, MAC_B = bytes.fromhex("020000000001"), bytes.fromhex("020000000002")
 IP_A, IP_B = bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2])

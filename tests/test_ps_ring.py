@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from hosts.allreduce import AllReduceTimeout
-from hosts.protocol import DropReason, Flag, Header, Op, unpack
 from hosts.ps import JobRegion, SoftAggregator
 from hosts.ps import main as ps_main
 from hosts.ring import RingAllReduce
 from hosts.transport import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
+from wire.header import DropReason, Flag, Header, Op, unpack
 
 LOCAL = ("127.0.0.1", 0)
 K = 4

@@ -334,7 +334,7 @@ class NetReduceNet:
         import asyncio
 
         from controller.p4runtime_client import SwitchConnection, SwitchSpec
-        from hosts.protocol import DropReason
+        from wire.header import DropReason
 
         s1 = self.net.get("s1")
         spec = SwitchSpec(s1.device_id, f"127.0.0.1:{s1.grpc_port}", election_id=1)

@@ -1,4 +1,4 @@
-"""The in-network computing (INC) wire protocol: one definition for hosts, tests and P4.
+"""The INC header: one definition of the wire format for the switch program, controller and hosts.
 
 Example:
     >>> import numpy as np
@@ -13,8 +13,9 @@ Layout (docs/protocol.md has the byte diagram): Ethernet / IPv4 / UDP (both port
 ``INC_UDP_PORT``) / 24-byte INC header / ``slot_count`` big-endian signed 32-bit values.
 This module is the single source of truth for every constant shared with p4src/;
 tests/test_p4src_constants.py checks that p4src/configuration.p4 and p4src/headers.p4 agree.
-The hot path (``pack``/``unpack``/``encapsulate``) uses ``struct`` and numpy only; the Scapy
-layer ``INC`` is for tests, debugging and pcap dissection.
+It needs only ``struct`` and numpy, so the controller, the hosts and the switch-side tools
+all import it cheaply; the Scapy layer lives in ``wire.scapy_layers`` and the
+Ethernet/IPv4/UDP framing for raw sockets in ``wire.framing``.
 """
 
 from __future__ import annotations
@@ -25,20 +26,6 @@ from enum import IntEnum, IntFlag
 from typing import NamedTuple
 
 import numpy as np
-from scapy.fields import (
-    BitField,
-    ByteEnumField,
-    ByteField,
-    FieldLenField,
-    FieldListField,
-    FlagsField,
-    IntField,
-    ShortField,
-    SignedIntField,
-    XIntField,
-)
-from scapy.layers.inet import UDP
-from scapy.packet import Packet, bind_bottom_up, bind_layers
 
 # --- constants shared with p4src/configuration.p4 -------------------------------------------
 INC_UDP_PORT = 20050  # 0x4E52 ("NR"); used as both source and destination port
@@ -200,76 +187,3 @@ def aggregator_address(psn: int, offset: int, size: int) -> tuple[int, int]:
     if size <= 0:
         raise ProtocolError(f"region size must be positive, got {size}")
     return offset + psn % size, (psn // size) & 1
-
-
-# --- Ethernet/IPv4/UDP framing for raw sockets ------------------------------------------------
-_ETH = struct.Struct("!6s6sH")
-_IPV4 = struct.Struct("!BBHHHBBH4s4s")
-_UDP = struct.Struct("!HHHH")
-FRAME_OVERHEAD = _ETH.size + _IPV4.size + _UDP.size  # 42 bytes before the INC header
-
-
-def ipv4_checksum(header: bytes) -> int:
-    """RFC 791 header checksum (ones' complement of the ones' complement sum)."""
-    words = np.frombuffer(header, dtype=">u2").astype(np.uint32)
-    s = int(words.sum())
-    while s >> 16:
-        s = (s & 0xFFFF) + (s >> 16)
-    return ~s & 0xFFFF
-
-
-def encapsulate(
-    payload: bytes, src_mac: bytes, dst_mac: bytes, src_ip: bytes, dst_ip: bytes, ttl: int = 64
-) -> bytes:
-    """Ethernet/IPv4/UDP frame around an INC payload (UDP checksum 0 = none, as the switch)."""
-    udp_len = _UDP.size + len(payload)
-    ip = _IPV4.pack(0x45, 0, _IPV4.size + udp_len, 0, 0x4000, ttl, UDP_PROTO, 0, src_ip, dst_ip)
-    ip = ip[:10] + ipv4_checksum(ip).to_bytes(2, "big") + ip[12:]
-    udp = _UDP.pack(INC_UDP_PORT, INC_UDP_PORT, udp_len, 0)
-    return _ETH.pack(dst_mac, src_mac, IPV4_ETHERTYPE) + ip + udp + payload
-
-
-def decapsulate(frame: bytes | memoryview) -> memoryview | None:
-    """The INC payload of a frame, or None when it is not IPv4/UDP to ``INC_UDP_PORT``."""
-    mv = memoryview(frame)
-    if len(mv) < FRAME_OVERHEAD or _ETH.unpack_from(mv)[2] != IPV4_ETHERTYPE:
-        return None
-    ihl = (mv[_ETH.size] & 0x0F) * 4
-    if mv[_ETH.size + 9] != UDP_PROTO or len(mv) < _ETH.size + ihl + _UDP.size:
-        return None
-    udp_at = _ETH.size + ihl
-    _, dport, udp_len, _ = _UDP.unpack_from(mv, udp_at)
-    if dport != INC_UDP_PORT:
-        return None
-    return mv[udp_at + _UDP.size : udp_at + max(udp_len, _UDP.size)]
-
-
-# --- Scapy layer ------------------------------------------------------------------------------
-class INC(Packet):
-    """Scapy layer of the INC header and its value slots (``slot_count`` is filled in).
-
-    >>> bytes(INC(op="AGG_SYNC", job_id=1, values=[1, -1]))[6]
-    2
-    """
-
-    name = "INC"
-    fields_desc = [
-        ByteEnumField("op", Op.AGG_SYNC, {o.value: o.name for o in Op}),
-        FlagsField("flags", 0, 8, [str(f.name) for f in Flag if f.value]),  # bit i = 1 << i
-        ShortField("job_id", 0),
-        ByteField("worker_id", 0),
-        BitField("ver", 0, 1),
-        BitField("reserved0", 0, 7),
-        FieldLenField("slot_count", None, count_of="values", fmt="B"),
-        ByteField("reserved1", 0),
-        IntField("psn", 0),
-        IntField("agg_idx", 0),
-        IntField("epoch", 0),
-        XIntField("bitmap", 0),
-        FieldListField("values", [], SignedIntField("", 0), count_from=lambda p: p.slot_count),
-    ]
-
-
-bind_layers(UDP, INC, sport=INC_UDP_PORT, dport=INC_UDP_PORT)
-bind_bottom_up(UDP, INC, dport=INC_UDP_PORT)
-bind_bottom_up(UDP, INC, sport=INC_UDP_PORT)
