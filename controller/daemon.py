@@ -17,7 +17,7 @@ API (JSON in and out; errors are ``{"error": "..."}`` with 400, 404, 409 or 502)
 
 =========================================  ==================================================
 ``POST /jobs``                             submit: ``{"workers": 4, "window": 64, ...}``
-                                           (fields of ``controller.job.JobRequest``) -> 201
+                                           (the kind's request fields, controller/job.py) -> 201
 ``GET /jobs``                              every job
 ``GET /jobs/{id}``                         one job
 ``DELETE /jobs/{id}``                      cancel: entries deleted, region cleared and freed
@@ -50,7 +50,7 @@ from pathlib import Path
 from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 
-from controller.job import JobError, JobRequest
+from controller.job import JobError, parse_request
 from controller.jobs import JobManager, UnknownJob
 from controller.memory_manager import AGG_POOL_SIZE, OutOfMemory
 from controller.p4runtime_client import (
@@ -275,7 +275,7 @@ def _routes(d: ControllerDaemon) -> list[Route]:
     def submit(body: Any) -> tuple[HTTPStatus, Any]:
         if not isinstance(body, dict):
             raise ApiError(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
-        job = d.call(manager().submit(JobRequest.from_dict(body)))
+        job = d.call(manager().submit(parse_request(body)))
         return HTTPStatus.CREATED, {"job": job.to_dict()}
 
     def cancel(job_id: str) -> tuple[HTTPStatus, Any]:
@@ -291,7 +291,7 @@ def _routes(d: ControllerDaemon) -> list[Route]:
             else ""
         )
         try:
-            return HTTPStatus.OK, job.worker_config(int(wid), address)
+            return HTTPStatus.OK, d.on_loop(manager().worker_config, job.job_id, int(wid), address)
         except KeyError as err:
             raise ApiError(HTTPStatus.NOT_FOUND, str(err.args[0])) from None
 

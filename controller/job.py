@@ -1,33 +1,63 @@
-"""What a job is: its request (as submitted), and the admitted job with its region.
+"""What a job is: its request (as submitted, typed and checked) and the admitted job.
 
 Example:
-    >>> req = JobRequest.from_dict({"workers": 2, "window": 8})
-    >>> [w.ip for w in req.worker_specs()], req.region_size_needed()
-    (['10.0.0.1', '10.0.0.2'], 8)
+    >>> req = parse_request({"workers": 2, "window": 8})
+    >>> req.kind, req.window, [w.ip for w in req.worker_specs()]
+    ('netreduce', 8, ['10.0.0.1', '10.0.0.2'])
+    >>> parse_request({"workers": "2", "window": 8})
+    Traceback (most recent call last):
+    ...
+    controller.job.JobError: workers: Input should be a valid integer
+
+Every kind of job (``controller/job_kinds.py``) shares the fields of ``JobRequest``: the
+hosts that take part (``workers``, on which switch ports, with which addresses) and the
+aggregation address, where they send (the parameter server, reducer or storage server).
+A kind adds its own fields in a subclass; ``kind`` picks the subclass (default
+``netreduce``, the first system). Requests are pydantic models: every field is typed and
+bounded, so a request that names a string where a number belongs, or a 300 MB name, is
+refused with a one-line ``JobError`` before anything touches a switch.
 
 Defaults follow Mininet's conventions for a star around one switch: worker ``i`` (0-based)
 is host ``h{i+1}`` on switch port ``i+1`` with IP ``10.0.0.{i+1}`` and MAC
-``00:00:00:00:00:{i+1}``; the aggregation address (where workers send, the parameter
-server) is the next host, ``h{N+1}``. Give ports, IPs and MACs explicitly for other layouts.
+``00:00:00:00:00:{i+1}``; the aggregation address is the next host, ``h{N+1}``. Give
+ports, IPs and MACs explicitly for other layouts.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from controller.memory_manager import Region
-from wire.header import INC_UDP_PORT, MAX_WORKERS, SLOTS
+from wire.header import MAX_WORKERS
 
 MAX_JOB_ID = 0xFFFF  # job_id is 16 bits; 0 is reserved ("free" in aggregator state)
 MAX_PORT = 510  # egress_spec is 9 bits; 511 is BMv2's drop port
-_MAC = re.compile(r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$")
+MAX_NAME = 64
+MAX_DEVICE_ID = 2**32 - 1
+NAME_PATTERN = r"^[A-Za-z0-9_.:+-]*$"
+MAC_PATTERN = r"^([0-9a-fA-F]{2}:){5}[0-9a-fA-F]{2}$"
 
 
 class JobError(ValueError):
     """A job request that cannot be admitted as given; the message says what to change."""
+
+
+def _ipv4(text: str) -> str:
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an IPv4 address") from None
+
+
+Ipv4 = Annotated[str, Field(strict=True, max_length=15), AfterValidator(_ipv4)]
+Mac = Annotated[str, Field(strict=True, pattern=MAC_PATTERN), AfterValidator(lambda m: m.lower())]
+Port = Annotated[int, Field(strict=True, ge=0, le=MAX_PORT)]
+Count = Annotated[int, Field(strict=True, ge=1)]
 
 
 @dataclass(frozen=True)
@@ -38,118 +68,88 @@ class Worker:
     mac: str
 
 
-@dataclass(frozen=True)
-class JobRequest:
-    """A job as submitted (``incctl job submit``, ``POST /jobs``)."""
+class JobRequest(BaseModel):
+    """Fields every kind of job shares (``incctl job submit``, ``POST /jobs``)."""
 
-    workers: int
-    window: int
-    slots: int = SLOTS
-    name: str = ""
-    region_size: int | None = None  # aggregators; default = window (NetReduce)
-    device_id: int | None = None  # switch; default = the controller's first switch
-    worker_ports: tuple[int, ...] = ()
-    worker_ips: tuple[str, ...] = ()
-    worker_macs: tuple[str, ...] = ()
-    agg_ip: str | None = None
-    agg_mac: str | None = None
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobRequest:
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise JobError(f"unknown job field(s): {', '.join(unknown)}")
-        if "workers" not in data or "window" not in data:
-            raise JobError("a job needs 'workers' and 'window'")
-        kw = dict(data)
+    kind: str = "netreduce"
+    workers: Annotated[int, Field(strict=True, ge=1, le=MAX_WORKERS)]
+    name: Annotated[str, Field(strict=True, max_length=MAX_NAME, pattern=NAME_PATTERN)] = ""
+    device_id: Annotated[int, Field(strict=True, ge=0, le=MAX_DEVICE_ID)] | None = None
+    worker_ports: Annotated[tuple[Port, ...], Field(max_length=MAX_WORKERS)] = ()
+    worker_ips: Annotated[tuple[Ipv4, ...], Field(max_length=MAX_WORKERS)] = ()
+    worker_macs: Annotated[tuple[Mac, ...], Field(max_length=MAX_WORKERS)] = ()
+    agg_ip: Ipv4 | None = None
+    agg_mac: Mac | None = None
+
+    @model_validator(mode="after")
+    def _hosts_agree(self) -> JobRequest:
         for key in ("worker_ports", "worker_ips", "worker_macs"):
-            if kw.get(key) is not None:
-                if not isinstance(kw[key], list | tuple):
-                    raise JobError(f"'{key}' must be a list")
-                kw[key] = tuple(kw[key])
-            else:
-                kw.pop(key, None)
-        for key in ("workers", "window", "slots", "region_size", "device_id"):
-            if kw.get(key) is not None and (
-                not isinstance(kw[key], int) or isinstance(kw[key], bool)
-            ):
-                raise JobError(f"'{key}' must be an integer, got {kw[key]!r}")
-        req = cls(**kw)
-        req.validate()
-        return req
-
-    def region_size_needed(self) -> int:
-        return self.region_size if self.region_size is not None else self.window
-
-    def validate(self) -> None:
-        n = self.workers
-        if not 1 <= n <= MAX_WORKERS:
-            raise JobError(f"workers must be 1..{MAX_WORKERS} (bits of the bitmap), got {n}")
-        if self.window < 1:
-            raise JobError(f"window must be at least 1, got {self.window}")
-        if self.region_size_needed() < self.window:
-            raise JobError(
-                f"region_size {self.region_size} is smaller than the window {self.window}:"
-                " the switch keeps two copies per aggregator, so it needs size >= window"
-            )
-        if self.slots != SLOTS:
-            raise JobError(
-                f"the switch aggregates exactly {SLOTS} slots per packet, got {self.slots}"
-            )
-        for key, values in (
-            ("worker_ports", self.worker_ports),
-            ("worker_ips", self.worker_ips),
-            ("worker_macs", self.worker_macs),
-        ):
-            if values and len(values) != n:
-                raise JobError(f"{key} lists {len(values)} values for {n} workers")
-        for port in self.worker_ports:
-            if not isinstance(port, int) or not 0 <= port <= MAX_PORT:
-                raise JobError(f"worker port {port!r} is not a switch port (0..{MAX_PORT})")
+            values = getattr(self, key)
+            if values and len(values) != self.workers:
+                raise ValueError(f"{key} lists {len(values)} values for {self.workers} workers")
         if len(set(self.worker_ports)) != len(self.worker_ports):
-            raise JobError("two workers on the same switch port")
-        for ip in (*self.worker_ips, *([self.agg_ip] if self.agg_ip else [])):
-            _check_ip(ip)
-        for mac in (*self.worker_macs, *([self.agg_mac] if self.agg_mac else [])):
-            if not isinstance(mac, str) or not _MAC.match(mac):
-                raise JobError(f"{mac!r} is not a MAC address like 00:00:00:00:00:01")
+            raise ValueError("two workers on the same switch port")
+        return self
 
     def worker_specs(self) -> list[Worker]:
         out = []
         for i in range(self.workers):
             port = self.worker_ports[i] if self.worker_ports else i + 1
-            ip = self.worker_ips[i] if self.worker_ips else _host_ip(i + 1)
-            mac = self.worker_macs[i] if self.worker_macs else _host_mac(i + 1)
-            out.append(Worker(i, port, ip, mac.lower()))
+            ip = self.worker_ips[i] if self.worker_ips else host_ip(i + 1)
+            mac = self.worker_macs[i] if self.worker_macs else host_mac(i + 1)
+            out.append(Worker(i, port, ip, mac))
         return out
 
     def aggregation_address(self) -> tuple[str, str]:
         """(IP, MAC) the workers send to: given, or host ``h{N+1}``."""
         return (
-            self.agg_ip or _host_ip(self.workers + 1),
-            (self.agg_mac or _host_mac(self.workers + 1)).lower(),
+            self.agg_ip or host_ip(self.workers + 1),
+            self.agg_mac or host_mac(self.workers + 1),
         )
 
 
-def _check_ip(ip: Any) -> None:
+def parse_request(data: Any) -> JobRequest:
+    """A request of the kind ``data["kind"]`` names (default ``netreduce``), checked.
+
+    Raises ``JobError`` with one line per problem (field: what is wrong)."""
+    from controller.job_kinds import kind_of  # the kinds import this module
+
+    if not isinstance(data, Mapping):
+        raise JobError("a job request is a JSON object")
+    kind = data.get("kind", "netreduce")
+    model = kind_of(kind).request
     try:
-        ipaddress.IPv4Address(ip)
-    except (ValueError, TypeError):
-        raise JobError(f"{ip!r} is not an IPv4 address") from None
+        return model.model_validate(dict(data))
+    except ValidationError as err:
+        raise JobError(_one_line(err)) from None
 
 
-def _host_ip(n: int) -> str:
+def _one_line(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors(include_url=False):
+        where = ".".join(str(x) for x in e["loc"])
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)
+
+
+def host_ip(n: int) -> str:
+    """Mininet's address of host ``h{n}`` (1-based): ``10.0.0.n``."""
     return str(ipaddress.IPv4Address("10.0.0.0") + n)
 
 
-def _host_mac(n: int) -> str:
+def host_mac(n: int) -> str:
     return ":".join(f"{b:02x}" for b in n.to_bytes(6, "big"))
 
 
 @dataclass(frozen=True)
 class Job:
-    """An admitted job: its switch, region of the aggregator pool, group and workers."""
+    """An admitted job: its kind, switch, region of memory, group and workers.
+
+    ``window``, ``slots`` and ``quorum`` mean what they mean for aggregation kinds (0 where
+    a kind has no such notion); ``params`` holds what a kind adds (JSON values only)."""
 
     job_id: int
     name: str
@@ -163,6 +163,8 @@ class Job:
     agg_mac: str
     workers: tuple[Worker, ...] = field(default_factory=tuple)
     created_at: float = 0.0
+    kind: str = "netreduce"
+    params: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def n_workers(self) -> int:
@@ -178,26 +180,5 @@ class Job:
         d = asdict(self)
         d["region"] = {"offset": self.region.offset, "size": self.region.size}
         d["n_workers"] = self.n_workers
+        d["params"] = dict(self.params)
         return d
-
-    def worker_config(self, worker_id: int, switch_address: str = "") -> dict[str, Any]:
-        """What a worker agent needs at start (``GET /jobs/{id}/workers/{wid}``)."""
-        w = self.worker(worker_id)
-        return {
-            "job_id": self.job_id,
-            "worker_id": w.worker_id,
-            "n_workers": self.n_workers,
-            "region_offset": self.region.offset,
-            "region_size": self.region.size,
-            "window": self.window,
-            "slots": self.slots,
-            "quorum": self.quorum,
-            "agg_ip": self.agg_ip,
-            "agg_mac": self.agg_mac,
-            "udp_port": INC_UDP_PORT,
-            "device_id": self.device_id,
-            "switch_address": switch_address,
-            "switch_port": w.port,
-            "ip": w.ip,
-            "mac": w.mac,
-        }

@@ -1,16 +1,18 @@
-"""Job admission: allocate a region, install the job's switch state, remember it.
+"""Job admission: allocate memory, install the job's switch state, remember it.
 
 Example::
 
     manager = JobManager({0: sw}, JobStore("run/controller.db"))
     await manager.restore()                       # after a restart: re-install lost state
-    job = await manager.submit(JobRequest(workers=4, window=64))
+    job = await manager.submit(parse_request({"workers": 4, "window": 64}))
     await manager.cancel(job.job_id)              # entries gone, region cleared and free
 
-Order matters on the switch. Admission clears the region, then installs the result path
-(multicast group, ``result_dst``), the workers, and the ``jobs`` entry last, so that no
-packet is admitted before the job is complete. Cancellation deletes the ``jobs`` entry
-first (nothing new is admitted), then the rest, then clears the region for the next owner.
+What every kind of job shares happens here: the switch and a free job id are chosen, a
+region of the kind's memory pool is allocated (one ``MemoryManager`` per switch and pool),
+the region is cleared and the kind's entries installed, the job is stored; any failure
+rolls all of it back. What differs by kind (``controller/job_kinds.py``) is delegated:
+how much memory, which entries in which order, what hosts are told. Cancellation removes
+the entries, then clears the region for the next owner.
 """
 
 from __future__ import annotations
@@ -21,8 +23,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from controller import aggregator, job_region, result_rewrite
 from controller.job import MAX_JOB_ID, Job, JobError, JobRequest
+from controller.job_kinds import AGG_POOL, JobKind, kind_of
 from controller.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
 from controller.p4runtime_client import SwitchConnection, SwitchError
 from controller.store import JobStore
@@ -44,24 +46,39 @@ class JobManager:
         store: JobStore,
         pool_size: int = AGG_POOL_SIZE,
         reserved_groups: Iterable[int] = (),
+        pools: Mapping[str, int] | None = None,
     ) -> None:
         if not switches:
             raise ValueError("a JobManager needs at least one switch")
         self.switches = dict(switches)
         self.store = store
-        self.pool_size = pool_size
+        self.pool_sizes = {AGG_POOL: pool_size, **(pools or {})}  # pool name -> units
         self.reserved_groups = set(reserved_groups)  # multicast groups not ours to use
-        self.memory = {dev: MemoryManager(pool_size) for dev in self.switches}
+        self.memory: dict[int, dict[str, MemoryManager]] = {}
         self._jobs: dict[int, Job] = {}
         self._lock = asyncio.Lock()
+        for dev in self.switches:
+            self._device_memory(dev)
         for job in store.jobs():
             self._jobs[job.job_id] = job
-            self._memory(job.device_id).reserve(job.job_id, job.region)
+            self._memory(job.device_id, kind_of(job.kind).pool).reserve(job.job_id, job.region)
 
-    def _memory(self, device_id: int) -> MemoryManager:
-        if device_id not in self.memory:  # a stored job on a switch not connected now
-            self.memory[device_id] = MemoryManager(self.pool_size)
+    @property
+    def pool_size(self) -> int:
+        return self.pool_sizes[AGG_POOL]
+
+    def _device_memory(self, device_id: int) -> dict[str, MemoryManager]:
+        if device_id not in self.memory:  # also a stored job's switch not connected now
+            self.memory[device_id] = {
+                pool: MemoryManager(size) for pool, size in self.pool_sizes.items()
+            }
         return self.memory[device_id]
+
+    def _memory(self, device_id: int, pool: str) -> MemoryManager:
+        pools = self._device_memory(device_id)
+        if pool not in pools:
+            raise JobError(f"switch {device_id} has no memory pool {pool!r}")
+        return pools[pool]
 
     # -- queries ---------------------------------------------------------------------
 
@@ -75,71 +92,63 @@ class JobManager:
             raise UnknownJob(f"no job {job_id}") from None
 
     def memory_view(self) -> list[dict[str, Any]]:
-        """Per switch: pool size and every segment with its owner (job id and name)."""
+        """Per switch and pool: size and every segment with its owner (job id and name).
+        The aggregator pool's figures also stand at the top level of each switch's entry."""
         out = []
-        for dev, mm in sorted(self.memory.items()):
-            segs = []
-            for s in mm.segments():
-                job = self._jobs.get(s.owner) if isinstance(s.owner, int) else None
-                segs.append(
-                    {
-                        "offset": s.offset,
-                        "size": s.size,
-                        "job_id": s.owner,
-                        "name": job.name if job else None,
-                    }
-                )
-            out.append(
+        for dev, pools in sorted(self.memory.items()):
+            views = {pool: self._pool_view(mm) for pool, mm in pools.items()}
+            out.append({"device_id": dev, **views[AGG_POOL], "pools": views})
+        return out
+
+    def _pool_view(self, mm: MemoryManager) -> dict[str, Any]:
+        segs = []
+        for s in mm.segments():
+            job = self._jobs.get(s.owner) if isinstance(s.owner, int) else None
+            segs.append(
                 {
-                    "device_id": dev,
-                    "pool_size": mm.pool_size,
-                    "free": mm.free_total(),
-                    "largest_free": mm.largest_free(),
-                    "segments": segs,
+                    "offset": s.offset,
+                    "size": s.size,
+                    "job_id": s.owner,
+                    "name": job.name if job else None,
+                    "kind": job.kind if job else None,
                 }
             )
-        return out
+        return {
+            "pool_size": mm.pool_size,
+            "free": mm.free_total(),
+            "largest_free": mm.largest_free(),
+            "segments": segs,
+        }
 
     # -- admission -------------------------------------------------------------------
 
     async def submit(self, req: JobRequest) -> Job:
-        req.validate()
+        kind = kind_of(req.kind)
         async with self._lock:
             device = req.device_id if req.device_id is not None else min(self.switches)
             if device not in self.switches:
                 raise JobError(f"no switch with device id {device} (have {sorted(self.switches)})")
             job_id = self._free_job_id()
-            region = self._memory(device).allocate(job_id, req.region_size_needed())
-            agg_ip, agg_mac = req.aggregation_address()
-            job = Job(
-                job_id=job_id,
-                name=req.name or f"job{job_id}",
-                device_id=device,
-                window=req.window,
-                slots=req.slots,
-                region=region,
-                quorum=req.workers,
-                mcast_grp=job_id,
-                agg_ip=agg_ip,
-                agg_mac=agg_mac,
-                workers=tuple(req.worker_specs()),
-                created_at=time.time(),
-            )
+            memory = self._memory(device, kind.pool)
+            region = memory.allocate(job_id, kind.region_size(req))
+            job = kind.make_job(req, job_id, device, region, time.time())
             sw = self.switches[device]
             try:
-                await aggregator.clear_region(sw, region)
-                await install(sw, job)
+                await kind.clear(sw, region)
+                await kind.install(sw, job)
                 self.store.add(job)
             except BaseException:
-                self._memory(device).free(job_id)
-                await _quietly(uninstall(sw, job))
+                memory.free(job_id)
+                await _quietly(kind.uninstall(sw, job))
                 raise
             self._jobs[job_id] = job
             log.info(
-                "admitted job %d (%s): %d workers, region %s on device %d",
+                "admitted %s job %d (%s): %d workers, %s region %s on device %d",
+                job.kind,
                 job_id,
                 job.name,
                 job.n_workers,
+                kind.pool,
                 region,
                 device,
             )
@@ -148,12 +157,13 @@ class JobManager:
     async def cancel(self, job_id: int) -> Job:
         async with self._lock:
             job = self.get(job_id)
+            kind = kind_of(job.kind)
             sw = self.switches.get(job.device_id)
             if sw is not None:
-                await uninstall(sw, job)
-                await aggregator.clear_region(sw, job.region)
+                await kind.uninstall(sw, job)
+                await kind.clear(sw, job.region)
             self.store.remove(job_id)
-            self._memory(job.device_id).free(job_id)
+            self._memory(job.device_id, kind.pool).free(job_id)
             del self._jobs[job_id]
             log.info("cancelled job %d; region %s is free", job_id, job.region)
             return job
@@ -170,34 +180,22 @@ class JobManager:
                 if sw is None:
                     log.warning("job %d: switch %d is not connected", job.job_id, job.device_id)
                     continue
-                if not await sw.read(job_region.job_key(job.job_id)):
-                    await install(sw, job, idempotent=True)
+                kind = kind_of(job.kind)
+                if not await kind.installed(sw, job):
+                    await kind.install(sw, job, idempotent=True)
                     again.append(job.job_id)
         return again
+
+    def worker_config(self, job_id: int, worker_id: int, switch_address: str) -> dict[str, Any]:
+        """What host ``worker_id`` of the job needs at start (raises KeyError if unknown)."""
+        job = self.get(job_id)
+        return kind_of(job.kind).worker_config(job, worker_id, switch_address)
 
     def _free_job_id(self) -> int:
         for job_id in range(1, MAX_JOB_ID + 1):
             if job_id not in self._jobs and job_id not in self.reserved_groups:
                 return job_id
         raise OutOfMemory("all job ids are in use")
-
-
-async def install(sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
-    """Write the job's switch state (``idempotent``: entries that exist are overwritten)."""
-    group, replicas = result_rewrite.multicast_group(job)
-    await sw.set_multicast_group(group, replicas)
-    write = sw.upsert if idempotent else sw.insert
-    await write(result_rewrite.result_entries(job))
-    await write(job_region.worker_entries(job))
-    await write([job_region.job_entry(job)])
-
-
-async def uninstall(sw: SwitchConnection, job: Job) -> None:
-    """Delete the job's entries and group (those already gone are skipped)."""
-    await sw.delete([job_region.job_key(job.job_id)], strict=False)
-    await sw.delete(job_region.worker_entries(job), strict=False)
-    await sw.delete(result_rewrite.result_entries(job), strict=False)
-    await sw.delete_multicast_group(job.mcast_grp, strict=False)
 
 
 async def _quietly(coro: Any) -> None:
@@ -207,4 +205,4 @@ async def _quietly(coro: Any) -> None:
         log.warning("rollback incomplete: %s", err)
 
 
-__all__ = ["JobManager", "UnknownJob", "install", "uninstall", "JobError", "OutOfMemory"]
+__all__ = ["JobManager", "UnknownJob", "JobError", "JobKind", "OutOfMemory"]

@@ -7,8 +7,10 @@ Example::
     store.jobs()            # every admitted job, by id
     store.remove(job.job_id)
 
-One row per job; its workers are a JSON column (they are only ever read with their job).
-``PRAGMA user_version`` records the schema version so later changes can migrate.
+One row per job; its workers and its kind's parameters are JSON columns (they are only
+ever read with their job). ``PRAGMA user_version`` records the schema version; a database
+of an older version is migrated in place when opened (version 1 had no kinds: its jobs
+are NetReduce jobs).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from controller.job import Job, Worker
 from controller.memory_manager import Region
 
 DEFAULT_DB = Path("run/controller.db")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -38,12 +40,20 @@ CREATE TABLE IF NOT EXISTS jobs (
     agg_ip        TEXT    NOT NULL,
     agg_mac       TEXT    NOT NULL,
     workers       TEXT    NOT NULL,
-    created_at    REAL    NOT NULL
+    created_at    REAL    NOT NULL,
+    kind          TEXT    NOT NULL DEFAULT 'netreduce',
+    params        TEXT    NOT NULL DEFAULT '{}'
 )
 """
+_MIGRATIONS = {  # from version -> statements that bring it to version + 1
+    1: (
+        "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'netreduce'",
+        "ALTER TABLE jobs ADD COLUMN params TEXT NOT NULL DEFAULT '{}'",
+    ),
+}
 _COLUMNS = (
     "job_id, name, device_id, window, slots, region_offset, region_size, quorum,"
-    " mcast_grp, agg_ip, agg_mac, workers, created_at"
+    " mcast_grp, agg_ip, agg_mac, workers, created_at, kind, params"
 )
 
 
@@ -65,7 +75,11 @@ class JobStore:
             if version > SCHEMA_VERSION:
                 raise StoreError(f"{path}: written by a newer controller (schema {version})")
             with self._db:
-                self._db.execute(_SCHEMA)
+                if version == 0:  # a new database
+                    self._db.execute(_SCHEMA)
+                for v in range(version or SCHEMA_VERSION, SCHEMA_VERSION):
+                    for statement in _MIGRATIONS[v]:
+                        self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{path}: {err}") from None
@@ -90,9 +104,11 @@ class JobStore:
             job.agg_mac,
             workers,
             job.created_at,
+            job.kind,
+            json.dumps(dict(job.params)),
         )
         with self._lock, self._db:
-            self._db.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({','.join('?' * 13)})", row)
+            self._db.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({','.join('?' * 15)})", row)
 
     def remove(self, job_id: int) -> bool:
         with self._lock, self._db:
@@ -127,6 +143,8 @@ def _job(row: tuple) -> Job:
         agg_mac,
         workers,
         created_at,
+        kind,
+        params,
     ) = row
     return Job(
         job_id=job_id,
@@ -141,4 +159,6 @@ def _job(row: tuple) -> Job:
         agg_mac=agg_mac,
         workers=tuple(Worker(*w) for w in json.loads(workers)),
         created_at=created_at,
+        kind=kind,
+        params=json.loads(params),
     )

@@ -99,3 +99,43 @@ def test_restarted_manager_keeps_stored_regions_allocated(tmp_path: Path) -> Non
         (12, 52, None),
     ]
     assert manager._free_job_id() == 2  # ids are reused from the lowest free one
+
+
+def test_database_of_schema_1_is_migrated_and_its_jobs_are_netreduce_jobs(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    con = sqlite3.connect(db)
+    con.execute(
+        "CREATE TABLE jobs (job_id INTEGER PRIMARY KEY, name TEXT NOT NULL, device_id INTEGER"
+        " NOT NULL, window INTEGER NOT NULL, slots INTEGER NOT NULL, region_offset INTEGER NOT"
+        " NULL, region_size INTEGER NOT NULL, quorum INTEGER NOT NULL, mcast_grp INTEGER NOT"
+        " NULL, agg_ip TEXT NOT NULL, agg_mac TEXT NOT NULL, workers TEXT NOT NULL, created_at"
+        " REAL NOT NULL)"
+    )
+    con.execute(
+        "INSERT INTO jobs VALUES (3, 'old', 0, 8, 32, 16, 8, 2, 3, '10.0.0.3',"
+        " '00:00:00:00:00:03', '[[0, 1, \"10.0.0.1\", \"00:00:00:00:00:01\"]]', 1.5)"
+    )
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+    store = JobStore(db)
+    (job,) = store.jobs()
+    assert (job.job_id, job.kind, dict(job.params), job.region) == (
+        3,
+        "netreduce",
+        {},
+        Region(16, 8),
+    )
+    store.add(make_job(4, 0, 8))
+    store.close()
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_kind_and_params_of_a_job_survive_a_restart(tmp_path: Path) -> None:
+    import dataclasses
+
+    store = JobStore(tmp_path / "c.db")
+    job = dataclasses.replace(make_job(1, 0, 8), kind="netreduce", params={"mode": [1, "x"]})
+    store.add(job)
+    store.close()
+    assert JobStore(tmp_path / "c.db").jobs() == [job]

@@ -1,0 +1,112 @@
+"""Kinds of jobs: what each system adds to admission, by name.
+
+Example:
+    >>> kind_of("netreduce").pool
+    'agg'
+    >>> kind_of("gossip")
+    Traceback (most recent call last):
+    ...
+    controller.job.JobError: unknown job kind 'gossip' (known: netreduce)
+
+The job manager (``controller/jobs.py``) does what every kind shares: pick the switch and
+a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
+differs: its request model (a subclass of ``controller.job.JobRequest``), which memory pool
+it draws from and how much, how its switch state is installed, checked, removed and
+cleared, and what its hosts are told at start. A system adds a module with one subclass
+and one line in ``_KINDS`` below.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+from controller.job import Job, JobError, JobRequest
+from controller.memory_manager import Region
+from controller.p4runtime_client import SwitchConnection
+from wire.header import INC_UDP_PORT
+
+AGG_POOL = "agg"  # the aggregator pool of p4src/aggregator.p4 (AGG_POOL_SIZE aggregators)
+
+
+class JobKind(ABC):
+    """One system's part in admission; subclasses override what they need."""
+
+    name: ClassVar[str]
+    request: ClassVar[type[JobRequest]]
+    pool: ClassVar[str] = AGG_POOL
+
+    @abstractmethod
+    def region_size(self, req: JobRequest) -> int:
+        """Units of ``pool`` the job needs."""
+
+    @abstractmethod
+    def make_job(
+        self, req: JobRequest, job_id: int, device_id: int, region: Region, created_at: float
+    ) -> Job:
+        """The admitted job, before anything is written to the switch."""
+
+    @abstractmethod
+    async def clear(self, sw: SwitchConnection, region: Region) -> None:
+        """Reset ``region`` of the pool so that its next owner starts clean."""
+
+    @abstractmethod
+    async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
+        """Write the job's switch state (``idempotent``: overwrite entries that exist)."""
+
+    @abstractmethod
+    async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
+        """Delete the job's switch state (what is already gone is skipped)."""
+
+    async def installed(self, sw: SwitchConnection, job: Job) -> bool:
+        """Whether the switch still holds the job (False after a switch restart)."""
+        return True
+
+    def worker_config(self, job: Job, worker_id: int, switch_address: str) -> dict[str, Any]:
+        """What host ``worker_id`` of ``job`` needs at start (``GET /jobs/{id}/workers/{w}``)."""
+        w = job.worker(worker_id)
+        return {
+            "kind": job.kind,
+            "job_id": job.job_id,
+            "worker_id": w.worker_id,
+            "n_workers": job.n_workers,
+            "region_offset": job.region.offset,
+            "region_size": job.region.size,
+            "window": job.window,
+            "slots": job.slots,
+            "quorum": job.quorum,
+            "agg_ip": job.agg_ip,
+            "agg_mac": job.agg_mac,
+            "udp_port": INC_UDP_PORT,
+            "device_id": job.device_id,
+            "switch_address": switch_address,
+            "switch_port": w.port,
+            "ip": w.ip,
+            "mac": w.mac,
+            **job.params,
+        }
+
+
+def _registry() -> Mapping[str, JobKind]:
+    from controller.netreduce import NetReduce
+
+    kinds: list[JobKind] = [NetReduce()]
+    return {k.name: k for k in kinds}
+
+
+_KINDS: Mapping[str, JobKind] | None = None
+
+
+def kinds() -> Mapping[str, JobKind]:
+    global _KINDS
+    if _KINDS is None:
+        _KINDS = _registry()
+    return _KINDS
+
+
+def kind_of(name: Any) -> JobKind:
+    known = kinds()
+    if not isinstance(name, str) or name not in known:
+        raise JobError(f"unknown job kind {name!r} (known: {', '.join(sorted(known))})")
+    return known[name]

@@ -1,0 +1,102 @@
+"""NetReduce jobs: synchronous aggregation in an exclusive region, the switch as the PS.
+
+Example:
+    >>> kind = NetReduce()
+    >>> kind.region_size(NetReduceRequest(workers=4, window=64))
+    64
+    >>> kind.region_size(NetReduceRequest(workers=4, window=64, region_size=100))
+    100
+
+A job owns ``region_size`` aggregators (default: the window; each has two copies, so
+switch memory = 2 x window, docs/protocol.md) and a multicast group holding its workers.
+Admission clears the region, then installs the result path (multicast group,
+``result_dst``), the workers, and the ``jobs`` entry last, so that no packet is admitted
+before the job is complete. Removal deletes ``jobs`` first (nothing new is admitted), then
+the rest; the manager clears the region afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from controller import aggregator, job_region, result_rewrite
+from controller.job import Count, Job, JobRequest
+from controller.job_kinds import AGG_POOL, JobKind
+from controller.memory_manager import Region
+from controller.p4runtime_client import SwitchConnection
+from wire.header import AGG_POOL_SIZE, SLOTS
+
+
+class NetReduceRequest(JobRequest):
+    """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each."""
+
+    kind: Literal["netreduce"] = "netreduce"
+    window: Annotated[int, Field(strict=True, ge=1, le=AGG_POOL_SIZE)]
+    slots: Annotated[int, Field(strict=True)] = SLOTS
+    region_size: Annotated[Count, Field(le=AGG_POOL_SIZE)] | None = None
+
+    @model_validator(mode="after")
+    def _fits_the_switch(self) -> NetReduceRequest:
+        if self.slots != SLOTS:
+            raise ValueError(
+                f"the switch aggregates exactly {SLOTS} slots per packet, got {self.slots}"
+            )
+        if self.region_size is not None and self.region_size < self.window:
+            raise ValueError(
+                f"region_size {self.region_size} is smaller than the window {self.window}:"
+                " the switch keeps two copies per aggregator, so it needs size >= window"
+            )
+        return self
+
+
+class NetReduce(JobKind):
+    name = "netreduce"
+    request = NetReduceRequest
+    pool = AGG_POOL
+
+    def region_size(self, req: JobRequest) -> int:
+        assert isinstance(req, NetReduceRequest)
+        return req.region_size if req.region_size is not None else req.window
+
+    def make_job(
+        self, req: JobRequest, job_id: int, device_id: int, region: Region, created_at: float
+    ) -> Job:
+        assert isinstance(req, NetReduceRequest)
+        agg_ip, agg_mac = req.aggregation_address()
+        return Job(
+            job_id=job_id,
+            name=req.name or f"job{job_id}",
+            device_id=device_id,
+            window=req.window,
+            slots=req.slots,
+            region=region,
+            quorum=req.workers,
+            mcast_grp=job_id,
+            agg_ip=agg_ip,
+            agg_mac=agg_mac,
+            workers=tuple(req.worker_specs()),
+            created_at=created_at,
+            kind=self.name,
+        )
+
+    async def clear(self, sw: SwitchConnection, region: Region) -> None:
+        await aggregator.clear_region(sw, region)
+
+    async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
+        group, replicas = result_rewrite.multicast_group(job)
+        await sw.set_multicast_group(group, replicas)
+        write = sw.upsert if idempotent else sw.insert
+        await write(result_rewrite.result_entries(job))
+        await write(job_region.worker_entries(job))
+        await write([job_region.job_entry(job)])
+
+    async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
+        await sw.delete([job_region.job_key(job.job_id)], strict=False)
+        await sw.delete(job_region.worker_entries(job), strict=False)
+        await sw.delete(result_rewrite.result_entries(job), strict=False)
+        await sw.delete_multicast_group(job.mcast_grp, strict=False)
+
+    async def installed(self, sw: SwitchConnection, job: Job) -> bool:
+        return bool(await sw.read(job_region.job_key(job.job_id)))
