@@ -252,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     # Both signals end the loop cleanly (a background job may have SIGINT ignored otherwise).
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ps._stop.set())
-    print(f"parameter server on {ps.address[0]}:{ps.address[1]}, {args.workers} workers")
+    # The socket is bound: whoever started us waits for this line (flushed: stdout is a file).
+    print(
+        f"parameter server on {ps.address[0]}:{ps.address[1]}, {args.workers} workers", flush=True
+    )
     try:
         ps.serve()
     finally:

@@ -1,7 +1,7 @@
 """Integer all-reduce through the switch in Mininet: exact sums on clean and impaired links,
 isolation between jobs, and a bounded timeout when peers never come (root).
 
-Every worker runs ``python -m topologies.netreduce vector`` in its Mininet host; it asks the
+Every worker runs ``python -m hosts.vector_job`` in its Mininet host; it asks the
 controller daemon (Unix socket) for its job settings, all-reduces seeded int32 vectors and
 writes the results to files that the test compares with the host-side sum.
 Run under ``flock /tmp/inc-mininet.lock`` when others may start Mininet networks too.
@@ -9,7 +9,6 @@ Run under ``flock /tmp/inc-mininet.lock`` when others may start Mininet networks
 
 from __future__ import annotations
 
-import ast
 import json
 import sys
 import time
@@ -23,6 +22,7 @@ import pytest
 from topologies.impair_relay import Impairment
 
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(240)]
+RUN_DIR = Path("run/netreduce")
 
 FORGER = r"""
 import socket, sys, time
@@ -51,10 +51,12 @@ def workdir(tmp_path: Path) -> Path:
 
 
 def start_net(workdir: Path, workers: int = 4, impairment: Impairment | None = None) -> Any:
-    from topologies.netreduce import NetConfig, NetReduceNet
+    from topologies.experiment import Experiment, ExperimentConfig, star
 
-    cfg = NetConfig(workers=workers, bw_mbps=None, impairment=impairment, log=lambda s: None)
-    return NetReduceNet(cfg).__enter__()
+    cfg = ExperimentConfig(
+        star(workers + 1), impairment=impairment, run_dir=RUN_DIR, log=lambda s: None
+    )
+    return Experiment(cfg).__enter__()
 
 
 @pytest.fixture
@@ -71,11 +73,11 @@ def run_vectors(
     """Worker w of the job on host h{hosts[w]}; returns per worker: code, record, results."""
     procs = []
     for w, h in enumerate(hosts):
-        cmd = [sys.executable, "-m", "topologies.netreduce", "vector", "--controller",
+        cmd = [sys.executable, "-m", "hosts.vector_job", "--controller",
                nr.controller_url, "--job-id", str(job_id), "--worker-id", str(w),
                "--size", str(size), "--calls", str(calls), "--seed", str(seed),
                "--out", str(out / f"j{job_id}w{w}"), *extra]  # fmt: skip
-        procs.append(nr.popen(nr.net.get(f"h{h}"), cmd))
+        procs.append(nr.popen(f"h{h}", cmd))
     got = []
     for w, p in enumerate(procs):
         code = p.wait(timeout=limit)
@@ -86,7 +88,7 @@ def run_vectors(
 
 
 def assert_exact(got: list[dict[str, Any]], seed: int, size: int, calls: int) -> None:
-    from topologies.netreduce import expected_sum
+    from hosts.vector_job import expected_sum
 
     n = len(got)
     want = np.stack([expected_sum(seed, n, c, size) for c in range(calls)])
@@ -96,9 +98,7 @@ def assert_exact(got: list[dict[str, Any]], seed: int, size: int, calls: int) ->
 
 
 def test_switch_sum_of_integer_vectors_is_exact_on_clean_links(clean_net: Any, tmp_path: Path):
-    from topologies.netreduce import submit_job
-
-    job = submit_job(clean_net, 4, 32, "clean")
+    job = clean_net.submit(workers=4, window=32, name="clean")
     got = run_vectors(clean_net, job, [1, 2, 3, 4], tmp_path, size=5000, calls=3, seed=11)
     assert_exact(got, 11, 5000, 3)
 
@@ -107,36 +107,30 @@ def test_switch_sum_of_integer_vectors_is_exact_on_clean_links(clean_net: Any, t
 def test_switch_sum_is_exact_with_loss_duplication_and_reordering_on_every_link(
     tmp_path: Path, p: float
 ):
-    from topologies.netreduce import submit_job
-
     nr = start_net(tmp_path, impairment=Impairment(loss=p, dup=p, reorder=p, seed=5))
     try:
-        job = submit_job(nr, 4, 32, f"lossy-{p}")
+        job = nr.submit(workers=4, window=32, name=f"lossy-{p}")
         got = run_vectors(nr, job, [1, 2, 3, 4], tmp_path, 3000, 2, 23, "--timeout", "0.05")
     finally:
         nr.close()
     assert_exact(got, 23, 3000, 2)
-    stats = [relay_stats(Path(f"run/netreduce/logs/r{i}.log")) for i in range(1, 5)]
+    stats = list(nr.relay_stats().values())
+    assert len(stats) == 5  # one relay per link: four workers and the PS host
     for key in ("dropped", "duplicated", "reordered"):  # the links really were impaired
         assert sum(s[key] for s in stats) > 0, stats
-
-
-def relay_stats(log: Path) -> dict[str, int]:
-    """The counters impair_relay prints when it stops."""
-    line = log.read_text().strip().splitlines()[-1]
-    return ast.literal_eval(line.removeprefix("impair_relay: "))
 
 
 def test_forged_packets_of_another_job_or_outside_the_region_change_no_result(
     clean_net: Any, tmp_path: Path
 ):
     from controller.api_client import ControllerApi
-    from topologies.netreduce import host_ip, host_mac, submit_job
+    from topologies.experiment import host_ip, host_mac
 
-    a = submit_job(clean_net, 2, 32, "a", worker_ports=[1, 2], agg_ip=host_ip(5))
-    b = submit_job(
-        clean_net, 2, 32, "b", worker_ports=[3, 4], worker_ips=[host_ip(3), host_ip(4)],
-        worker_macs=[host_mac(3), host_mac(4)], agg_ip=host_ip(5),
+    a = clean_net.submit(workers=2, window=32, name="a", worker_ports=[1, 2], agg_ip=host_ip(5))
+    b = clean_net.submit(
+        workers=2, window=32, name="b", worker_ports=[3, 4],
+        worker_ips=[host_ip(3), host_ip(4)], worker_macs=[host_mac(3), host_mac(4)],
+        agg_ip=host_ip(5),
     )  # fmt: skip
     api: ControllerApi = clean_net.api
     ra, rb = api.job(a)["region"], api.job(b)["region"]
@@ -159,8 +153,7 @@ def test_forged_packets_of_another_job_or_outside_the_region_change_no_result(
         (3, [f"{a}:0:{a_lo}:{a_hi}", f"{b}:0:{a_lo}:{a_hi}"]),
     ]
     procs = [
-        clean_net.popen(clean_net.net.get(f"h{h}"), [sys.executable, "-c", FORGER, host_ip(5), *s])
-        for h, s in forgers
+        clean_net.popen(f"h{h}", [sys.executable, "-c", FORGER, host_ip(5), *s]) for h, s in forgers
     ]
     time.sleep(2.0)  # the forgers are sending before and during both aggregations
     try:
@@ -189,9 +182,7 @@ def test_forged_packets_of_another_job_or_outside_the_region_change_no_result(
 def test_worker_whose_peers_never_come_fails_with_a_clear_bounded_timeout(
     clean_net: Any, tmp_path: Path
 ):
-    from topologies.netreduce import submit_job
-
-    job = submit_job(clean_net, 2, 16, "alone")
+    job = clean_net.submit(workers=2, window=16, name="alone")
     t0 = time.monotonic()
     got = run_vectors(clean_net, job, [1], tmp_path, 512, 1, 3, "--total-timeout", "3", limit=30.0)
     elapsed = time.monotonic() - t0

@@ -5,9 +5,9 @@ Example (as root; ``make bench`` runs it after the p4sim section)::
 
     python -m tests.bench --only netreduce --workers 2,4,8 --sizes 2048,8192 --calls 3 --bw 1
 
-Per worker count one network (topologies/netreduce.py: p4sim switch, N workers, a PS host,
+Per worker count one network (topologies/experiment.py: p4sim switch, N workers, a PS host,
 every link ``--bw`` Mbit/s) and one admitted job; for each method every worker all-reduces
-seeded int32 vectors (``python -m topologies.netreduce vector``) and reports each call's
+seeded int32 vectors (``python -m hosts.vector_job``) and reports each call's
 time. Goodput per worker = vector bytes / median call time, as a fraction of the link
 bandwidth. A link carries at most ``128 / 194`` of its bandwidth as values (32 int32 per
 frame of 194 bytes: Ethernet, IPv4, UDP, INC header), the *link limit*: the switch reaches
@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -48,28 +47,24 @@ class BenchConfig:
 
 def _run_method(nr: Any, job: int, method: str, cfg: BenchConfig, out: Path) -> dict[int, float]:
     """Median call time (s) per vector size, over workers and calls, for one method."""
-    from topologies.netreduce import _terminate
-
-    n = nr.config.workers
+    n = len(nr.layout.hosts) - 1
     ps = None
     if method == "ps":
-        ps = nr.popen(nr.ps_host(), [sys.executable, "-m", "hosts.ps", "--workers", str(n)])
-        time.sleep(1.0)
-    procs = []
+        cmd = [sys.executable, "-m", "hosts.ps", "--workers", str(n)]
+        ps = nr.start_service(f"h{n + 1}", cmd, ready="parameter server on", log_name="ps")
+    commands = []
     for w in range(n):
-        cmd = [sys.executable, "-m", "topologies.netreduce", "vector", "--method", method,
+        cmd = [sys.executable, "-m", "hosts.vector_job", "--method", method,
                "--controller", nr.controller_url, "--job-id", str(job), "--worker-id", str(w),
                "--size", ",".join(map(str, cfg.sizes)), "--calls", str(cfg.calls),
                "--timeout", "1.0", "--total-timeout", "120",
                "--out", str(out / f"{method}{w}")]  # fmt: skip
-        procs.append(nr.popen(nr.worker(w), cmd))
+        commands.append((f"h{w + 1}", cmd))
     try:
-        codes = [p.wait(timeout=600) for p in procs]
+        codes = [run.code for run in nr.run_hosts(commands, timeout=600)]
     finally:
-        for p in procs:
-            _terminate(p)
         if ps is not None:
-            _terminate(ps)
+            nr.stop(ps)
     recs = [json.loads((out / f"{method}{w}.json").read_text()) for w in range(n)]
     if any(codes):
         errors = {r.get("error") for r in recs if r.get("error")}
@@ -82,16 +77,20 @@ def _run_method(nr: Any, job: int, method: str, cfg: BenchConfig, out: Path) -> 
 
 def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
     """One row per (workers, size): goodput fractions and the switch/ring time ratio."""
-    from topologies.netreduce import NetConfig, NetReduceNet, submit_job
+    from topologies.experiment import Experiment, ExperimentConfig, star
 
     rows = []
     for n in cfg.workers:
         log(f"netreduce bench: {n} workers, links {cfg.bw_mbps:g} Mbit/s ...")
         with (
             TemporaryDirectory() as tmp,
-            NetReduceNet(NetConfig(workers=n, bw_mbps=cfg.bw_mbps, log=lambda s: None)) as nr,
+            Experiment(
+                ExperimentConfig(
+                    star(n + 1), cfg.bw_mbps, run_dir=Path("run/bench"), log=lambda s: None
+                )
+            ) as nr,
         ):
-            job = submit_job(nr, n, cfg.window, f"bench-{n}")
+            job = nr.submit(f"bench-{n}", workers=n, window=cfg.window)
             times = {m: _run_method(nr, job, m, cfg, Path(tmp)) for m in ("switch", "ps", "ring")}
         for size in cfg.sizes:
             bits = size * 4 * 8

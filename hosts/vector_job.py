@@ -1,0 +1,118 @@
+"""A worker that all-reduces seeded integer vectors and records results and call times.
+
+Example (inside a Mininet host; tests and benchmarks start one per worker)::
+
+    python -m hosts.vector_job --controller unix:run/netreduce/controller.sock \\
+        --job-id 1 --worker-id 0 --size 4096 --calls 2 --seed 7 --out /tmp/w0
+
+It asks the controller for its job settings, all-reduces ``--calls`` vectors per size with
+``--method`` (switch, ps, ring), and writes ``PREFIX.npy`` (the results, one row per call,
+when a single size is given) and ``PREFIX.json`` (call times, and ``error`` if a call
+failed). ``make_vector`` and ``expected_sum`` give every worker's input and the exact
+host-side sum, so that whoever started the workers can check the switch bit for bit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+METHODS = ("switch", "ps", "ring")
+
+
+def make_vector(seed: int, worker_id: int, call: int, size: int) -> np.ndarray:
+    """The int32 vector worker ``worker_id`` all-reduces in call ``call`` (full range)."""
+    rng = np.random.default_rng((seed, worker_id, call))
+    return rng.integers(-(2**31), 2**31, size=size, dtype=np.int64).astype(np.int32)
+
+
+def expected_sum(seed: int, workers: int, call: int, size: int) -> np.ndarray:
+    """The host-side int32 sum (wrapping, like the switch) of every worker's vector.
+
+    >>> a, b = make_vector(1, 0, 0, 3), make_vector(1, 1, 0, 3)
+    >>> expected_sum(1, 2, 0, 3).tolist() == (a + b).tolist()
+    True
+    """
+    total = np.zeros(size, dtype=np.int32)
+    for w in range(workers):
+        total += make_vector(seed, w, call, size)
+    return total
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m hosts.vector_job")
+    ap.add_argument("--method", choices=METHODS, default="switch")
+    ap.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
+    ap.add_argument("--job-id", type=int, required=True)
+    ap.add_argument("--worker-id", type=int, required=True)
+    ap.add_argument("--size", default="4096", help="int32 values per call (list: 64,4096)")
+    ap.add_argument("--calls", type=int, default=2, help="calls per size")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--peers", help="ring: every worker's IP in rank order (default 10.0.0.1..)")
+    ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
+    ap.add_argument("--total-timeout", type=float, default=30.0, help="bound of one call, s")
+    ap.add_argument("--out", required=True, help="PREFIX: writes PREFIX.npy and PREFIX.json")
+    return ap
+
+
+def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
+    from hosts.allreduce import AllReduceClient
+    from hosts.ps import PS_UDP_PORT
+    from hosts.ring import RING_UDP_PORT, RingAllReduce
+
+    n = cfg["n_workers"]
+    if a.method == "ring":
+        ips = a.peers.split(",") if a.peers else [f"10.0.0.{i + 1}" for i in range(n)]
+        peers = [(ip, RING_UDP_PORT) for ip in ips]
+        return RingAllReduce(
+            a.worker_id, peers, job_id=a.job_id, slots=cfg["slots"], window=cfg["window"],
+            timeout=a.timeout, total_timeout=a.total_timeout,
+        )  # fmt: skip
+    port = cfg["udp_port"] if a.method == "switch" else PS_UDP_PORT
+    return AllReduceClient(
+        a.job_id, a.worker_id, n, cfg["region_offset"], cfg["region_size"], cfg["window"],
+        dest=(cfg["agg_ip"], port), slots=cfg["slots"], timeout=a.timeout,
+        total_timeout=a.total_timeout,
+    )  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    from controller.api_client import ApiError, ControllerApi
+    from hosts.allreduce import AllReduceTimeout
+
+    a = parser().parse_args(argv)
+    sizes = [int(x) for x in a.size.split(",")]
+    by_size: dict[str, list[float]] = {str(n): [] for n in sizes}
+    out: dict[str, Any] = {"method": a.method, "worker_id": a.worker_id, "times": []}
+    out["times_by_size"] = by_size
+    results = []
+    try:
+        cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
+        client = _client(a, cfg)
+        try:
+            for size in sizes:
+                for call in range(a.calls):
+                    x = make_vector(a.seed, a.worker_id, call, size)
+                    t0 = time.perf_counter()
+                    results.append(client.allreduce_int(x))
+                    by_size[str(size)].append(time.perf_counter() - t0)
+                    out["times"].append(by_size[str(size)][-1])
+        finally:
+            client.close()
+    except (ApiError, AllReduceTimeout, ValueError, OSError) as e:
+        out["error"] = str(e)
+        print(f"vector_job: {e}", file=sys.stderr, flush=True)
+    if results and len(sizes) == 1:
+        np.save(a.out + ".npy", np.stack(results))
+    Path(a.out + ".json").write_text(json.dumps(out))
+    return 1 if "error" in out else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
