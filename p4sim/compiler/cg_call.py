@@ -530,7 +530,13 @@ class CallMixin(CompilerBase):
             raise P4Error(e.args[0].loc, "register read needs an assignable destination")
         self.coerce(lv, vt, e.args[0].value)
         idx = self.index(e.args[1].value, fn)
-        code = f"{base.code}.read({idx.code}, {lv.code})"
+        # in range (the packet path's common case): the list cell, no method call; out of
+        # range: Register.read logs and keeps the destination, as BMv2 does
+        i = fn.new("ri")
+        code = (
+            f"({base.code}.values[{i}] if 0 <= ({i} := {idx.code}) < {base.code}.size "
+            f"else {base.code}.read({i}, {lv.code}))"
+        )
         return EV(self.assign_code(lv, code, e.args[0].value, fn), VOID)
 
     def _m_register_write(self, base: EV, t: TExtern, e: ast.Call, fn: Fn) -> EV:
@@ -539,7 +545,11 @@ class CallMixin(CompilerBase):
         idx = self.index(e.args[0].value, fn)
         v = self.value(e.args[1].value, fn, vt)
         val = f"(1 if {v.code} else 0)" if isinstance(vt, TBool) else v.code
-        return EV(f"{base.code}.write({idx.code}, {val})", VOID)
+        # the value already fits the register's width (it has the register's type)
+        i = fn.new("ri")
+        fn.emit(f"if 0 <= ({i} := {idx.code}) < {base.code}.size: {base.code}.values[{i}] = {val}")
+        fn.emit(f"else: {base.code}.write({i}, {val})")
+        return EV("", VOID)
 
     def _m_counter_count(self, base: EV, t: TExtern, e: ast.Call, fn: Fn) -> EV:
         self.nargs(e, 1)
@@ -662,22 +672,45 @@ class CallMixin(CompilerBase):
 
     def _checksum(self, e: ast.Call, fn: Fn, verify: bool, payload: bool) -> EV:
         c = self.value(self._arg(e, 0), fn, BOOL)
-        fields = self.fields_code(self._arg(e, 1), fn)
         algo = self.algo(self._arg(e, 3), fn)
+        fast = None if payload else self.csum16_code(self._arg(e, 1), algo, fn)
+        fields = self.fields_code(self._arg(e, 1), fn) if fast is None else ""
         cs = self.expr(self._arg(e, 2), fn)
         if not isinstance(cs.type, TBit):
             raise P4Error(e.args[2].loc, "the checksum field must be a bit<W>")
         pl = ", CTX.payload" if payload else ""
         if verify:
-            return EV(
-                f"if {c.code} and not verify_checksum({algo}, {fields}, {cs.code}{pl}): "
-                "CTX.sm.checksum_error = 1",
-                VOID,
-            )
+            calc = f"verify_checksum({algo}, {fields}, {cs.code}{pl})"
+            if fast is not None:
+                calc = f"{fast} == {cs.code}"
+            return EV(f"if {c.code} and not {calc}: CTX.sm.checksum_error = 1", VOID)
         if not cs.lval:
             raise P4Error(e.args[2].loc, "update_checksum needs an assignable field")
-        val = f"checksum({algo}, {fields}{pl}) & {mask(cs.type.width)}"
+        val = fast if fast is not None else f"checksum({algo}, {fields}{pl})"
+        val = f"{val} & {mask(cs.type.width)}"
         return EV(f"if {c.code}: " + self.assign_code(cs, val, self._arg(e, 2), fn), VOID)
+
+    def csum16_code(self, data: ast.Expr, algo: str, fn: Fn) -> str | None:
+        """The internet checksum of a field list whose fields belong to one header (or to
+        none), computed on one integer instead of a serialised list (``rt.csum16_int``);
+        None when another algorithm or mixed validity needs the general path."""
+        if algo != repr("csum16"):
+            return None
+        flat = self.flat_fields(self.expr(data, fn), data)  # type: ignore[attr-defined]
+        valids = {v for _, _, v in flat}
+        if len(valids) > 1 or not flat or not all(w.isdigit() for _, w, _ in flat):
+            return None  # mixed validity, nothing, or a varbit (run-time width)
+        total = sum(int(w) for _, w, _ in flat)
+        shift = total + (-total % 16)  # BMv2 zero-pads to bytes, csum16 to 16-bit words
+        parts = []
+        for code, w, _ in flat:
+            shift -= int(w)
+            parts.append(f"({code} << {shift})" if shift else code)
+        (valid,) = valids
+        value = " | ".join(parts)
+        if valid is None:
+            return f"csum16_int({value})"
+        return f"(csum16_int({value}) if {valid} else 0xFFFF)"
 
     def _f_verify_checksum(self, e: ast.Call, fn: Fn) -> EV:
         return self._checksum(e, fn, True, False)

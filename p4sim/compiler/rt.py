@@ -169,6 +169,18 @@ def sat_sub(a: int, b: int, width: int, is_signed: bool) -> int:
     return max(a - b, 0)
 
 
+def csum16_int(v: int) -> int:
+    """The internet checksum (RFC 1071, BMv2 ``csum16``) of ``v``'s 16-bit words, ``v``
+    left-aligned on a word boundary. The ones'-complement sum of the words is ``v``
+    modulo 0xFFFF (2**16 is 1 modulo 0xFFFF), except that a non-zero sum folds to 0xFFFF.
+
+        >>> hex(csum16_int(0x4500_0073_0000_4000_4011_0000_c0a8_0001_c0a8_00c7))
+        '0xb861'
+    """
+    r = v % 0xFFFF
+    return 0xFFFF - (r if r else (0xFFFF if v else 0))
+
+
 def format_log(msg: str, values: tuple) -> str:
     """``log_msg("x={}", {x})``: each ``{}`` takes the next value, in decimal."""
     out = []
