@@ -100,3 +100,26 @@ def test_pipeline_exception_drops_the_packet_and_keeps_serving(veth_pair):
 def test_unknown_interface_is_a_clear_error():
     with pytest.raises(OSError, match="cannot open interface 'nope0'"):
         PortSet({1: "nope0"})
+
+
+def test_a_burst_comes_back_complete_and_in_order_and_own_frames_are_not_read_back(veth_pair):
+    switch_side, host_side = veth_pair
+    ports = PortSet({3: switch_side})
+    t = threading.Thread(target=ports.serve, args=(lambda port, data: [(port, data)],))
+    t.start()
+    host = open_raw_socket(host_side)
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    n = 300
+    try:
+        for i in range(n):
+            host.send(_frame(b"n%05d" % i))
+        got = [_recv(host)[14:20] for _ in range(n)]
+    finally:
+        ports.stop()
+        t.join(5)
+        ports.close()
+        host.close()
+    assert got == [b"n%05d" % i for i in range(n)]
+    # the frames p4sim sent on the same interface were not received again as input
+    assert ports.ports[3].counters.rx_packets == n
+    assert ports.ports[3].counters.tx_packets == n

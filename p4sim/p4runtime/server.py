@@ -11,7 +11,8 @@ Example::
 The switch may be absent until a client sends SetForwardingPipelineConfig, whose
 ``p4_device_config`` is p4sim's source bundle (see ``p4sim.p4info.SourceBundle``); a switch
 loaded at start-up (``switch=``) is served with P4Info generated from its program.  All
-switch state is touched under one lock, shared by gRPC handlers and ``inject``.
+control-plane state is touched under one lock, shared by the gRPC handlers; the packet path
+(``inject``) takes only the switch's own lock, once per packet.
 """
 
 from __future__ import annotations
@@ -130,12 +131,15 @@ class P4RuntimeServer:
     def inject(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         """Run one packet arriving on ``port``; packets for the CPU port become PacketIn
         messages and new digests DigestList messages; the other outputs are returned."""
-        with self.lock:
-            pipe = self.pipeline
-            if pipe is None:
-                return []
-            outs = pipe.target.send(port, data)
-            digests = pipe.target.pop_digests()
+        # No server lock per packet: one read of the pipeline (a SetForwardingPipelineConfig
+        # racing with it only means this packet runs on the pipeline it found); the
+        # switch's own lock, taken once, covers the packet and its digests.
+        pipe = self.pipeline
+        if pipe is None:
+            return []
+        outs, digests = pipe.target.process(port, data)
+        if self.cpu_port is None and not digests:
+            return outs
         rest = []
         for out_port, pkt in outs:
             if self.cpu_port is not None and out_port == self.cpu_port:

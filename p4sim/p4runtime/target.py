@@ -108,6 +108,18 @@ class Target:
     def send(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         return list(self.switch.send(port=port, data=data))
 
+    def process(self, port: int, data: bytes) -> tuple[list, list[tuple[str, tuple[int, ...]]]]:
+        """One packet and the digests it produced, under one acquisition of the switch
+        lock (so no digest of a concurrent packet is taken or lost)."""
+        sw = self.switch
+        with sw.lock:
+            outs = sw.pipeline.process(port, data)
+            if not sw.digests:
+                return outs, []
+            got = list(sw.digests)
+            sw.digests.clear()
+        return outs, got
+
     def pop_digests(self) -> list[tuple[str, tuple[int, ...]]]:
         got = list(self.switch.digests)
         self.switch.digests.clear()
