@@ -1,84 +1,63 @@
-"""`make bench`: p4sim's packets per second, then aggregation goodput on Mininet.
+"""`make bench`: switch throughput in-process and on the wire, then aggregation goodput.
 
-Section p4sim: for each program, the packets per second on one core through the in-process
-pipeline and the exact command that reproduces the figure, next to the reference figures
-for BMv2 simple_switch_grpc 1.15.5 on this kind of machine (from the project's guide; BMv2
-itself is not installable here).
+Section p4sim: packets per second through the in-process pipeline (``Switch.send``), one
+core, for the three programs of tests/bench/programs.py (basic IPv4 forwarding, 32 register
+read-modify-writes per packet, the inc.p4 aggregation round).
 
-Section netreduce (tests/bench/netreduce.py, needs root for Mininet): goodput per worker
-as a fraction of the link bandwidth for switch, parameter server and ring at 2, 4 and 8
-workers and two vector sizes, with the switch/ring time ratio beside N/(2(N-1)).
+Section wire (tests/bench/wire.py, root): each program on real veth interfaces at paced
+offered loads, on p4sim and, where ``simple_switch_grpc`` and ``p4c`` are on PATH, on BMv2
+in the same run with the same entries and traffic: the delivered rate and loss at each
+offered rate, the best delivered rate of each switch and their ratio. Without BMv2 the
+table says so and shows the reference figures measured from outside on this kind of
+machine (BMv2 1.15.5), labelled as such.
 
-``--only p4sim`` or ``--only netreduce`` runs one section.
+Section netreduce (tests/bench/netreduce.py, root): goodput per worker as a fraction of the
+link bandwidth for switch, parameter server and ring at 2, 4 and 8 workers and two vector
+sizes, with the switch/ring time ratio beside N/(2(N-1)).
+
+``--only p4sim|wire|netreduce`` runs one section.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import struct
 import sys
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
-ROOT = Path(__file__).resolve().parents[2]
-BASIC = ROOT / "topologies/basic/basic.p4"
-REGISTERS = ROOT / "tests/bench/register_heavy.p4"
-BMV2_REFERENCE = {"basic IPv4 forwarding": 17_000, "32 register RMW / packet": 4_400}
+from tests.bench.programs import CASES, Case
+
+#: BMv2 simple_switch_grpc 1.15.5, measured from outside on this kind of machine (issue 17):
+#: paced loads over veth pairs. Used only when BMv2 is not installed here.
+BMV2_REFERENCE = {
+    "basic IPv4 forwarding": 18_000,
+    "32 register RMW / packet": 5_000,
+    "inc.p4 aggregation round": 5_000,
+}
 
 
-def _ipv4_frame(dst: str = "10.0.2.2") -> bytes:
-    from scapy.layers.inet import IP, UDP
-    from scapy.layers.l2 import Ether
-
-    return bytes(
-        Ether(dst="08:00:00:00:02:00", src="08:00:00:00:01:11")
-        / IP(src="10.0.1.1", dst=dst, ttl=64)
-        / UDP(sport=1234, dport=4321)
-        / (b"x" * 64)
-    )
-
-
-def _words_frame(index: int) -> bytes:
-    words = struct.pack("!33I", index, *range(1, 33))
-    return b"\x02" * 6 + b"\x04" * 6 + b"\x88\xb5" + words
-
-
-def measure(send, frames: list[bytes], seconds: float) -> tuple[float, int]:
-    """Packets per second of ``send(port, frame)`` over at least ``seconds``."""
+def measure(case: Case, seconds: float) -> tuple[float, int]:
+    """In-process packets per second of ``case`` over at least ``seconds`` (CPU time of
+    this process, so that other load on the machine does not count)."""
+    sw = case.switch()
+    frames = case.frames(4096)
+    assert sw.send(*frames[0]) or len(case.ports) > 2, f"{case.name} forwarded nothing"
+    # inc.p4: zeroing the job tags frees every aggregator, so the same psns can run again
+    again = (lambda: sw.register_reset("agg_job")) if "inc.p4" in case.name else (lambda: None)
+    again()
     n = 0
-    start = time.perf_counter()
-    deadline = start + seconds
+    start = time.process_time()
     while True:
-        for f in frames:
-            send(0, f)
+        for port, f in frames:
+            sw.send(port, f)
         n += len(frames)
-        now = time.perf_counter()
-        if now >= deadline:
-            return n / (now - start), n
-
-
-def bench_basic(seconds: float) -> tuple[float, int]:
-    from p4sim.runtime_json import apply_to_switch, load_runtime_json
-    from p4sim.switch import Switch
-
-    sw = Switch.from_file(str(BASIC))
-    apply_to_switch(sw, load_runtime_json(BASIC.parent / "s1-runtime.json"))
-    frame = _ipv4_frame()
-    assert sw.send(0, frame), "basic program forwarded nothing: benchmark is meaningless"
-    return measure(sw.send, [frame], seconds)
-
-
-def bench_registers(seconds: float) -> tuple[float, int]:
-    from p4sim.switch import Switch
-
-    sw = Switch.from_file(str(REGISTERS))
-    frames = [_words_frame(i) for i in range(64)]
-    assert sw.send(0, frames[0]), "register program forwarded nothing"
-    return measure(sw.send, frames, seconds)
+        again()
+        used = time.process_time() - start
+        if used >= seconds:
+            return n / used, n
 
 
 def _int_list(text: str) -> tuple[int, ...]:
@@ -107,14 +86,15 @@ def bench_netreduce(args: argparse.Namespace, console: Console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
-    ap.add_argument("--seconds", type=float, default=3.0, help="time per measurement")
+    ap.add_argument("--seconds", type=float, default=3.0, help="in-process: CPU s per program")
+    ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
     ap.add_argument("--only", choices=["p4sim", "wire", "netreduce"], help="run one section")
     ap.add_argument("--workers", type=_int_list, default=(2, 4, 8), help="netreduce: 2,4,8")
     ap.add_argument("--sizes", type=_int_list, default=(2048, 8192), help="int32 per vector")
     ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
     ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
     args = ap.parse_args(argv)
-    console = Console(width=110)
+    console = Console(width=140)
     if args.only in (None, "p4sim"):
         bench_p4sim(args, console)
     if args.only in (None, "wire"):
@@ -125,61 +105,66 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench_wire(args: argparse.Namespace, console: Console) -> None:
-    """p4sim as a process forwarding between veth interfaces (tests/bench/wire.py)."""
+    """p4sim (and BMv2 where installed) on veth interfaces at paced loads."""
     if os.geteuid() != 0:
         console.print(
             "wire bench skipped: veth interfaces and raw sockets need root; run "
             f"as root: {sys.executable} -m tests.bench --only wire"
         )
         return
-    from tests.bench.wire import measure as wire_measure
+    from tests.bench.wire import bmv2_available, sweep
 
-    table = Table(
-        title="p4sim on the wire: veth → p4sim process → veth (sender, switch and "
-        "receiver share the machine)"
-    )
-    for col in (
-        "program",
-        "forwarded pkt/s",
-        "offered pkt/s",
-        "BMv2 reference pkt/s",
-        "p4sim / BMv2",
-    ):
+    missing = bmv2_available()
+    targets = ["p4sim"] if missing else ["p4sim", "bmv2"]
+    if missing:
+        console.print(
+            f"BMv2 absent ({missing}): its column shows reference figures, not a measurement"
+        )
+    results = {}
+    for case in CASES.values():
+        for target in targets:
+            results[case.name, target] = sweep(target, case, seconds=args.step, log=console.print)
+    table = Table(title="on the wire, paced offered load, best delivered input packets/s")
+    for col in ("program", "p4sim", "loss at best", "p4sim < 1% loss", "BMv2", "p4sim / BMv2"):
         table.add_column(col, justify="right" if col != "program" else "left")
-    cases = (
-        ("basic IPv4 forwarding", BASIC, [_ipv4_frame()], BASIC.parent / "s1-runtime.json"),
-        ("32 register RMW / packet", REGISTERS, [_words_frame(i) for i in range(16)], None),
-    )
-    for name, program, frames, runtime in cases:
-        r = wire_measure(program, frames, runtime, seconds=max(args.seconds, 3.0))
-        ref = BMV2_REFERENCE[name]
+    for case in CASES.values():
+        p = results[case.name, "p4sim"]
+        at = max(p.steps, key=lambda s: s.delivered, default=None)
+        if missing:
+            ref = float(BMV2_REFERENCE[case.name])
+            bm = f"{ref:,.0f} (reference, not measured)"
+        else:
+            b = results[case.name, "bmv2"]
+            ref = b.best
+            bm = f"{ref:,.0f} (measured)" if b.error is None else f"error: {b.error[:40]}"
         table.add_row(
-            name,
-            f"{r.forwarded_pps:,.0f}",
-            f"{r.offered_pps:,.0f}",
-            f"{ref:,}",
-            f"{r.forwarded_pps / ref:.2f}",
+            case.name,
+            f"{p.best:,.0f}" if p.error is None else f"error: {p.error[:40]}",
+            f"{at.loss:.1%}" if at else "-",
+            f"{p.lossless:,.0f}",
+            bm,
+            f"{p.best / ref:.2f}" if ref else "-",
         )
     console.print(table)
-    console.print(f"command: {sys.executable} -m tests.bench --only wire --seconds {args.seconds}")
+    wrong = sum(s.wrong for r in results.values() for s in r.steps)
+    console.print(f"frames with wrong content: {wrong} (every output frame is checked)")
+    console.print(f"command: {sys.executable} -m tests.bench --only wire --step {args.step}")
 
 
 def bench_p4sim(args: argparse.Namespace, console: Console) -> None:
-    table = Table(title="p4sim throughput, one core, in-process pipeline (Switch.send)")
+    table = Table(title="p4sim in-process pipeline (Switch.send), one core, CPU time")
     for col in ("program", "p4sim pkt/s", "BMv2 reference pkt/s", "p4sim / BMv2", "packets"):
         table.add_column(col, justify="right" if col != "program" else "left")
-    for name, fn in (
-        ("basic IPv4 forwarding", bench_basic),
-        ("32 register RMW / packet", bench_registers),
-    ):
-        pps, n = fn(args.seconds)
-        ref = BMV2_REFERENCE[name]
-        table.add_row(name, f"{pps:,.0f}", f"{ref:,}", f"{pps / ref:.2f}", f"{n:,}")
+    for case in CASES.values():
+        pps, n = measure(case, args.seconds)
+        ref = BMV2_REFERENCE[case.name]
+        table.add_row(case.name, f"{pps:,.0f}", f"{ref:,}", f"{pps / ref:.2f}", f"{n:,}")
     console.print(table)
-    console.print(f"command: {sys.executable} -m tests.bench --seconds {args.seconds}")
+    console.print(f"command: {sys.executable} -m tests.bench --only p4sim --seconds {args.seconds}")
     console.print(
         "programs: topologies/basic/basic.p4 (1 LPM table, TTL, checksum), "
-        "tests/bench/register_heavy.p4 (32 register read-modify-writes)"
+        "tests/bench/register_heavy.p4 (32 register read-modify-writes), p4src/inc.p4 "
+        "(4 workers' contributions in, the result multicast to 4 ports)"
     )
 
 

@@ -1,153 +1,224 @@
-"""p4sim on the wire: packets per second forwarded between two veth interfaces.
+"""Switches on the wire at paced offered loads: p4sim and, where installed, BMv2, same
+programs, same entries, same traffic, in one run (root: veth interfaces, raw sockets).
 
-A sender process writes frames into ``h1`` as fast as it can; its veth peer ``sw1`` is
-p4sim's port 1. p4sim (the real ``p4sim`` command, P4Runtime server included) forwards to
-port 2 (``sw2``), and a receiver process counts what arrives on ``sw2``'s peer ``h2``
-during a fixed window. The figure is the forwarding rate under overload, with sender,
-switch and receiver sharing this machine's cores — the way BMv2's reference figure is taken.
-Needs root (veth interfaces, raw sockets).
+For each program (tests/bench/programs.py) a veth pair per switch port is made, the switch
+is started with the ``simple_switch_grpc`` command line (``p4sim`` or
+``simple_switch_grpc``), its pipeline and entries are pushed over P4Runtime by the project's
+controller client (P4Info + p4sim device config, or P4Info + BMv2 JSON from ``p4c``), and a
+sender process offers packets at rising paced rates while a receiver process counts and
+checks what comes out (tests/bench/traffic.py). Per rate: offered input packets/s,
+delivered input packets/s (outputs received / outputs per input), loss, and frames whose
+content was wrong. The figure of merit is the highest delivered rate over the sweep.
+
+Sender, switch and receiver share this machine's cores (2 here), as in the reference
+measurements of BMv2.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.programs import ROOT, Case
 
-SENDER = r"""
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind((sys.argv[1], 0))
-frames = [bytes.fromhex(h) for h in sys.argv[3].split(",")]
-end = time.monotonic() + float(sys.argv[2])
-n = 0
-while time.monotonic() < end:
-    for f in frames:
-        try:
-            s.send(f)
-            n += 1
-        except OSError:
-            pass
-print(n)
-"""
-
-RECEIVER = r"""
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
-s.bind((sys.argv[1], 0))
-s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
-s.settimeout(0.2)
-print("ready", flush=True)
-warmup, window = float(sys.argv[2]), float(sys.argv[3])
-start = time.monotonic()
-n = 0
-while time.monotonic() < start + warmup:
-    try: s.recv(4096)
-    except socket.timeout: pass
-t0 = time.monotonic()
-while time.monotonic() < t0 + window:
-    try:
-        _, addr = s.recvfrom(4096)
-        if addr[2] != 4:
-            n += 1
-    except socket.timeout:
-        pass
-print(n / (time.monotonic() - t0))
-"""
+#: offered rates (input packets/s) of a sweep; it stops early once the switch is saturated
+DEFAULT_RATES = (2_000, 5_000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000, 100_000, 130_000)
 
 
 @dataclass(frozen=True)
-class WireResult:
-    program: str
-    forwarded_pps: float
-    offered_pps: float
+class Step:
+    offered: float  # input packets/s the sender achieved
+    delivered: float  # input packets/s whose outputs all arrived (outputs / outputs per input)
+    wrong: int  # output frames with a content the program cannot produce
+
+    @property
+    def loss(self) -> float:
+        return max(0.0, 1.0 - self.delivered / self.offered) if self.offered else 0.0
+
+
+@dataclass
+class Sweep:
+    target: str
+    case: str
+    steps: list[Step] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def best(self) -> float:
+        return max((s.delivered for s in self.steps), default=0.0)
+
+    @property
+    def lossless(self) -> float:
+        """The highest offered rate delivered with less than 1 % loss."""
+        return max((s.offered for s in self.steps if s.loss < 0.01), default=0.0)
+
+
+def bmv2_available() -> str | None:
+    """None when ``simple_switch_grpc`` and ``p4c`` are on PATH, else what is missing."""
+    missing = [b for b in ("simple_switch_grpc", "p4c") if shutil.which(b) is None]
+    return " and ".join(missing) + " not on PATH" if missing else None
 
 
 def _sh(*cmd: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True)
 
 
-def _veths(tag: str) -> list[tuple[str, str]]:
-    pairs = [(f"{tag}s1", f"{tag}h1"), (f"{tag}s2", f"{tag}h2")]
-    for a, b in pairs:
-        _sh("ip", "link", "add", "name", a, "type", "veth", "peer", "name", b)
-        for n in (a, b):
-            subprocess.run(
-                ["sysctl", "-qw", f"net.ipv6.conf.{n}.disable_ipv6=1"],
-                capture_output=True,
-                check=False,
-            )
-            _sh("ip", "link", "set", "dev", n, "up")
-    return pairs
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
-def measure(
-    program: Path, frames: list[bytes], runtime_json: Path | None, seconds: float = 4.0
-) -> WireResult:
-    tag = f"w{os.getpid() % 1000}"
-    pairs = _veths(tag)
-    (sw1, h1), (sw2, h2) = pairs
-    procs: list[subprocess.Popen[str]] = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            log = Path(tmp) / "p4sim.log"
-            cmd = [
-                sys.executable,
-                "-m",
-                "p4sim.cli",
-                "-i",
-                f"1@{sw1}",
-                "-i",
-                f"2@{sw2}",
-                "--log-file",
-                str(log),
-                str(program),
-            ]
-            if runtime_json is not None:
-                cmd[-1:-1] = ["--runtime-json", str(runtime_json)]
-            cmd += ["--", "--grpc-server-addr", "127.0.0.1:0"]
-            switch = subprocess.Popen(
-                cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-            )
-            procs.append(switch)
-            deadline = time.monotonic() + 30
-            while "running on" not in (log.read_text() if log.exists() else ""):
-                if switch.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"p4sim did not start: {switch.stderr.read() if switch.stderr else ''}"
+class _Veths:
+    """One veth pair per switch port: (switch side, host side), removed on exit."""
+
+    def __init__(self, ports: Sequence[int]) -> None:
+        tag = f"b{os.getpid() % 10000}"
+        self.pairs = {p: (f"{tag}s{p}", f"{tag}h{p}") for p in ports}
+
+    def __enter__(self) -> _Veths:
+        try:
+            for a, b in self.pairs.values():
+                _sh("ip", "link", "add", "name", a, "type", "veth", "peer", "name", b)
+                for n in (a, b):
+                    subprocess.run(
+                        ["sysctl", "-qw", f"net.ipv6.conf.{n}.disable_ipv6=1"],
+                        capture_output=True,
+                        check=False,
                     )
-                time.sleep(0.1)
-            warmup = 1.0
-            receiver = subprocess.Popen(
-                [sys.executable, "-c", RECEIVER, h2, str(warmup), str(seconds - warmup - 0.5)],
-                stdout=subprocess.PIPE,
-                text=True,
-            )
-            procs.append(receiver)
-            assert receiver.stdout is not None and receiver.stdout.readline().strip() == "ready"
-            sender = subprocess.run(
-                [sys.executable, "-c", SENDER, h1, str(seconds), ",".join(f.hex() for f in frames)],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            out, _ = receiver.communicate(timeout=30)
-            return WireResult(
-                program.name, float(out.strip()), int(sender.stdout.strip()) / seconds
-            )
-    finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(10)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-        for a, _ in pairs:
+                    subprocess.run(
+                        ["ethtool", "-K", n, "rx", "off", "tx", "off", "sg", "off"],
+                        capture_output=True,
+                        check=False,
+                    )
+                    _sh("ip", "link", "set", "dev", n, "up")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for a, _ in self.pairs.values():
             subprocess.run(["ip", "link", "del", a], capture_output=True, check=False)
+
+
+def _program(address: str, compiled: object, runtime_json: Path) -> None:
+    from controller.p4runtime_client import SwitchConnection, SwitchSpec
+    from controller.runtime_config import apply_runtime_config
+    from p4sim.runtime_json import load_runtime_json
+
+    async def go() -> None:
+        spec = SwitchSpec(1, address, name="bench")
+        async with SwitchConnection(spec, compiled.pipeline()) as sw:  # type: ignore[attr-defined]
+            await apply_runtime_config(sw, load_runtime_json(runtime_json))
+
+    asyncio.run(go())
+
+
+def _start_switch(target: str, case: Case, veths: _Veths, tmp: Path) -> subprocess.Popen:
+    from topologies.p4switch import compile_program, switch_command
+
+    compiled = compile_program(case.program, target, tmp / target)
+    grpc_port = _free_port()
+    exe = [sys.executable, "-m", "p4sim.cli"] if target == "p4sim" else ["simple_switch_grpc"]
+    ports = {p: sw for p, (sw, _) in veths.pairs.items()}
+    cmd = switch_command(exe, ports, device_id=1, grpc_port=grpc_port, thrift_port=_free_port())
+    log = open(tmp / f"{target}.log", "wb")  # noqa: SIM115 - closed with the process
+    env = dict(os.environ)
+    other = os.environ.get("BENCH_P4SIM_CHECKOUT")
+    if other and target == "p4sim":  # before/after: another checkout's p4sim, same harness
+        env["PYTHONPATH"] = other
+    proc = subprocess.Popen(
+        cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=tmp
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{target} exited: {(tmp / f'{target}.log').read_text()[-2000:]}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", grpc_port)) == 0:
+                break
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"{target} did not listen on gRPC port {grpc_port}")
+        time.sleep(0.1)
+    _program(f"127.0.0.1:{grpc_port}", compiled, case.write_runtime_json(tmp / "runtime.json"))
+    return proc
+
+
+def _expected_output(case: Case) -> bytes:
+    """The one output of the first input (what basic forwarding must send for every
+    packet; the register program keeps its first 14 bytes)."""
+    sw = case.switch()
+    port, frame = case.frames(1)[0]
+    outs = sw.send(port, frame)
+    return outs[0][1] if outs else b""
+
+
+def sweep(
+    target: str,
+    case: Case,
+    rates: Sequence[float] = DEFAULT_RATES,
+    seconds: float = 1.5,
+    log: Callable[[str], None] = lambda s: None,
+) -> Sweep:
+    """Offer each rate for ``seconds``; stop once delivery falls under half the offer
+    twice (the switch is saturated)."""
+    result = Sweep(target, case.name)
+    expected = _expected_output(case).hex()
+    procs: list[subprocess.Popen] = []
+    with _Veths(case.ports) as veths, tempfile.TemporaryDirectory() as tmpdir:
+        tmp = Path(tmpdir)
+        try:
+            procs.append(_start_switch(target, case, veths, tmp))
+            hosts = ",".join(h for _, h in veths.pairs.values())
+            py = [sys.executable, "-m", "tests.bench.traffic"]
+            env = {**os.environ, "PYTHONPATH": str(ROOT)}
+            popen = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True, "env": env}
+            rx = subprocess.Popen([*py, "receive", case.name, hosts, expected], **popen)
+            tx = subprocess.Popen([*py, "send", case.name, hosts], **popen)
+            procs += [rx, tx]
+            assert rx.stdout is not None and rx.stdin is not None
+            assert tx.stdout is not None and tx.stdin is not None
+            if rx.stdout.readline().strip() != "ready":
+                raise RuntimeError("the receiver did not start")
+            saturated = 0
+            for i, rate in enumerate([rates[0], *rates]):
+                rx.stdin.write(f"{seconds + 0.3}\n")
+                rx.stdin.flush()
+                tx.stdin.write(f"{rate} {seconds}\n")
+                tx.stdin.flush()
+                sent = int(tx.stdout.readline())
+                got, wrong = (int(x) for x in rx.stdout.readline().split())
+                step = Step(sent / seconds, got / case.outputs_per_input / seconds, wrong)
+                if i == 0:
+                    continue  # warm-up: the switch's first packets, not counted
+                result.steps.append(step)
+                log(
+                    f"  {target:5} {case.name}: offered {step.offered:9,.0f}/s  delivered "
+                    f"{step.delivered:9,.0f}/s  loss {step.loss:6.1%}  wrong {wrong}"
+                )
+                saturated = saturated + 1 if step.delivered < 0.5 * step.offered else 0
+                if saturated >= 2:
+                    break
+                time.sleep(0.3)  # let queues drain between steps
+        except (RuntimeError, OSError, subprocess.SubprocessError) as err:
+            result.error = str(err)
+        finally:
+            for p in reversed(procs):
+                if p.poll() is None:
+                    p.terminate()
+                    try:
+                        p.wait(10)
+                    except subprocess.TimeoutExpired:
+                        p.kill()
+    return result
