@@ -3,11 +3,15 @@
 ``p4sim [simple_switch_grpc flags] PROG.p4``   run a switch on Linux interfaces
 ``p4sim compile PROG.p4 [-I DIR]``             check a program
 ``p4sim stf PROG.p4 TEST.stf [-I DIR]``        run an STF test (p4c test-suite format)
+``p4sim cli [--thrift-port N] < COMMANDS``     run-time commands (egress queues), in
+                                               simple_switch_CLI's syntax
 
 The switch accepts the flags of BMv2's ``simple_switch_grpc`` so that scripts written for
 BMv2 start p4sim unchanged: ``-i 1@veth1``, ``--device-id``, ``--log-console``, ``-L``,
 ``--pcap DIR``, ``--no-p4``, and after ``--`` the target options ``--grpc-server-addr``,
-``--cpu-port``. Flags that p4sim cannot honour are accepted with a warning.
+``--cpu-port``, ``--priority-queues``, and ``--thrift-port`` (where ``p4sim cli`` reaches
+the queue commands). p4sim adds ``--queue-rate`` and ``--queue-depth`` to set egress queues
+at start. Flags that p4sim cannot honour are accepted with a warning.
 """
 
 from __future__ import annotations
@@ -35,14 +39,12 @@ LOG_LEVELS = {
 }
 # simple_switch_grpc options that make no sense for p4sim: accepted, warned about.
 IGNORED_VALUE_FLAGS = (
-    "--thrift-port",
     "--notifications-addr",
     "--nanolog",
     "--max-port-count",
     "--restore-state",
     "--debugger-addr",
     "--drop-port",
-    "--priority-queues",
     "--dp-grpc-server-addr",
 )
 IGNORED_BOOL_FLAGS = (
@@ -148,6 +150,33 @@ def _switch_parser() -> argparse.ArgumentParser:
         "p4lang tutorials sN-runtime.json file at start",
     )
     p.add_argument("--pid-file", metavar="FILE", help="write the process id to FILE")
+    p.add_argument(
+        "--thrift-port",
+        type=int,
+        default=9090,
+        help="port (localhost) of the runtime commands (p4sim cli, simple_switch_CLI syntax)",
+    )
+    p.add_argument(
+        "--priority-queues",
+        type=int,
+        default=1,
+        metavar="N",
+        help="egress queues per port, chosen by standard_metadata.priority (higher first)",
+    )
+    p.add_argument(
+        "--queue-rate",
+        action="append",
+        default=[],
+        metavar="PPS[:PORT[:PRIORITY]]",
+        help="egress queue rate in packets/s (all ports without PORT); 0 = no limit",
+    )
+    p.add_argument(
+        "--queue-depth",
+        action="append",
+        default=[],
+        metavar="PKTS[:PORT[:PRIORITY]]",
+        help="egress queue depth in packets (default 64); a full queue drops",
+    )
     _add_include_flags(p)
     for flag in IGNORED_VALUE_FLAGS:
         p.add_argument(
@@ -209,7 +238,19 @@ def run_switch(argv: Sequence[str]) -> int:
     from p4sim.p4runtime import P4RuntimeServer, TLSConfig, program_args
     from p4sim.p4runtime.pipeline import load_switch_from_device_config
     from p4sim.ports import PortSet
+    from p4sim.runtime_cli import RuntimeCommandServer, no_lock, run_command
     from p4sim.runtime_json import RuntimeJsonError, apply_to_switch, load_runtime_json
+    from p4sim.v1model.traffic_manager import QueueConfigError, TrafficManager
+
+    try:
+        tm = TrafficManager(args.priority_queues)
+    except QueueConfigError as err:
+        raise UsageError(f"p4sim: error: --priority-queues: {err}") from None
+    for flag, items in (("set_queue_rate", args.queue_rate), ("set_queue_depth", args.queue_depth)):
+        for item in items:
+            answer = run_command(tm, " ".join([flag, *item.split(":")]))
+            if answer != "ok":
+                raise UsageError(f"p4sim: error: --{flag[4:].replace('_', '-')} {item}: {answer}")
 
     trace = None
     if args.log_console and LOG_LEVELS[args.log_level] <= logging.DEBUG:
@@ -232,7 +273,7 @@ def run_switch(argv: Sequence[str]) -> int:
         )
     loaded = {}
     if not args.no_p4:
-        loaded = program_args(args.program, args.include, _defines(args.defines), log=trace)
+        loaded = program_args(args.program, args.include, _defines(args.defines), log=trace, tm=tm)
         if args.runtime_json:
             try:
                 apply_to_switch(loaded["switch"], load_runtime_json(args.runtime_json))
@@ -240,7 +281,7 @@ def run_switch(argv: Sequence[str]) -> int:
                 log.error("%s", e)
                 return 1
     server = P4RuntimeServer(
-        switch_factory=lambda config: load_switch_from_device_config(config, log=trace),
+        switch_factory=lambda config: load_switch_from_device_config(config, log=trace, tm=tm),
         device_id=args.device_id,
         address=args.grpc_server_addr,
         cpu_port=args.cpu_port,
@@ -249,6 +290,19 @@ def run_switch(argv: Sequence[str]) -> int:
     )
     if args.pid_file:
         Path(args.pid_file).write_text(f"{os.getpid()}\n")
+
+    def switch_lock() -> object:
+        sw = server.switch
+        return sw.lock if sw is not None else no_lock()
+
+    commands = None
+    try:
+        commands = RuntimeCommandServer(tm, args.thrift_port, switch_lock)
+        commands.start()
+    except OSError as err:
+        log.warning(
+            "runtime commands (p4sim cli) unavailable on port %d: %s", args.thrift_port, err
+        )
     try:
         with PortSet(ports, pcap_dir=args.pcap) as portset:
             server.packet_sink = portset.transmit
@@ -267,9 +321,11 @@ def run_switch(argv: Sequence[str]) -> int:
                     args.grpc_server_addr,
                     args.device_id,
                 )
-                portset.serve(server.inject)
+                portset.serve(server.inject, timer=server.release)
             finally:
                 server.stop()
+                if commands is not None:
+                    commands.stop()
     finally:
         if args.pid_file:
             Path(args.pid_file).unlink(missing_ok=True)
@@ -323,6 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_compile(argv[1:])
         if argv and argv[0] == "stf":
             return run_stf(argv[1:])
+        if argv and argv[0] == "cli":
+            from p4sim.runtime_cli import client_main
+
+            return client_main(argv[1:])
         return run_switch(argv)
     except UsageError as e:
         print(e, file=sys.stderr)

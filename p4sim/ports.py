@@ -34,6 +34,7 @@ PACKET_OUTGOING = 4  # sll_pkttype of frames we sent ourselves
 MAX_FRAME = 65535 + 64
 
 Process = Callable[[int, bytes], Iterable[tuple[int, bytes]]]
+Timer = Callable[[], tuple[list[tuple[int, bytes]], float | None]]
 
 
 class PcapWriter:
@@ -136,19 +137,34 @@ class PortSet:
             p.pcap_out.write(data)
         return True
 
-    def serve(self, process: Process, poll_interval: float = 0.5) -> None:
+    def serve(
+        self, process: Process, poll_interval: float = 0.5, timer: Timer | None = None
+    ) -> None:
         """Run the packet loop until :meth:`stop`. Exceptions raised by ``process`` for one
-        packet are logged and the packet is dropped; the loop goes on."""
+        packet are logged and the packet is dropped; the loop goes on. ``timer()`` (the
+        egress queues) returns the packets due now and the seconds until the next ones; the
+        loop calls it after each round and wakes up in time for them."""
         by_fd = {p.sock.fileno(): p for p in self.ports.values()}
         poller = select.poll()
         for fd in by_fd:
             poller.register(fd, select.POLLIN)
         poller.register(self._wake_r, select.POLLIN)
+        wait = poll_interval
         while not self._stop.is_set():
-            for fd, _ in poller.poll(poll_interval * 1000):
+            for fd, _ in poller.poll(wait * 1000):
                 p = by_fd.get(fd)
                 if p is not None:
                     self._drain(p, process)
+            wait = poll_interval
+            if timer is not None:
+                outs, delay = timer()
+                pending: dict[int, list[bytes]] = {}
+                for port, pkt in outs:
+                    pending.setdefault(port, []).append(pkt)
+                for port, pkts in pending.items():
+                    self.transmit_many(port, pkts)
+                if delay is not None:
+                    wait = min(wait, delay)
 
     def _drain(self, p: Port, process: Process, budget: int = 64) -> None:
         if p.rx is None:

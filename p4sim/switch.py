@@ -27,6 +27,7 @@ from p4sim.runtime.externs import ExternError
 from p4sim.runtime.pre import PacketReplicationEngine, PREError
 from p4sim.runtime.tables import Entry, Table, TableError
 from p4sim.v1model.pipeline import Pipeline
+from p4sim.v1model.traffic_manager import QueueConfigError, TrafficManager
 
 Matches = Mapping[str, Any] | Sequence[Any]
 Params = Mapping[str, int] | Sequence[int]
@@ -79,6 +80,7 @@ class Switch:
         program: CompiledProgram,
         log: Callable[[str], None] | None = None,
         max_passes: int = 32,
+        tm: TrafficManager | None = None,
     ) -> None:
         self.program = program
         self.log = log
@@ -88,7 +90,8 @@ class Switch:
         self.digests: list[tuple[str, tuple]] = self.ctx.digests
         self.pre = PacketReplicationEngine()
         self.inst = program.instantiate(self.ctx, log)
-        self.pipeline = Pipeline(self.inst, self.pre, self.ctx, log, max_passes)
+        self.pipeline = Pipeline(self.inst, self.pre, self.ctx, log, max_passes, tm)
+        self.tm = self.pipeline.tm
         self._tables = {t.name: t for t in program.tables}
 
     # -- construction -------------------------------------------------------------
@@ -100,9 +103,10 @@ class Switch:
         include_dirs: Sequence[str] = (),
         defines: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
+        tm: TrafficManager | None = None,
     ) -> Switch:
         """Compile ``path`` (P4Error on a bad program) and build a switch running it."""
-        return cls(compile_file(path, include_dirs, defines, trace=log is not None), log)
+        return cls(compile_file(path, include_dirs, defines, trace=log is not None), log, tm=tm)
 
     @classmethod
     def from_source(
@@ -112,8 +116,10 @@ class Switch:
         include_dirs: Sequence[str] = (),
         defines: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
+        tm: TrafficManager | None = None,
     ) -> Switch:
-        return cls(compile_text(text, filename, include_dirs, defines, trace=log is not None), log)
+        prog = compile_text(text, filename, include_dirs, defines, trace=log is not None)
+        return cls(prog, log, tm=tm)
 
     # -- packets ------------------------------------------------------------------
 
@@ -121,6 +127,39 @@ class Switch:
     def send(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         """Process one packet arriving on ``port``; returns every packet sent out."""
         return self.pipeline.process(port, data)
+
+    @_locked
+    def release(self) -> list[tuple[int, bytes]]:
+        """Packets whose departure time from an egress queue has come (after egress);
+        only ports with a queue rate hold packets back."""
+        return self.pipeline.release()
+
+    def next_departure_us(self) -> int | None:
+        """Switch-clock microseconds (``pipeline.now_us()``) of the next queued departure."""
+        return self.pipeline.next_departure_us()
+
+    # -- egress queues (simple_switch_CLI set_queue_rate / set_queue_depth) ------------
+
+    @_locked
+    def set_queue_rate(
+        self, rate_pps: float, port: int | None = None, priority: int | None = None
+    ) -> None:
+        """Departures per second of a port's queue (all ports when None; one priority
+        queue with ``priority``); 0 removes the limit, which is the default."""
+        try:
+            self.tm.set_rate(rate_pps, port, priority)
+        except QueueConfigError as exc:
+            raise SwitchError(str(exc)) from None
+
+    @_locked
+    def set_queue_depth(
+        self, depth: int, port: int | None = None, priority: int | None = None
+    ) -> None:
+        """Capacity of a port's queue in packets (64 by default); a full queue drops."""
+        try:
+            self.tm.set_depth(depth, port, priority)
+        except QueueConfigError as exc:
+            raise SwitchError(str(exc)) from None
 
     # -- introspection --------------------------------------------------------------
 

@@ -25,9 +25,9 @@ log = logging.getLogger("p4sim.p4runtime")
 SwitchFactory = Callable[[bytes], Any]
 
 
-def load_switch_from_device_config(device_config: bytes, log: Any = None) -> Any:
+def load_switch_from_device_config(device_config: bytes, log: Any = None, tm: Any = None) -> Any:
     """Default switch factory: unpack p4sim's source bundle and compile it (``log``: the
-    Switch's per-packet trace hook)."""
+    Switch's per-packet trace hook; ``tm``: the egress queues, kept across pipelines)."""
     from p4sim.p4info import DeviceConfigError, unpack_device_config
     from p4sim.switch import Switch
 
@@ -39,6 +39,7 @@ def load_switch_from_device_config(device_config: bytes, log: Any = None) -> Any
                 include_dirs=tuple(options["include_dirs"]),
                 defines=options["defines"],
                 log=log,
+                tm=tm,
             )
     except DeviceConfigError as err:
         raise invalid(str(err)) from None

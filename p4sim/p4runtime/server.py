@@ -140,6 +140,28 @@ class P4RuntimeServer:
         outs, digests = pipe.target.process(port, data)
         if self.cpu_port is None and not digests:
             return outs
+        return self._deliver(pipe, outs, digests)
+
+    def release(self) -> tuple[list[tuple[int, bytes]], float | None]:
+        """Queued packets whose departure time has come (those for the CPU port become
+        PacketIn), and the seconds until the next departure (None: nothing queued)."""
+        pipe = self.pipeline
+        if pipe is None:
+            return [], None
+        sw = pipe.target.switch
+        if not sw.tm.active and not len(sw.tm):
+            return [], None  # no queue rate anywhere: nothing ever waits
+        with sw.lock:
+            outs = sw.pipeline.release()
+            nxt = sw.pipeline.next_departure_us()
+            delay = None if nxt is None else max(0, nxt - sw.pipeline.now_us()) / 1e6
+        if outs and self.cpu_port is not None:
+            outs = self._deliver(pipe, outs, [])
+        return outs, delay
+
+    def _deliver(
+        self, pipe: Pipeline, outs: list[tuple[int, bytes]], digests: list
+    ) -> list[tuple[int, bytes]]:
         rest = []
         for out_port, pkt in outs:
             if self.cpu_port is not None and out_port == self.cpu_port:
@@ -535,6 +557,7 @@ def program_args(
     include_dirs: Sequence[str] = (),
     defines: Mapping[str, str] | None = None,
     log: Any = None,
+    tm: Any = None,
 ) -> dict[str, Any]:
     """``switch=``, ``p4info=`` and ``device_config=`` for a P4RuntimeServer that starts
     with ``path`` loaded (P4Error on a bad program).
@@ -547,7 +570,7 @@ def program_args(
     from p4sim.switch import Switch
 
     sw = Switch.from_file(
-        path, include_dirs=tuple(include_dirs), defines=dict(defines or {}), log=log
+        path, include_dirs=tuple(include_dirs), defines=dict(defines or {}), log=log, tm=tm
     )
     return {
         "switch": sw,

@@ -13,6 +13,10 @@ egress: egress-to-egress clone, drop, deparse, recirculate or output (with trunc
 A parser error does not drop the packet: ``parser_error`` is set and ingress runs, as in
 BMv2. Resubmit/recirculate/clone chains are cut after ``max_passes`` passes so that a
 buggy program cannot loop forever.
+
+Between ingress and egress the traffic manager (``traffic_manager.py``) holds packets for
+ports with a queue rate; they run egress when ``release()`` finds their departure time
+come (``process`` releases what is due too). Ports without a rate skip the queues.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 from p4sim.compiler.program import Instance
 from p4sim.compiler.rt import Ctx, ExitSignal, PacketIn, PacketOut, ParserErr
 from p4sim.runtime.pre import PacketReplicationEngine
+from p4sim.v1model.traffic_manager import TrafficManager
 
 DROP_PORT = 511
 NORMAL, INGRESS_CLONE, EGRESS_CLONE, COALESCED, RECIRC, REPLICATION, RESUBMIT = range(7)
@@ -49,6 +54,7 @@ class _Egress:
     port: int
     passes: int
     truncate: int = 0
+    queued: bool = False  # came out of a traffic-manager queue (its metadata are set)
 
 
 class Pipeline:
@@ -61,8 +67,10 @@ class Pipeline:
         ctx: Ctx,
         log: Callable[[str], None] | None = None,
         max_passes: int = 32,
+        tm: TrafficManager | None = None,
     ) -> None:
         self.inst = inst
+        self.tm = tm if tm is not None else TrafficManager()
         self.pre = pre
         self.ctx = ctx
         self.log = log
@@ -77,9 +85,16 @@ class Pipeline:
         )
         self.fl_save, self.fl_restore = f["fl_save"], f["fl_restore"]
         self.H, self.M, self.S = inst.hdr_cls, inst.meta_cls, inst.sm_cls
+        self._qmeta = hasattr(self.S(), "enq_timestamp")  # the program sees queueing data
+        self.clock: Callable[[], int] = self._monotonic_us
+
+    def _monotonic_us(self) -> int:
+        return (time.monotonic_ns() - self.t0) // 1000
 
     def now_us(self) -> int:
-        return (time.monotonic_ns() - self.t0) // 1000
+        """Microseconds since the switch started (the timestamps' clock; tests may set
+        ``clock`` to a function of their own)."""
+        return self.clock()
 
     def _log(self, msg: str) -> None:
         if self.log is not None:
@@ -90,12 +105,61 @@ class Pipeline:
         out: list[tuple[int, bytes]] = []
         ing: deque[_Ingress] = deque([_Ingress(bytes(data), port, NORMAL, None, 0)])
         eg: deque[_Egress] = deque()
+        self._run(ing, eg, out)
+        if self.tm.active:
+            self._release(out)
+        return out
+
+    def release(self) -> list[tuple[int, bytes]]:
+        """Run egress for the queued packets whose departure time has come."""
+        out: list[tuple[int, bytes]] = []
+        if len(self.tm):
+            self._release(out)
+        return out
+
+    def next_departure_us(self) -> int | None:
+        """Switch-clock microseconds of the next queued departure, or None."""
+        t = self.tm.next_departure()
+        return None if t is None else int(t + 0.999)
+
+    def _run(self, ing: deque, eg: deque, out: list[tuple[int, bytes]]) -> None:
+        tm = self.tm
         while ing or eg:
             while ing:
                 self.run_ingress(ing.popleft(), ing, eg)
             if eg:
-                self.run_egress(eg.popleft(), ing, eg, out)
-        return out
+                job = eg.popleft()
+                if tm.active and tm.shaped(job.port):
+                    self.enqueue(job)
+                else:
+                    self.run_egress(job, ing, eg, out)
+
+    def enqueue(self, job: _Egress) -> None:
+        sm, now = job.sm, self.now_us()
+        depth = self.tm.enqueue(job, job.port, getattr(sm, "priority", 0), now)
+        if depth is None:
+            self._log(f"Egress queue of port {job.port} full: packet dropped")
+            return
+        job.queued = True
+        if hasattr(sm, "enq_qdepth"):
+            sm.enq_timestamp = now & 0xFFFFFFFF
+            sm.enq_qdepth = depth & 0x7FFFF
+
+    def _release(self, out: list[tuple[int, bytes]]) -> None:
+        while True:
+            now = self.now_us()
+            got = self.tm.dequeue(now)
+            if got is None:
+                return
+            job, _, depth = got
+            sm = job.sm
+            if hasattr(sm, "deq_qdepth"):
+                sm.deq_timedelta = (now - sm.enq_timestamp) & 0xFFFFFFFF
+                sm.deq_qdepth = depth & 0x7FFFF
+            ing: deque[_Ingress] = deque()
+            eg: deque[_Egress] = deque()
+            self.run_egress(job, ing, eg, out)
+            self._run(ing, eg, out)
 
     # -- ingress ------------------------------------------------------------------
 
@@ -206,6 +270,8 @@ class Pipeline:
         sm.egress_port = job.port
         sm.egress_spec = 0  # BMv2 clears it so that a drop in egress can be seen
         sm.egress_global_timestamp = now
+        if self._qmeta and not job.queued:  # no queue on this port: an idle BMv2 queue's
+            sm.enq_timestamp = now & 0xFFFFFFFF
         ctx.sm, ctx.now, ctx.payload = sm, now, job.payload
         ctx.reset_requests()
         if self.log is not None:
