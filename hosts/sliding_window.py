@@ -22,6 +22,7 @@ switch reuses an aggregator copy on the assumption that p - W has completed ever
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 
 import numpy as np
@@ -55,7 +56,10 @@ class SendWindow:
         self._clock = clock
         self._base = first_psn  # oldest PSN without a result
         self._next = first_psn  # next PSN never sent
-        self._sent_at: dict[int, float] = {}  # PSN in flight -> time of its last send
+        # PSN in flight -> time of its last send, in the order of those times (a resend
+        # moves it to the end): the front is always the next to fall due, so a poll, an ack
+        # and the next deadline cost O(1) plus the PSNs they touch, not O(window).
+        self._sent_at: OrderedDict[int, float] = OrderedDict()
         self._tries: dict[int, int] = {}  # PSN in flight -> retransmissions so far
         self.retransmissions = 0
 
@@ -77,7 +81,12 @@ class SendWindow:
         Raises WindowTimeout when a PSN exceeds ``max_retries`` retransmissions.
         """
         now = self._clock()
-        out = [(p, True) for p in self.in_flight() if now - self._sent_at[p] >= self.timeout]
+        due = []
+        for p, at in self._sent_at.items():
+            if now - at < self.timeout:
+                break  # later ones were sent later still
+            due.append(p)
+        out = [(p, True) for p in sorted(due)]
         for p, _ in out:
             if self._tries[p] >= self.max_retries:
                 raise WindowTimeout(
@@ -86,6 +95,7 @@ class SendWindow:
                 )
             self._tries[p] += 1
             self._sent_at[p] = now
+            self._sent_at.move_to_end(p)
         self.retransmissions += len(out)
         limit = min(self._base + self.window, self.end_psn)
         while self._next < limit:
@@ -99,15 +109,17 @@ class SendWindow:
         if psn not in self._sent_at:
             return False
         del self._sent_at[psn], self._tries[psn]
-        # The base moves to the oldest PSN still in flight, or past everything sent.
-        self._base = min(self._sent_at, default=self._next)
+        # The base moves to the oldest PSN still in flight, or past everything sent: every
+        # PSN in [base, next) is in flight until acknowledged.
+        while self._base < self._next and self._base not in self._sent_at:
+            self._base += 1
         return True
 
     def next_deadline(self) -> float | None:
         """Clock time at which the oldest send falls due for retransmission (None: idle)."""
         if not self._sent_at:
             return None
-        return min(self._sent_at.values()) + self.timeout
+        return next(iter(self._sent_at.values())) + self.timeout
 
 
 class ResultAssembler:

@@ -98,6 +98,23 @@ def test_next_deadline_is_oldest_send_plus_timeout() -> None:
     assert w.next_deadline() == 2.5
 
 
+def test_a_resend_moves_its_deadline_behind_the_sends_that_are_older_now() -> None:
+    clock = FakeClock()
+    w = SendWindow(first_psn=0, count=4, window=3, timeout=1.0, clock=clock)
+    assert w.poll() == [(0, False), (1, False), (2, False)]
+    clock.now = 0.5
+    assert w.ack(1) and w.base == 0
+    clock.now = 1.0  # 0 and 2 fall due together and go out again, in psn order
+    assert w.poll() == [(0, True), (2, True)]
+    assert w.next_deadline() == 2.0
+    assert w.ack(0) and w.base == 2  # 1 was acknowledged before: the base skips it
+    clock.now = 1.5
+    assert w.poll() == [(3, False)]
+    clock.now = 2.0
+    assert w.poll() == [(2, True)]  # only 2 is due: 3 was sent at 1.5
+    assert w.next_deadline() == 2.5  # now 3 is the oldest send
+
+
 def test_assembler_orders_results_by_psn_and_ignores_duplicates() -> None:
     r = ResultAssembler(first_psn=7, count=3, slots=4, length=10)
     assert r.accept(9, np.array([9, 9, 0, 0]))
