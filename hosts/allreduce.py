@@ -108,11 +108,7 @@ class _Window(SendWindow):
 
     def expedite(self, psn: int) -> bool:
         """Make ``psn`` due for retransmission at the next poll; False if it already was."""
-        sent_at, due = self._sent_at.get(psn), self._clock() - self.timeout
-        if sent_at is None or sent_at <= due:
-            return False
-        self._sent_at[psn] = due
-        return True
+        return self.make_due(psn)
 
 
 class AllReduceTimeout(TimeoutError):

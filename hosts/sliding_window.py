@@ -115,6 +115,16 @@ class SendWindow:
             self._base += 1
         return True
 
+    def make_due(self, psn: int) -> bool:
+        """Make ``psn`` due for retransmission at the next poll (fast retransmission);
+        False when it is not in flight or already due."""
+        sent_at, due = self._sent_at.get(psn), self._clock() - self.timeout
+        if sent_at is None or sent_at <= due:
+            return False
+        self._sent_at[psn] = due
+        self._sent_at.move_to_end(psn, last=False)  # due now: the front stays the next due
+        return True
+
     def next_deadline(self) -> float | None:
         """Clock time at which the oldest send falls due for retransmission (None: idle)."""
         if not self._sent_at:

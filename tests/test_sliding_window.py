@@ -115,6 +115,16 @@ def test_a_resend_moves_its_deadline_behind_the_sends_that_are_older_now() -> No
     assert w.next_deadline() == 2.5  # now 3 is the oldest send
 
 
+def test_a_psn_made_due_goes_out_at_the_next_poll_before_later_deadlines() -> None:
+    clock = FakeClock()
+    w = SendWindow(first_psn=0, count=3, window=3, timeout=1.0, clock=clock)
+    w.poll()
+    clock.now = 0.2
+    assert w.make_due(1) and not w.make_due(1) and not w.make_due(7)
+    assert w.poll() == [(1, True)]
+    assert w.next_deadline() == 1.0  # 0 and 2, sent at 0.0, fall due next
+
+
 def test_assembler_orders_results_by_psn_and_ignores_duplicates() -> None:
     r = ResultAssembler(first_psn=7, count=3, slots=4, length=10)
     assert r.accept(9, np.array([9, 9, 0, 0]))
