@@ -33,15 +33,14 @@ from topologies.experiment import (
     main_guard,
     star,
 )
+from topologies.link_rate import LinkRate, link_rate
 from topologies.records import plot_bars, plot_lines, table, write_record
 
 RUN_DIR = Path("run/netreduce")
 METHODS = ("switch", "ps", "ring")
-# p4sim's rate over AF_PACKET on this 2-core machine, measured with hosts/vector_job.py and
-# no shaping (4 workers, 1024-packet vectors): ~10,800 aggregation packets/s into the switch
-# (and as many result copies out), i.e. ~2,700 frames/s or ~4.2 Mbit/s per worker link.
-# 2 Mbit/s links (~1,300 INC frames/s per worker) keep p4sim at half that: links set the pace.
-DEFAULT_BW_MBPS = 2.0
+# The links' rate is chosen for the switch that runs the job (topologies/link_rate.py):
+# p4sim (~10,800 aggregation packets/s here) gets ~2.1 Mbit/s links with 4 workers, BMv2
+# (~5,000) ~1 Mbit/s, so that on both the links set the pace and not the switch.
 DEFAULT_WINDOW = 32
 
 
@@ -108,21 +107,28 @@ def train_method(
     }
 
 
-def summary(results: dict[str, dict[str, Any]], workers: int, target: float) -> Any:
+def summary(
+    results: dict[str, dict[str, Any]], workers: int, target: float, rate: LinkRate | None = None
+) -> Any:
     rows = []
+    switch_iter = results.get("switch", {}).get("iter_time_s")
     for m, r in results.items():
         ttt = r["time_to_target_s"]
         rows.append(
             [
                 m,
                 f"{r['iter_time_s'] * 1e3:.1f} ms",
+                f"{r['iter_time_s'] / switch_iter:.2f}x" if switch_iter else "-",
                 "not reached" if ttt is None else f"{ttt:.2f} s",
                 f"{r['final_accuracy']:.4f}",
                 f"{r['busiest_link_bytes'] / 1e6:.2f} MB ({r['busiest_link']})",
             ]
         )
-    columns = ["method", "iter time", f"time to {target:.0%}", "final accuracy", "busiest link"]
+    columns = ["method", "iter time", "/ switch's", f"time to {target:.0%}", "final accuracy"]
+    columns.append("busiest link")
     title = f"NetReduce on Mininet: {workers} workers, same model, seed and hyper-parameters"
+    if rate is not None:
+        title += f"; {rate.switch}, links {rate.mbps:g} Mbit/s"
     return table(title, columns, rows)
 
 
@@ -153,21 +159,52 @@ def plots(results: dict[str, dict[str, Any]], out: Path) -> list[Path]:
     ]
 
 
+def targets() -> list[str]:
+    """The switches to run the job on: ``SWITCH`` (p4sim by default); with ``SWITCH=both``
+    p4sim and, where simple_switch_grpc and p4c are installed, BMv2 too."""
+    import shutil
+
+    kind = os.environ.get("SWITCH", "p4sim")
+    if kind != "both":
+        return [kind]
+    if shutil.which("simple_switch_grpc") and shutil.which("p4c"):
+        return ["p4sim", "bmv2"]
+    return ["p4sim"]
+
+
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     console = Console()
     log = console.print if sys.stdout.isatty() else print
-    kind = os.environ.get("SWITCH", "p4sim")
+    kinds = targets()
+    if os.environ.get("SWITCH") == "both" and kinds == ["p4sim"]:
+        log("netreduce: BMv2 absent (simple_switch_grpc or p4c not on PATH): p4sim only")
+    records: dict[str, dict[str, Any]] = {}
+    code = 0
+    for kind in kinds:
+        os.environ["SWITCH"] = kind  # the harness starts this target's switch
+        sub = Path(args.results) / kind if len(kinds) > 1 else Path(args.results)
+        record, rc = run_target(args, kind, sub, log, console)
+        records[kind] = record
+        code = code or rc
+    if len(kinds) > 1:
+        console.print(side_by_side(records))
+    return code
+
+
+def run_target(
+    args: argparse.Namespace, kind: str, out: Path, log: Any, console: Any
+) -> tuple[dict[str, Any], int]:
     settings = TrainSettings(epochs=args.epochs, seed=args.seed)
-    out = Path(args.results)
     (out / "workers").mkdir(parents=True, exist_ok=True)  # each worker's history
     n = args.workers
+    rate = link_rate(kind, n, switch_rate=args.switch_rate, fixed_mbps=args.bw)
     log(
         f"netreduce: s1 = {kind}, workers h1..h{n}, parameter server h{n + 1}, every link "
-        f"{args.bw:g} Mbit/s, window {args.window}, K = 32 slots"
+        f"{rate.mbps:g} Mbit/s ({rate.describe()}), window {args.window}, K = 32 slots"
     )
-    config = ExperimentConfig(star(n + 1), bw_mbps=args.bw, run_dir=RUN_DIR, log=log)
+    config = ExperimentConfig(star(n + 1), bw_mbps=rate.mbps, run_dir=RUN_DIR, log=log)
     with Experiment(config) as ex:
         log(f"netreduce: controller daemon pid {ex.daemon.pid if ex.daemon else '?'}, "
             f"API on {ex.controller_url}")  # fmt: skip
@@ -176,12 +213,13 @@ def run(args: argparse.Namespace) -> int:
         for method in METHODS:
             log(f"--- {method}: {n} workers train the MLP on digits ({settings.epochs} epochs)")
             results[method] = train_method(ex, method, job_id, n, settings, out)
-    console.print(summary(results, n, settings.target))
+    console.print(summary(results, n, settings.target, rate))
     keys = ("final_accuracy", "time_to_target_s", "iter_time_s", "busiest_link_bytes")
     record: dict[str, Any] = {m: {k: r[k] for k in keys} for m, r in results.items()}
     record["network"] = {
         "workers": n,
-        "link_bandwidth_mbps": args.bw,
+        "link_bandwidth_mbps": rate.mbps,
+        "link_rate": rate.describe(),
         "K": 32,
         "window": args.window,
         "switch": kind,
@@ -196,9 +234,27 @@ def run(args: argparse.Namespace) -> int:
     spread = (max(accs) - min(accs)) * 100
     if spread > 0.5:
         log(f"netreduce: the accuracies differ by {spread:.2f} points (> 0.5)")
-        return 1
+        return record, 1
     log(f"netreduce: the three accuracies agree within {spread:.2f} points")
-    return 0
+    return record, 0
+
+
+def side_by_side(records: dict[str, dict[str, Any]]) -> Any:
+    """One row per method, one column group per switch: iteration time and its ratio to
+    the switch path's, at each switch's own link rate."""
+    kinds = list(records)
+    columns = ["method"]
+    for k in kinds:
+        net = records[k]["network"]
+        columns += [f"{k} iter ({net['link_bandwidth_mbps']:g} Mbit/s)", f"{k} / switch's"]
+    rows = []
+    for m in METHODS:
+        row = [m]
+        for k in kinds:
+            it = records[k][m]["iter_time_s"]
+            row += [f"{it * 1e3:.1f} ms", f"{it / records[k]['switch']['iter_time_s']:.2f}x"]
+        rows.append(row)
+    return table("the main job on each switch, links chosen for each", columns, rows)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -208,7 +264,20 @@ def parser() -> argparse.ArgumentParser:
         epilog="python -m topologies.demo --basic runs the basic ping demo instead",
     )
     ap.add_argument("--workers", type=int, default=4)
-    ap.add_argument("--bw", type=float, default=DEFAULT_BW_MBPS, help="link Mbit/s")
+    ap.add_argument(
+        "--bw",
+        type=float,
+        default=None,
+        help="link Mbit/s (default: chosen for the switch, topologies/link_rate.py)",
+    )
+    ap.add_argument(
+        "--switch-rate",
+        type=float,
+        default=None,
+        metavar="PPS",
+        help="aggregation packets/s the switch sustains (e.g. measured by make bench); "
+        "the links are chosen from it",
+    )
     ap.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     ap.add_argument("--epochs", type=int, default=TrainSettings.epochs)
     ap.add_argument("--seed", type=int, default=0)

@@ -1,0 +1,73 @@
+"""The link rate of an aggregation experiment, chosen for the switch that runs it.
+
+Example::
+
+    r = link_rate("bmv2", workers=4)
+    r.mbps            # 1.0: BMv2 takes ~5,000 aggregation packets/s, offered half of that
+    r.describe()      # 'chosen for bmv2: 5,000 aggregation packets/s (configured); ...'
+
+A software switch has a packet rate of its own, far below what veth links carry. When the
+links are faster than the switch can aggregate, the switch is the bottleneck and its path
+loses to host baselines for a reason that says nothing about in-network aggregation; when
+they are much slower, every method waits for the links. So the links are shaped to let the
+workers together offer the switch ``headroom`` (half) of the aggregation packets per second
+it sustains: the links, not the switch, set the pace, and the switch path's advantage (fewer
+bytes on the busiest link) is what the comparison measures, on p4sim and on BMv2 alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Aggregation packets/s into the switch (all workers together) each target sustains on
+#: the 2-core machines this project runs on, measured over AF_PACKET with paced loads:
+#: p4sim by ``make bench`` (wire section, inc.p4 aggregation round, delivered without loss)
+#: and hosts/vector_job.py; BMv2 simple_switch_grpc 1.15.5 measured from outside (issue 16).
+SWITCH_AGG_RATE = {"p4sim": 10_800, "bmv2": 5_000}
+#: Bytes of one aggregation frame: Ethernet 14, IPv4 20, UDP 8, INC header 24, 32 x int32.
+FRAME_BYTES = 14 + 20 + 8 + 24 + 32 * 4
+HEADROOM = 0.5
+
+
+@dataclass(frozen=True)
+class LinkRate:
+    mbps: float
+    switch: str
+    agg_rate: float  # aggregation packets/s the switch sustains
+    source: str  # "configured", "given" (--switch-rate) or "fixed" (--bw)
+    workers: int
+
+    def describe(self) -> str:
+        if self.source == "fixed":
+            return f"fixed with --bw (the switch, {self.switch}, is not consulted)"
+        per_link = self.mbps * 1e6 / 8 / FRAME_BYTES
+        return (
+            f"chosen for {self.switch}: {self.agg_rate:,.0f} aggregation packets/s "
+            f"({self.source}); {self.workers} workers offer {HEADROOM:.0%} of it "
+            f"({per_link:,.0f} frames/s per worker link)"
+        )
+
+
+def link_rate(
+    switch: str, workers: int, switch_rate: float | None = None, fixed_mbps: float | None = None
+) -> LinkRate:
+    """Link Mbit/s for ``workers`` aggregating through ``switch`` (p4sim or bmv2);
+    ``switch_rate`` replaces the configured aggregation rate (a measured one),
+    ``fixed_mbps`` skips the choice."""
+    if fixed_mbps is not None:
+        return LinkRate(fixed_mbps, switch, 0.0, "fixed", workers)
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    if switch_rate is not None:
+        if switch_rate <= 0:
+            raise ValueError(f"the switch rate must be > 0 packets/s, got {switch_rate}")
+        rate, source = float(switch_rate), "given"
+    else:
+        try:
+            rate, source = float(SWITCH_AGG_RATE[switch]), "configured"
+        except KeyError:
+            known = ", ".join(SWITCH_AGG_RATE)
+            raise ValueError(f"no aggregation rate known for switch {switch!r} ({known})") from None
+    per_link_fps = rate * HEADROOM / workers
+    mbps = round(per_link_fps * FRAME_BYTES * 8 / 1e6, 1)
+    return LinkRate(max(mbps, 0.1), switch, rate, source, workers)
