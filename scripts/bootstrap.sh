@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # Debian packages: command we need -> package that provides it.
 declare -A NEED=(
   [mnexec]=mininet [ip]=iproute2 [ping]=iputils-ping [ethtool]=ethtool
-  [tcpdump]=tcpdump [nft]=nftables [tc]=iproute2
+  [tcpdump]=tcpdump [nft]=nftables [tc]=iproute2 [gcc]=gcc
 )
 missing=()
 for cmd in "${!NEED[@]}"; do
@@ -16,6 +16,10 @@ done
 python_ok=1
 python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || python_ok=0
 [ "$python_ok" = 1 ] || missing+=(python3 python3-venv)
+# ptf's dependency netifaces ships no wheel for current Pythons: pip builds it (gcc, headers).
+python3 -c 'import os, sys, sysconfig
+sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+  2>/dev/null || missing+=(python3-dev)
 
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

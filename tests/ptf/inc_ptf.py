@@ -1,0 +1,263 @@
+"""PTF base class for ``p4src/inc.p4``: hosts, jobs, INC packets and the drop counter.
+
+Example (a system's PTF module, e.g. ``tests/ptf/netreduce.py``)::
+
+    class SumIsMulticast(IncTest):
+        def runTest(self):
+            job = self.admit(self.job(job_id=1, worker_ports=(1, 2), offset=0, size=4))
+            pkts = [self.contribution(job, w, psn=0, values=[w + 1] * SLOTS) for w in (0, 1)]
+            self.send(1, pkts[0])
+            self.assert_nothing_out(1)                # absorbed: the switch waits for worker 1
+            self.send(2, pkts[1])
+            self.verify_results(job, pkts[1], values=[3] * SLOTS, bitmap=0b11)
+
+The topology is PTF's: switch port ``p`` is PTF port ``p``, and host ``h{p}`` "sits" there
+with MAC ``00:00:00:00:00:0p`` and IP ``10.0.0.p`` (Mininet's numbering, which the
+controller's job defaults follow). ``setUp`` (after the pipeline push) installs plain
+forwarding to every host, IPv4 ``/32`` routes and L2 entries, like a topology's
+``sN-runtime.json``. Jobs are admitted with the controller's own modules
+(``controller/job_region.py``, ``controller/result_rewrite.py``), in the controller's order.
+
+Waiting: nothing here sleeps for readiness. A drop is awaited on the ``inc_drops`` counter;
+a packet that should produce nothing is followed by a probe frame on the same port (the
+switch handles a port's packets in order), and once the probe is out,
+``verify_no_other_packets`` checks that nothing else came.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+from p4runtime_ptf import P4RuntimeTest
+from ptf import ptfutils, testutils
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Packet, Raw
+
+from controller.job import Job, Worker
+from controller.job_region import job_entry, worker_entries
+from controller.memory_manager import Region
+from controller.p4runtime_client import table_entry
+from controller.result_rewrite import multicast_group, result_entries
+from wire.header import INC_UDP_PORT, SLOTS, DropReason, Flag, Op, aggregator_address
+from wire.scapy_layers import INC
+
+DROP_COUNTER = "IncIngress.inc_drops"
+IPV4_LPM = "IncIngress.forwarder.ipv4_lpm"
+L2_EXACT = "IncIngress.forwarder.l2_exact"
+PROBE_ETHERTYPE = 0x88B5  # IEEE local experimental: never parsed as IPv4, switched at L2
+MIN_PORTS = 5
+
+
+class Host(NamedTuple):
+    port: int
+    mac: str
+    ip: str
+
+
+def host(port: int) -> Host:
+    """The host attached to switch port ``port``."""
+    return Host(port, f"00:00:00:00:00:{port:02x}", f"10.0.0.{port}")
+
+
+def int32_sum(*vectors: Sequence[int]) -> list[int]:
+    """Element-wise sum with the switch's 32-bit two's complement wrap-around."""
+    total = np.sum(np.array(vectors, dtype=np.int64), axis=0)
+    return [int(v) for v in total.astype(np.uint32).astype(np.int32)]
+
+
+class IncTest(P4RuntimeTest):
+    """A PTF test of ``p4src/inc.p4`` with plain forwarding to every host installed."""
+
+    _probe_ids = itertools.count(1)
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.ports = sorted(port for _, port in testutils.ptf_ports())
+        if len(self.ports) < MIN_PORTS:
+            self.fail(f"the INC PTF tests need {MIN_PORTS} ports, PTF has {self.ports}")
+        self.insert(self.forwarding_entries())
+        self.drops_at_start = self.drops()
+
+    def forwarding_entries(self) -> list[Any]:
+        entries = []
+        for p in self.ports:
+            h = host(p)
+            entries.append(
+                table_entry(IPV4_LPM, {"hdr.ipv4.dstAddr": f"{h.ip}/32"},
+                            "IncIngress.forwarder.ipv4_forward", dst_mac=h.mac, port=p)
+            )  # fmt: skip
+            entries.append(
+                table_entry(L2_EXACT, {"hdr.ethernet.dstAddr": h.mac},
+                            "IncIngress.forwarder.l2_forward", port=p)
+            )  # fmt: skip
+        return entries
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def job(
+        self,
+        job_id: int,
+        worker_ports: Sequence[int],
+        offset: int,
+        size: int,
+        agg_port: int | None = None,
+        quorum: int | None = None,
+    ) -> Job:
+        """A job whose worker ``i`` is the host on ``worker_ports[i]``; workers send to the
+        host on ``agg_port`` (default: the port after the last worker, as the controller's
+        default aggregation address)."""
+        agg = host(agg_port if agg_port is not None else max(worker_ports) + 1)
+        workers = tuple(Worker(i, p, host(p).ip, host(p).mac) for i, p in enumerate(worker_ports))
+        return Job(
+            job_id=job_id,
+            name=f"ptf-{job_id}",
+            device_id=self.spec.device_id,
+            window=size,
+            slots=SLOTS,
+            region=Region(offset, size),
+            quorum=quorum if quorum is not None else len(workers),
+            mcast_grp=job_id,
+            agg_ip=agg.ip,
+            agg_mac=agg.mac,
+            workers=workers,
+        )
+
+    def admit(self, job: Job) -> Job:
+        """Install ``job`` as the controller does: result path first, ``jobs`` last."""
+        self.set_multicast_group(*multicast_group(job))
+        self.insert(result_entries(job))
+        self.insert(worker_entries(job))
+        self.insert([job_entry(job)])
+        return job
+
+    # -- packets -----------------------------------------------------------------------------
+
+    def contribution(
+        self,
+        job: Job,
+        worker_id: int,
+        psn: int,
+        values: Sequence[int],
+        /,
+        **fields: Any,
+    ) -> Packet:
+        """Worker ``worker_id``'s packet for ``psn`` as the host side sends it: to the job's
+        aggregation address, at the aggregator NetReduce addressing gives ``psn``.
+        ``fields`` override INC header fields (``op``, ``flags``, ``agg_idx``, ...)."""
+        w = job.worker(worker_id)
+        idx, ver = aggregator_address(psn, job.region.offset, job.region.size)
+        inc = dict(op=Op.AGG_SYNC, job_id=job.job_id, worker_id=worker_id, psn=psn,
+                   agg_idx=idx, ver=ver, values=list(values))  # fmt: skip
+        inc.update(fields)
+        return (
+            Ether(src=w.mac, dst=job.agg_mac)
+            / IP(src=w.ip, dst=job.agg_ip, id=psn & 0xFFFF, flags="DF")
+            / UDP(sport=INC_UDP_PORT, dport=INC_UDP_PORT, chksum=0)
+            / INC(**inc)
+        )
+
+    def result_of(
+        self, request: Packet, values: Sequence[int], bitmap: int, to: Worker | None = None
+    ) -> Packet:
+        """What the switch makes of ``request`` when it completes (or finds completed) the
+        aggregation: addresses swapped, RESULT set, the sums and the contributor bitmap.
+        ``to``: the multicast copy for that worker (egress ``result_dst``); None: the
+        unicast answer to the sender itself."""
+        res = request.copy()
+        res[Ether].src, res[Ether].dst = request[Ether].dst, request[Ether].src
+        res[IP].src, res[IP].dst = request[IP].dst, request[IP].src
+        res[IP].ttl = 64
+        del res[IP].chksum  # recomputed by the switch, and by Scapy here
+        res[INC].flags = int(request[INC].flags) | Flag.RESULT
+        res[INC].bitmap = bitmap
+        res[INC].values = list(values)
+        if to is not None:
+            res[Ether].dst, res[IP].dst, res[INC].worker_id = to.mac, to.ip, to.worker_id
+        return Ether(bytes(res))
+
+    def routed(self, pkt: Packet, to_port: int) -> Packet:
+        """``pkt`` as Forwarder's ``ipv4_forward`` sends it to ``host(to_port)``."""
+        out = pkt.copy()
+        out[Ether].src, out[Ether].dst = pkt[Ether].dst, host(to_port).mac
+        out[IP].ttl = pkt[IP].ttl - 1
+        del out[IP].chksum
+        return Ether(bytes(out))
+
+    # -- sending and expecting ------------------------------------------------------------------
+
+    def send(self, port: int, *pkts: Packet | bytes) -> None:
+        for pkt in pkts:
+            testutils.send_packet(self, port, bytes(pkt))
+
+    def verify_results(
+        self, job: Job, completing: Packet, values: Sequence[int], bitmap: int
+    ) -> None:
+        """One result copy on every worker's port, each addressed to that worker, and
+        nothing else."""
+        pkts = [self.result_of(completing, values, bitmap, to=w) for w in job.workers]
+        testutils.verify_each_packet_on_each_port(self, pkts, [w.port for w in job.workers])
+
+    def assert_nothing_out(self, *ports: int) -> None:
+        """Every packet sent so far on ``ports`` was handled, and none produced a packet.
+
+        Per port, a probe frame follows the packets (the switch handles a port's packets in
+        order) and is switched to another port; every frame that comes out before the
+        probe fails the test. ``verify_no_other_packets`` then covers late replicas."""
+        for port in ports:
+            out = next(p for p in self.ports if p != port)
+            tag = f"ptf probe {next(self._probe_ids):08d}".encode().ljust(46, b".")
+            probe = Ether(src=host(port).mac, dst=host(out).mac, type=PROBE_ETHERTYPE) / Raw(tag)
+            self.send(port, probe)
+            while True:
+                got = testutils.dp_poll(self, timeout=ptfutils.default_timeout)
+                if isinstance(got, self.dataplane.PollFailure):
+                    self.fail(f"probe sent on port {port} did not come out on port {out}")
+                if got.port == out and bytes(got.packet) == bytes(probe):
+                    break
+                self.fail(
+                    f"unexpected packet on port {got.port} (expected none before the probe"
+                    f" sent on port {port}):\n{got.format()}"
+                )
+        testutils.verify_no_other_packets(self)
+
+    # -- the drop counter -------------------------------------------------------------------
+
+    def drops(self) -> dict[DropReason, int]:
+        cells = self.counters(DROP_COUNTER)
+        return {r: cells.get(int(r), 0) for r in DropReason}
+
+    def drops_since_start(self) -> dict[DropReason, int]:
+        now = self.drops()
+        return {
+            r: now[r] - self.drops_at_start[r]
+            for r in DropReason
+            if now[r] != self.drops_at_start[r]
+        }
+
+    def assert_drops(self, **expected: int) -> None:
+        """Wait until ``inc_drops`` has counted ``expected`` (by reason name, e.g.
+        ``UNKNOWN_JOB=2``) since ``setUp``, then check that no other reason counted."""
+        want = {DropReason[name]: n for name, n in expected.items() if n}
+
+        def reached() -> bool:
+            got = self.drops_since_start()
+            return all(got.get(r, 0) >= n for r, n in want.items())
+
+        self.wait_for(f"inc_drops {want}", reached)
+        self.assertEqual(self.drops_since_start(), want)
+
+    def assert_no_drops(self) -> None:
+        self.assertEqual(self.drops_since_start(), {})
+
+
+def values_of(*rows: Iterable[int]) -> list[list[int]]:
+    """Rows of ``SLOTS`` values (shorter rows repeat), for readable test data."""
+    out = []
+    for row in rows:
+        r = list(row)
+        out.append([r[i % len(r)] for i in range(SLOTS)])
+    return out
