@@ -71,11 +71,12 @@ def test_endpoint_drains_every_queued_datagram_in_one_call() -> None:
         assert b.recv_many() == []  # non-blocking when empty
 
 
-def test_endpoint_wait_times_out_when_nothing_arrives() -> None:
-    with Endpoint(LOCAL) as a:
-        t0 = time.monotonic()
+def test_endpoint_wait_is_false_when_nothing_arrives_and_true_once_a_datagram_is_queued() -> None:
+    with Endpoint(LOCAL) as a, Endpoint(LOCAL) as b:
         assert a.wait(0.05) is False
-        assert time.monotonic() - t0 >= 0.04
+        b.send_many([(b"x", a.address)])
+        assert a.wait(5.0) is True
+        assert [d for d, _ in a.recv_many()] == [b"x"]
 
 
 def test_impairment_is_reproducible_for_a_seed_and_changes_the_stream() -> None:
@@ -84,10 +85,15 @@ def test_impairment_is_reproducible_for_a_seed_and_changes_the_stream() -> None:
             tx = impaired(0.2, 0.2, 0.2, seed)
             tx.send_many((i.to_bytes(2, "big"), rx.address) for i in range(200))
             tx.flush()
-            time.sleep(0.05)
-            out = [d for d, _ in rx.recv_many()]
+            # An end marker sent on the same socket, past the impairment, arrives last
+            # (loopback keeps one socket's order): everything delivered is in before it.
+            tx.inner.send_many([(b"end", rx.address)])
+            out: list[bytes] = []
+            while b"end" not in out:
+                assert rx.wait(5.0), "the end marker never arrived"
+                out += [d for d, _ in rx.recv_many()]
             tx.close()
-            return out
+            return out[: out.index(b"end")]
 
     a, b = delivered(3), delivered(3)
     assert a == b
@@ -213,13 +219,12 @@ def test_unreachable_ps_ends_in_allreduce_timeout_naming_job_worker_and_psns() -
         c = AllReduceClient(
             9, 1, 2, 0, 8, 8, dest=silent.address, bind=LOCAL, timeout=0.02, max_retries=4
         )
-        t0 = time.monotonic()
         with pytest.raises(AllReduceTimeout) as err:
             c.allreduce_int(np.arange(100, dtype=np.int32))
         c.close()
-    assert time.monotonic() - t0 < 1.0
     msg = str(err.value)
     assert "job 9" in msg and "worker 1" in msg and "psn 0" in msg
+    assert "after 4 retransmissions" in msg  # max_retries ended it, not the total timeout
     assert err.value.missing == [0, 1, 2, 3]
 
 
@@ -230,10 +235,9 @@ def test_total_timeout_bounds_a_call_when_a_worker_is_missing() -> None:
             1, 0, 2, 0, 8, 8, dest=ps.address, bind=LOCAL, timeout=0.02,
             max_retries=10_000, total_timeout=0.3,
         )  # fmt: skip
-        t0 = time.monotonic()
-        with pytest.raises(AllReduceTimeout, match="0.3 s"):
+        with pytest.raises(AllReduceTimeout, match="no complete result within 0.3 s"):
             c.allreduce_int(np.arange(64, dtype=np.int32))
-        assert time.monotonic() - t0 < 1.0
+        assert c.stats.retransmissions < 10_000  # the total timeout ended it, not the retries
         c.close()
     finally:
         ps.stop()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -213,10 +211,8 @@ def test_ring_with_a_dead_peer_ends_in_allreduce_timeout() -> None:
             r.close(linger=0)
         return None
 
-    t0 = time.monotonic()
     errs = run_threads(2, worker)
     eps[2].close()
-    assert time.monotonic() - t0 < 2.0
     for w, e in enumerate(errs):
         assert isinstance(e, AllReduceTimeout)
         assert f"worker {w}" in str(e) and e.missing
