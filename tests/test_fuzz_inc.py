@@ -1,11 +1,12 @@
 """Fuzzing ``p4src/inc.p4`` with mutated INC packets, against an oracle.
 
-Two jobs are admitted (job 1: workers on ports 1..3, aggregators 8..11; job 2: workers on
-ports 4 and 5, aggregators 12..15) with forwarding to six hosts. A stream of valid worker
-packets drives both jobs through every aggregator state (in progress, complete, reused);
-between them, mutated packets: INC fields set to edge values (other jobs, workers, region
-bounds, psns around the copy's, slot counts, flags, ops), bit flips, truncations,
-extensions, random bytes, and arrivals on the wrong port.
+Two jobs are admitted by the controller's own code over P4Runtime (job 1: workers on
+ports 1..3, aggregators 8..11; job 2: workers on ports 4 and 5, aggregators 12..15), with
+forwarding to six hosts; the packets then go through that p4sim switch in-process. A
+stream of valid worker packets drives both jobs through every aggregator state (in
+progress, complete, reused); between them go mutated packets: INC fields set to edge
+values (other jobs, workers, region bounds, psns around the copy's, slot counts, flags,
+ops), bit flips, truncations, extensions, random bytes, and arrivals on the wrong port.
 
 Oracle, per packet, over **every register of the program** (whatever systems inc.p4 grows):
 - the pipeline raises nothing, and every output is bytes on a valid port;
@@ -22,16 +23,24 @@ The seed is fixed and printed; ``INC_FUZZ_SEED=N`` reproduces or varies a run.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
+import socket
 import struct
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from controller.job import host_ip, host_mac
+from controller.local_switch import LocalSwitch, compile_pipeline
+from controller.memory_manager import Region
+from controller.netreduce import NetReduce, NetReduceRequest
+from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from p4sim.switch import Switch
 from wire.framing import FRAME_OVERHEAD, encapsulate
 from wire.header import (
@@ -71,33 +80,41 @@ WORKERS = {(j.job_id, w, p): j for j in JOBS for w, p in enumerate(j.ports)}
 
 
 def mac(port: int) -> bytes:
-    return bytes(5) + bytes([port])
+    return bytes.fromhex(host_mac(port).replace(":", ""))
 
 
 def ip(port: int) -> bytes:
-    return bytes([10, 0, 0, port])
+    return socket.inet_aton(host_ip(port))
 
 
-def program(sw: Switch) -> None:
-    """What the controller and a topology's runtime file install (same names and params)."""
-    for p in range(1, AGG_HOST + 1):
-        dst_mac, dst_ip = int.from_bytes(mac(p)), int.from_bytes(ip(p))
-        sw.table_add("ipv4_lpm", {"hdr.ipv4.dstAddr": (dst_ip, 32)}, "ipv4_forward",
-                     {"dst_mac": dst_mac, "port": p})  # fmt: skip
-        sw.table_add("l2_exact", {"hdr.ethernet.dstAddr": dst_mac}, "l2_forward", {"port": p})
-    for j in JOBS:
-        region = {"offset": j.offset, "size": j.size, "quorum": len(j.ports)}
-        sw.table_add("jobs", {"hdr.inc.job_id": j.job_id}, "set_region",
-                     {**region, "mcast_grp": j.job_id})  # fmt: skip
-        sw.mc_group_create(j.job_id, [(p, w + 1) for w, p in enumerate(j.ports)])
-        for w, p in enumerate(j.ports):
-            key = {"hdr.inc.job_id": j.job_id, "hdr.inc.worker_id": w}
-            sw.table_add("workers", {**key, "standard_metadata.ingress_port": p},
-                         "set_worker", {"bit_index": w})  # fmt: skip
-            dst = {"dst_mac": int.from_bytes(mac(p)), "dst_ip": int.from_bytes(ip(p))}
-            sw.table_add("result_dst", {"hdr.inc.job_id": j.job_id,
-                                        "standard_metadata.egress_rid": w + 1},
-                         "set_result_dst", {**dst, "worker_id": w})  # fmt: skip
+def program(tmp: Path) -> Iterator[Switch]:
+    """inc.p4 with both jobs installed by the controller's own code (``NetReduce.install``
+    over P4Runtime), and forwarding to every host as a topology's runtime file gives it."""
+    files = compile_pipeline(INC_P4, tmp)
+    kind = NetReduce()
+
+    async def install(address: str) -> None:
+        pipeline = Pipeline.from_files(files.p4info, files.device_config)
+        async with SwitchConnection(SwitchSpec(0, address), pipeline) as conn:
+            for j in JOBS:
+                ps = list(j.ports)
+                req = NetReduceRequest(
+                    workers=len(ps), window=j.size, worker_ports=ps,
+                    worker_ips=[host_ip(p) for p in ps], worker_macs=[host_mac(p) for p in ps],
+                    agg_ip=host_ip(AGG_HOST), agg_mac=host_mac(AGG_HOST),
+                )  # fmt: skip
+                job = kind.make_job(req, j.job_id, 0, Region(j.offset, j.size), created_at=0.0)
+                await kind.install(conn, job)
+
+    with LocalSwitch(device_id=0) as local:
+        asyncio.run(install(local.address))
+        sw = local.server.switch
+        for p in range(1, AGG_HOST + 1):
+            dst_mac, dst_ip = int.from_bytes(mac(p)), int.from_bytes(ip(p))
+            sw.table_add("ipv4_lpm", {"hdr.ipv4.dstAddr": (dst_ip, 32)}, "ipv4_forward",
+                         {"dst_mac": dst_mac, "port": p})  # fmt: skip
+            sw.table_add("l2_exact", {"hdr.ethernet.dstAddr": dst_mac}, "l2_forward", {"port": p})
+        yield sw
 
 
 def contribution(job: Job, worker: int, psn: int, values: np.ndarray, **fields: int) -> bytes:
@@ -226,12 +243,16 @@ def first_difference(now: list[int], before: list[int]) -> int:
     return next(i for i, (a, b) in enumerate(zip(now, before, strict=True)) if a != b)
 
 
+@pytest.fixture
+def switch(tmp_path: Path) -> Iterator[Switch]:
+    yield from program(tmp_path)
+
+
 @pytest.mark.slow
-def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to() -> None:
+def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: Switch) -> None:
     print(f"inc.p4 fuzz seed {SEED} (INC_FUZZ_SEED={SEED} reproduces this run)")
     rng = random.Random(SEED)
-    sw = Switch.from_file(str(INC_P4))
-    program(sw)
+    sw = switch
     registers = {e.name: sw.extern(e.name) for e in sw.externs() if e.kind == "register"}
     snapshot = {name: list(r.values) for name, r in registers.items()}
     agg_job = next(r for name, r in registers.items() if name.endswith(".agg_job"))

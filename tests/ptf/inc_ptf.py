@@ -4,7 +4,8 @@ Example (a system's PTF module, e.g. ``tests/ptf/netreduce.py``)::
 
     class SumIsMulticast(IncTest):
         def runTest(self):
-            job = self.admit(self.job(job_id=1, worker_ports=(1, 2), offset=0, size=4))
+            req = NetReduceRequest(window=4, **self.hosts_for((1, 2), agg_port=3))
+            job = self.admit(req, job_id=1, offset=0)
             pkts = [self.contribution(job, w, psn=0, values=[w + 1] * SLOTS) for w in (0, 1)]
             self.send(1, pkts[0])
             self.assert_nothing_out(1)                # absorbed: the switch waits for worker 1
@@ -15,8 +16,8 @@ The topology is PTF's: switch port ``p`` is PTF port ``p``, and host ``h{p}`` "s
 with MAC ``00:00:00:00:00:0p`` and IP ``10.0.0.p`` (Mininet's numbering, which the
 controller's job defaults follow). ``setUp`` (after the pipeline push) installs plain
 forwarding to every host, IPv4 ``/32`` routes and L2 entries, like a topology's
-``sN-runtime.json``. Jobs are admitted with the controller's own modules
-(``controller/job_region.py``, ``controller/result_rewrite.py``), in the controller's order.
+``sN-runtime.json``. Jobs of any kind are admitted by the controller's own code: the
+kind's ``JobKind.install`` (``controller/job_kinds.py``), e.g. ``controller/netreduce.py``.
 
 Waiting: nothing here sleeps for readiness. A drop is awaited on the ``inc_drops`` counter;
 a packet that should produce nothing is followed by a probe frame on the same port (the
@@ -37,11 +38,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
-from controller.job import Job, Worker
-from controller.job_region import job_entry, worker_entries
+from controller.job import Job, JobRequest, Worker, host_ip, host_mac
+from controller.job_kinds import kind_of
 from controller.memory_manager import Region
 from controller.p4runtime_client import table_entry
-from controller.result_rewrite import multicast_group, result_entries
 from wire.header import INC_UDP_PORT, SLOTS, DropReason, Flag, Op, aggregator_address
 from wire.scapy_layers import INC
 
@@ -59,8 +59,8 @@ class Host(NamedTuple):
 
 
 def host(port: int) -> Host:
-    """The host attached to switch port ``port``."""
-    return Host(port, f"00:00:00:00:00:{port:02x}", f"10.0.0.{port}")
+    """The host attached to switch port ``port``: Mininet's ``h{port}``."""
+    return Host(port, host_mac(port), host_ip(port))
 
 
 def int32_sum(*vectors: Sequence[int]) -> list[int]:
@@ -98,40 +98,28 @@ class IncTest(P4RuntimeTest):
 
     # -- jobs --------------------------------------------------------------------------------
 
-    def job(
-        self,
-        job_id: int,
-        worker_ports: Sequence[int],
-        offset: int,
-        size: int,
-        agg_port: int | None = None,
-        quorum: int | None = None,
-    ) -> Job:
-        """A job whose worker ``i`` is the host on ``worker_ports[i]``; workers send to the
-        host on ``agg_port`` (default: the port after the last worker, as the controller's
-        default aggregation address)."""
-        agg = host(agg_port if agg_port is not None else max(worker_ports) + 1)
-        workers = tuple(Worker(i, p, host(p).ip, host(p).mac) for i, p in enumerate(worker_ports))
-        return Job(
-            job_id=job_id,
-            name=f"ptf-{job_id}",
-            device_id=self.spec.device_id,
-            window=size,
-            slots=SLOTS,
-            region=Region(offset, size),
-            quorum=quorum if quorum is not None else len(workers),
-            mcast_grp=job_id,
-            agg_ip=agg.ip,
-            agg_mac=agg.mac,
-            workers=workers,
-        )
+    def hosts_for(self, worker_ports: Sequence[int], agg_port: int) -> dict[str, Any]:
+        """The address fields of a job request (any kind) whose worker ``i`` is the host on
+        ``worker_ports[i]`` and whose aggregation address is the host on ``agg_port``."""
+        hosts = [host(p) for p in worker_ports]
+        return {
+            "workers": len(hosts),
+            "worker_ports": tuple(h.port for h in hosts),
+            "worker_ips": tuple(h.ip for h in hosts),
+            "worker_macs": tuple(h.mac for h in hosts),
+            "agg_ip": host(agg_port).ip,
+            "agg_mac": host(agg_port).mac,
+        }
 
-    def admit(self, job: Job) -> Job:
-        """Install ``job`` as the controller does: result path first, ``jobs`` last."""
-        self.set_multicast_group(*multicast_group(job))
-        self.insert(result_entries(job))
-        self.insert(worker_entries(job))
-        self.insert([job_entry(job)])
+    def admit(self, request: JobRequest, job_id: int, offset: int) -> Job:
+        """Admit ``request`` as job ``job_id`` at ``offset`` of its kind's memory pool, written
+        by the kind's own ``install`` (the controller's code, in its order) and removed by its
+        ``uninstall`` in ``tearDown``. The region needs no clearing: the pipeline is new."""
+        kind = kind_of(request.kind)
+        region = Region(offset, kind.region_size(request))
+        job = kind.make_job(request, job_id, self.spec.device_id, region, created_at=0.0)
+        self.call(kind.install(self.sw, job))
+        self._undo.append(lambda: kind.uninstall(self.sw, job))
         return job
 
     # -- packets -----------------------------------------------------------------------------

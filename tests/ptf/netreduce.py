@@ -17,6 +17,7 @@ from ptf import testutils
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
+from controller.netreduce import NetReduceRequest
 from wire.header import AGG_POOL_SIZE, SLOTS, Flag, Op
 
 WORKER_PORTS = (1, 2, 3)
@@ -30,7 +31,11 @@ class NetReduceTest(IncTest):
 
     def setUp(self) -> None:
         super().setUp()
-        self.job1 = self.admit(self.job(1, WORKER_PORTS, OFFSET, SIZE))
+        self.job1 = self.netreduce(1, WORKER_PORTS, agg_port=4, offset=OFFSET)
+
+    def netreduce(self, job_id: int, ports: tuple[int, ...], agg_port: int, offset: int):
+        request = NetReduceRequest(window=SIZE, **self.hosts_for(ports, agg_port))
+        return self.admit(request, job_id, offset)
 
     def contribute(self, worker_id: int, psn: int, values: list[int], /, **fields):
         pkt = self.contribution(self.job1, worker_id, psn, values, **fields)
@@ -88,7 +93,7 @@ class IndexOutsideTheRegionIsDroppedAndCounted(NetReduceTest):
     dropped as OUT_OF_REGION; the neighbouring job's aggregator it aimed at is untouched."""
 
     def runTest(self) -> None:
-        neighbour = self.admit(self.job(2, (4, 5), OFFSET + SIZE, SIZE, agg_port=1))
+        neighbour = self.netreduce(2, (4, 5), agg_port=1, offset=OFFSET + SIZE)
         for idx in (OFFSET - 1, OFFSET + SIZE, AGG_POOL_SIZE, 2**32 - 1):
             self.contribute(0, 0, A, agg_idx=idx)
         self.assert_drops(OUT_OF_REGION=4)
