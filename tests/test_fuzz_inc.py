@@ -15,7 +15,7 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   UDP to ``INC_UDP_PORT``, op ``AGG_SYNC`` without RESULT/ACK/FALLBACK, K slots present, a
   known (job, worker, ingress port), ``agg_idx`` in the job's region) may change anything,
   and then only the cells of the copy it addresses, ``2 * agg_idx + ver``, which it then
-  tags with its own job;
+  tags with its own job (``ADMISSION`` holds this rule per op: a new system adds its own);
 - anything else leaves the switch as at most one packet (forwarding never replicates).
 
 The seed is fixed and printed; ``INC_FUZZ_SEED=N`` reproduces or varies a run.
@@ -218,25 +218,45 @@ def mutate(frame: bytes, rng: random.Random) -> bytes:
 # --- the oracle ---------------------------------------------------------------------------------
 
 
-def admitted_copy(frame: bytes, port: int) -> tuple[int, int] | None:
-    """(job, register index) the packet may write, or None if admission must refuse it."""
-    if len(frame) < FRAME_LEN or frame[12:14] != b"\x08\x00":
+def inc_fields(frame: bytes) -> dict[str, int] | None:
+    """The INC header's fields if the parser reaches it: IPv4 without options, not a
+    fragment, UDP to ``INC_UDP_PORT``, the whole header present; else None."""
+    if len(frame) < INC_AT + HEADER_LEN or frame[12:14] != b"\x08\x00":
         return None
     ver_ihl, frag, proto = frame[14], struct.unpack_from("!H", frame, 20)[0], frame[23]
     if ver_ihl & 0x0F != 5 or frag & 0x1FFF or proto != 17:
         return None
     if struct.unpack_from("!H", frame, 36)[0] != INC_UDP_PORT:
         return None
-    fields = {f.name: get_field(frame, f) for f in FIELDS}
-    if fields["op"] != Op.AGG_SYNC or fields["flags"] & NOT_AGGREGATED:
+    return {f.name: get_field(frame, f) for f in FIELDS}
+
+
+def netreduce_copy(frame: bytes, fields: dict[str, int], port: int) -> tuple[int, int] | None:
+    """Admission of an aggregation packet (docs/protocol.md): no RESULT/ACK/FALLBACK, K
+    slots present, a known (job, worker, ingress port), agg_idx in the job's region."""
+    if fields["flags"] & NOT_AGGREGATED or fields["slot_count"] != SLOTS:
         return None
     job = WORKERS.get((fields["job_id"], fields["worker_id"], port))
-    if fields["slot_count"] != SLOTS or job is None:
+    if len(frame) < FRAME_LEN or job is None:
         return None
     idx = fields["agg_idx"]
     if not job.offset <= idx < job.offset + job.size or idx >= AGG_POOL_SIZE:
         return None
     return job.job_id, 2 * idx + fields["ver"]
+
+
+# The ops whose packets may write switch state, with the rule that admits them: (job, the
+# register cell it may write) or None. A system whose packets write state adds its rule
+# here; until then this fuzzer reports its writes as writes by a packet not admitted.
+ADMISSION = {Op.AGG_SYNC: netreduce_copy}
+
+
+def admitted_copy(frame: bytes, port: int) -> tuple[int, int] | None:
+    """(job, register index) the packet may write, or None if admission must refuse it."""
+    fields = inc_fields(frame)
+    if fields is None or fields["op"] not in ADMISSION:
+        return None
+    return ADMISSION[Op(fields["op"])](frame, fields, port)
 
 
 def first_difference(now: list[int], before: list[int]) -> int:

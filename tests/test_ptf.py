@@ -1,13 +1,13 @@
 """The PTF packet tests of tests/ptf/, run by PTF's own runner against a real switch process.
 
 The fixture creates veth pairs (switch side ``pt<pid>s<N>``, PTF side ``pt<pid>h<N>``,
-IPv6 off so the kernel sends nothing of its own), compiles ``p4src/inc.p4`` for the target
-``SWITCH`` names (p4sim, or BMv2's ``simple_switch_grpc`` with p4c), starts the switch with
-``--no-p4`` on the switch sides, and runs ``ptf --test-dir tests/ptf`` once per PTF module
-with the PTF sides as ports 1..5; every PTF test pushes the pipeline itself over P4Runtime.
-Interfaces and the switch process (stopped by PID) are removed afterwards, also on failure.
-With ``SWITCH=bmv2`` the same modules run unchanged; the test skips, naming the binary,
-where BMv2 or p4c is missing. docs/ptf.md says how to add a module for a new system.
+IPv6 off so the kernel sends nothing of its own), compiles ``p4src/inc.p4`` for each target
+(p4sim; BMv2's ``simple_switch_grpc`` with p4c), starts the switch with ``--no-p4`` on the
+switch sides, and runs ``ptf --test-dir tests/ptf`` once per PTF module with the PTF sides
+as ports 1..5; every PTF test pushes the pipeline itself over P4Runtime. Interfaces and the
+switch process (stopped by PID) are removed afterwards, also on failure. The same modules
+run unchanged on both targets; the BMv2 runs skip, naming the binary, where BMv2 or p4c is
+missing. docs/ptf.md says how to add a module for a new system.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from topologies.p4switch import CompiledProgram, compile_program, switch_command, switch_kind
+from topologies.p4switch import SWITCH_KINDS, CompiledProgram, compile_program, switch_command
 
 pytestmark = pytest.mark.root
 
@@ -90,7 +90,7 @@ def _switch_executable(kind: str) -> list[str]:
         return [sys.executable, "-m", "p4sim.cli"]
     missing = [b for b in ("simple_switch_grpc", "p4c") if shutil.which(b) is None]
     if missing:
-        pytest.skip(f"SWITCH=bmv2: {' and '.join(missing)} not on PATH")
+        pytest.skip(f"BMv2: {' and '.join(missing)} not on PATH")
     return [str(shutil.which("simple_switch_grpc"))]
 
 
@@ -117,11 +117,15 @@ def veths() -> Iterator[dict[int, tuple[str, str]]]:
             subprocess.run(["ip", "link", "del", a], capture_output=True, check=False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="module", params=SWITCH_KINDS)
 def dut(
-    veths: dict[int, tuple[str, str]], tmp_path_factory: pytest.TempPathFactory
+    request: pytest.FixtureRequest,
+    veths: dict[int, tuple[str, str]],
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Dut]:
-    kind = switch_kind()
+    """The switch of each kind in turn on the same veth pairs: p4sim always, BMv2 where
+    ``simple_switch_grpc`` and ``p4c`` are installed (skipped, naming them, elsewhere)."""
+    kind = request.param
     exe = _switch_executable(kind)
     work = tmp_path_factory.mktemp(f"ptf-{kind}")
     compiled = compile_program(PROGRAM, kind, work / "build")

@@ -124,6 +124,17 @@ class IncTest(P4RuntimeTest):
 
     # -- packets -----------------------------------------------------------------------------
 
+    def inc_packet(self, src: Host, dst: Host, ident: int = 1, **inc: Any) -> Packet:
+        """An INC packet from host ``src`` to host ``dst`` (UDP ``INC_UDP_PORT`` both ways,
+        checksum 0 as hosts send it); ``inc`` sets INC header fields and ``values``. For every
+        system: key-value and consensus messages are built here too."""
+        return (
+            Ether(src=src.mac, dst=dst.mac)
+            / IP(src=src.ip, dst=dst.ip, id=ident & 0xFFFF, flags="DF")
+            / UDP(sport=INC_UDP_PORT, dport=INC_UDP_PORT, chksum=0)
+            / INC(**inc)
+        )
+
     def contribution(
         self,
         job: Job,
@@ -141,12 +152,8 @@ class IncTest(P4RuntimeTest):
         inc = dict(op=Op.AGG_SYNC, job_id=job.job_id, worker_id=worker_id, psn=psn,
                    agg_idx=idx, ver=ver, values=list(values))  # fmt: skip
         inc.update(fields)
-        return (
-            Ether(src=w.mac, dst=job.agg_mac)
-            / IP(src=w.ip, dst=job.agg_ip, id=psn & 0xFFFF, flags="DF")
-            / UDP(sport=INC_UDP_PORT, dport=INC_UDP_PORT, chksum=0)
-            / INC(**inc)
-        )
+        src, dst = Host(w.port, w.mac, w.ip), Host(0, job.agg_mac, job.agg_ip)
+        return self.inc_packet(src, dst, ident=psn, **inc)
 
     def result_of(
         self, request: Packet, values: Sequence[int], bitmap: int, to: Worker | None = None
