@@ -32,6 +32,7 @@ from tests.bench.programs import ROOT, Case
 
 #: offered rates (input packets/s) of a sweep; it stops early once the switch is saturated
 DEFAULT_RATES = (2_000, 5_000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000, 100_000, 130_000)
+CEILING_RATES = (20_000, 50_000, 100_000, 150_000, 200_000, 300_000)
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,39 @@ def _expected_output(case: Case) -> bytes:
     return outs[0][1] if outs else b""
 
 
+def _start_reflector(veths: _Veths, tmp: Path) -> subprocess.Popen:
+    """tests/bench/reflector.c, built here, forwarding port 1's frames to port 2."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        raise RuntimeError("no C compiler (cc/gcc) to build tests/bench/reflector.c")
+    exe = tmp / "reflector"
+    built = subprocess.run(
+        [cc, "-O2", "-o", str(exe), str(ROOT / "tests/bench/reflector.c")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if built.returncode != 0:
+        raise RuntimeError(f"building the reflector failed: {built.stderr[-500:]}")
+    (s1, _), (s2, _) = veths.pairs[1], veths.pairs[2]
+    proc = subprocess.Popen([str(exe), s1, s2], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    if proc.stdout.readline().strip() != "ready":
+        raise RuntimeError("the reflector did not start")
+    return proc
+
+
+def ceiling(
+    case: Case,
+    rates: Sequence[float] = CEILING_RATES,
+    seconds: float = 1.5,
+    log: Callable[[str], None] = lambda s: None,
+) -> Sweep:
+    """The same sweep with a C reflector, which costs nothing, in the switch's place: the
+    most that any switch can be measured at here (frames are counted, not checked)."""
+    return sweep("ceiling", case, rates, seconds, log)
+
+
 def sweep(
     target: str,
     case: Case,
@@ -174,12 +208,15 @@ def sweep(
     """Offer each rate for ``seconds``; stop once delivery falls under half the offer
     twice (the switch is saturated)."""
     result = Sweep(target, case.name)
-    expected = _expected_output(case).hex()
+    expected = _expected_output(case).hex() if target != "ceiling" else "any"
     procs: list[subprocess.Popen] = []
     with _Veths(case.ports) as veths, tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         try:
-            procs.append(_start_switch(target, case, veths, tmp))
+            if target == "ceiling":
+                procs.append(_start_reflector(veths, tmp))
+            else:
+                procs.append(_start_switch(target, case, veths, tmp))
             hosts = ",".join(h for _, h in veths.pairs.values())
             py = [sys.executable, "-m", "tests.bench.traffic"]
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
