@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from p4sim.compiler.cg_base import CompilerBase
 from p4sim.compiler.cg_expr import EV, lit, mask, pyname
-from p4sim.compiler.cg_types import header_pad
+from p4sim.compiler.cg_types import byte_codes, header_pad
 from p4sim.compiler.program import ExternInfo, ValueSetInfo
 from p4sim.compiler.typecheck import (
     BOOL,
@@ -429,7 +429,11 @@ class CallMixin(CompilerBase):
         fn.emit(f"{end} = {o} + {width}")
         fn.emit(f"if {end} > {pk}.nbits: raise ParserErr('PacketTooShort')")
         raw = f"int.from_bytes({pk}.data[{o} >> 3:({end} + 7) >> 3], 'big') >> (-{end} & 7)"
-        fn.emit(f"{h}._ext({raw}{', ' + n if has_var else ''})")
+        if byte_codes(ht) is not None:  # whole-byte fields: one struct call when aligned
+            fn.emit(f"if {o} & 7: {h}._ext({raw})")
+            fn.emit(f"else: {h}._extb({pk}.data, {o} >> 3)")
+        else:
+            fn.emit(f"{h}._ext({raw}{', ' + n if has_var else ''})")
         fn.emit(f"{pk}.off = {end}")
         for sib in self.union_siblings(target, fn):
             fn.emit(f"{sib}._v = False")

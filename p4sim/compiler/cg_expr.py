@@ -601,6 +601,8 @@ _PY_RESERVED = {
     "_emit",
     "_set_valid",
     "W",
+    "_S",
+    "_extb",
 }
 
 

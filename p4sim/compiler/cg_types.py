@@ -20,6 +20,7 @@ import re
 from p4sim.compiler.cg_expr import pyname
 from p4sim.compiler.typecheck import (
     T,
+    TBit,
     TBool,
     TComposite,
     TEnum,
@@ -226,6 +227,21 @@ class TypeClasses:
             + (["            self._pad = 0"] if pad else [])
             + ["            self._v = True"]
         )
+        codes = byte_codes(t)
+        if codes is not None:
+            # every field is a whole 1, 2, 4 or 8 bytes: one struct call extracts them all
+            # from the packet (``_extb``, at a byte offset) and packs them back
+            names = "".join(f"self.{f}, " for f, _ in fields)
+            ext += [
+                "    def _extb(self, d, o):",
+                f"        ({names}) = self._S.unpack_from(d, o)",
+                "        self._v = True",
+            ]
+            pk = [
+                "    def _pack(self):",
+                f"        return int.from_bytes(self._S.pack({names}), 'big')",
+            ]
+            return ext + pk + [f"    W = {t.width}", f"    _S = _struct.Struct({codes!r})"]
         if has_var:
             var = next(f for f, ft in fields if isinstance(ft, TVarbit))
             wsum = sum(int(w) for w in widths if w != "n")
@@ -237,6 +253,25 @@ class TypeClasses:
         else:
             pk = ["    def _pack(self):", f"        return {' | '.join(pack) or '0'}"]
         return ext + pk + [f"    W = {t.width}"]
+
+
+_STRUCT_CODES = {8: "B", 16: "H", 32: "I", 64: "Q"}
+
+
+def byte_codes(t: TComposite) -> str | None:
+    """The ``struct`` format of a header whose fields are all unsigned-pattern bit<W>/int<W>
+    of 8, 16, 32 or 64 bits (no bool, varbit or padding), else None.
+
+    Example: ``header h { bit<16> a; bit<32> b; }`` → ``'!HI'``.
+    """
+    if t.kind != "header" or not t.fields or header_pad(t):
+        return None
+    out = []
+    for _, ft in t.fields:
+        if type(ft) is not TBit or ft.width not in _STRUCT_CODES:
+            return None
+        out.append(_STRUCT_CODES[ft.width])
+    return "!" + "".join(out)
 
 
 def header_pad(t: T) -> int:

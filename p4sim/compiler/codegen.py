@@ -692,6 +692,7 @@ PRELUDE = """\
 from p4sim.compiler.rt import (ParserErr, ExitSignal, P4AssertionError, Stack, signed,
                                sat_add, sat_sub, format_log, csum16_int)
 import random as _random
+import struct as _struct
 _new = object.__new__
 
 def _copy_tuple(t):
