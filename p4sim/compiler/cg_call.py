@@ -537,11 +537,22 @@ class CallMixin(CompilerBase):
         # in range (the packet path's common case): the list cell, no method call; out of
         # range: Register.read logs and keeps the destination, as BMv2 does
         i = fn.new("ri")
+        cells, size = self.register_cells(base)
         code = (
-            f"({base.code}.values[{i}] if 0 <= ({i} := {idx.code}) < {base.code}.size "
+            f"({cells}[{i}] if 0 <= ({i} := {idx.code}) < {size} "
             f"else {base.code}.read({i}, {lv.code}))"
         )
         return EV(self.assign_code(lv, code, e.args[0].value, fn), VOID)
+
+    def register_cells(self, base: EV) -> tuple[str, str]:
+        """(list of cells, size) of a register for the packet path: the instance binds the
+        ``Register.values`` list as ``<register>_v`` (it is never replaced) and the size is
+        known here; an unknown register (a future kind of reference) goes through
+        attributes."""
+        info = next((x for x in self.externs if x.pyname == base.code), None)
+        if info is None or info.kind != "register":
+            return f"{base.code}.values", f"{base.code}.size"
+        return f"{base.code}_v", str(int(info.size))
 
     def _m_register_write(self, base: EV, t: TExtern, e: ast.Call, fn: Fn) -> EV:
         self.nargs(e, 2)
@@ -551,7 +562,8 @@ class CallMixin(CompilerBase):
         val = f"(1 if {v.code} else 0)" if isinstance(vt, TBool) else v.code
         # the value already fits the register's width (it has the register's type)
         i = fn.new("ri")
-        fn.emit(f"if 0 <= ({i} := {idx.code}) < {base.code}.size: {base.code}.values[{i}] = {val}")
+        cells, size = self.register_cells(base)
+        fn.emit(f"if 0 <= ({i} := {idx.code}) < {size}: {cells}[{i}] = {val}")
         fn.emit(f"else: {base.code}.write({i}, {val})")
         return EV("", VOID)
 

@@ -228,6 +228,8 @@ class CompiledProgram:
                 continue
             externs[ei.name] = obj
             ns[ei.pyname] = obj
+            if ei.kind == "register":
+                ns[ei.pyname + "_v"] = obj.values  # the generated code's direct cells
         vsets: dict[str, ValueSet] = {}
         for vi in self.value_sets:
             vs = ValueSet(vi.name, vi.widths, vi.size)

@@ -98,8 +98,9 @@ class Register(_Indexed):
         self.values[i] = v & self.mask
 
     def reset(self) -> None:
-        """Zero every cell (BMv2 ``register_reset``)."""
-        self.values = [0] * self.size
+        """Zero every cell (BMv2 ``register_reset``), in place: the generated code holds
+        the ``values`` list itself."""
+        self.values[:] = [0] * self.size
 
 
 class Counter(_Indexed):
