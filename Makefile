@@ -6,10 +6,14 @@ PY := .venv/bin/python
 SWITCH ?= p4sim
 export SWITCH
 
-.PHONY: run test pytest lint format typecheck bench stop clean setup need-root
+.PHONY: run test pytest lint format typecheck bench stop clean setup setup-test need-root
 
 setup:
 	@bash scripts/bootstrap.sh
+
+# What only the tests need on top (e.g. chromium for the dashboard test): --test.
+setup-test:
+	@bash scripts/bootstrap.sh --test
 
 need-root:
 	@[ "$$(id -u)" = 0 ] || { echo "make: this needs root (Mininet, network namespaces, raw sockets): run it as root"; exit 1; }
@@ -17,7 +21,7 @@ need-root:
 run: need-root setup
 	@$(PY) -m topologies.demo
 
-test: need-root setup lint typecheck pytest
+test: need-root setup-test lint typecheck pytest
 
 pytest:
 	@$(PY) -m pytest $(PYTEST_ARGS)

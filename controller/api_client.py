@@ -7,7 +7,7 @@ Example::
     cfg = api.worker_config(job["job_id"], 0)    # region_offset, region_size, window, ...
     api.cancel(job["job_id"])
 
-Stdlib only (urllib, http.client), so a worker host needs nothing more to ask for its
+Stdlib only (http.client), so a worker host needs nothing more to ask for its
 configuration. ``unix:PATH`` reaches a daemon started with ``--unix PATH`` (a Mininet host
 has its own network namespace, so the root namespace's 127.0.0.1 is out of its reach, but
 it shares the filesystem)::
@@ -20,8 +20,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
-import urllib.error
-import urllib.request
+import urllib.parse
 from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:7070"
@@ -38,45 +37,40 @@ class ApiError(Exception):
 
 
 class ControllerApi:
+    """``url``: ``http://HOST:PORT`` or ``unix:PATH``; a malformed one raises ``ApiError``."""
+
     def __init__(self, url: str = DEFAULT_URL, timeout: float = 150.0) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        if not self.url.startswith(UNIX_PREFIX):
+            _check_http_url(self.url)
 
-    def _call(self, method: str, path: str, body: Any = None) -> Any:
+    def _call(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
+        wait = self.timeout if timeout is None else timeout
         if self.url.startswith(UNIX_PREFIX):
-            return self._call_unix(method, path, data)
-        req = urllib.request.Request(
-            self.url + path, data=data, method=method, headers={"Content-Type": "application/json"}
-        )
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                return json.loads(resp.read() or b"{}")
-        except urllib.error.HTTPError as err:
-            raise ApiError(_error_text(err), err.code) from None
-        except urllib.error.URLError as err:
-            reason = getattr(err.reason, "strerror", None) or str(err.reason)
-            raise ApiError(
-                f"cannot reach the controller at {self.url}: {reason}"
-                " (is `python -m controller.daemon` running?)"
-            ) from None
-        except (TimeoutError, ConnectionError) as err:
-            raise ApiError(f"controller at {self.url}: {err}") from None
-
-    def _call_unix(self, method: str, path: str, data: bytes | None) -> Any:
-        sock_path = self.url[len(UNIX_PREFIX) :]
-        conn = _UnixConnection(sock_path, self.timeout)
+            conn: http.client.HTTPConnection = _UnixConnection(self.url[len(UNIX_PREFIX) :], wait)
+        else:
+            parts = urllib.parse.urlsplit(self.url)
+            cls = (
+                http.client.HTTPSConnection
+                if parts.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            conn = cls(parts.netloc, timeout=wait)
+            path = parts.path + path
         try:
             conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
             resp = conn.getresponse()
             raw = resp.read()
-        except (FileNotFoundError, ConnectionRefusedError) as err:
+        except (FileNotFoundError, ConnectionRefusedError, socket.gaierror) as err:
             raise ApiError(
-                f"cannot reach the controller at {self.url}: {err.strerror}"
-                " (is `python -m controller.daemon --unix PATH` running?)"
+                f"cannot reach the controller at {self.url}: {err.strerror or err}"
+                " (is `python -m controller.daemon` running?)"
             ) from None
-        except (TimeoutError, OSError, http.client.HTTPException) as err:
-            raise ApiError(f"controller at {self.url}: {err}") from None
+        except (TimeoutError, OSError, http.client.HTTPException, ValueError) as err:
+            what = type(err).__name__ if not str(err) else str(err).splitlines()[0]
+            raise ApiError(f"controller at {self.url} did not answer in HTTP: {what}") from None
         finally:
             conn.close()
         if resp.status >= 400:
@@ -85,7 +79,14 @@ class ControllerApi:
             except (ValueError, KeyError, TypeError):
                 message = f"HTTP {resp.status} {resp.reason}"
             raise ApiError(message, resp.status)
-        return json.loads(raw or b"{}")
+        if not raw:
+            return {}
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ApiError(
+                f"controller at {self.url} answered something that is not JSON"
+            ) from None
 
     def submit(self, request: dict[str, Any]) -> dict[str, Any]:
         return self._call("POST", "/jobs", request)["job"]
@@ -108,12 +109,31 @@ class ControllerApi:
     def switches(self) -> list[dict[str, Any]]:
         return self._call("GET", "/switches")["switches"]
 
+    def report_progress(
+        self,
+        job_id: int,
+        worker_id: int,
+        counters: dict[str, int] | None = None,
+        gauges: dict[str, float] | None = None,
+        state: dict[str, str] | None = None,
+        timeout: float = 2.0,
+    ) -> None:
+        """Tell the daemon how far this worker got (shown on the dashboard and /metrics)."""
+        body = {"counters": counters or {}, "gauges": gauges or {}, "state": state or {}}
+        self._call("POST", f"/jobs/{job_id}/workers/{worker_id}/progress", body, timeout)
 
-def _error_text(err: urllib.error.HTTPError) -> str:
+
+def _check_http_url(url: str) -> None:
     try:
-        return str(json.loads(err.read())["error"])
-    except (ValueError, KeyError, TypeError):
-        return f"HTTP {err.code} {err.reason}"
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port  # raises ValueError when it is not a number
+    except ValueError as err:
+        raise ApiError(f"bad controller URL {url!r}: {err}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ApiError(
+            f"bad controller URL {url!r}: expected http://HOST:PORT or unix:PATH"
+        ) from None
+    del port
 
 
 class _UnixConnection(http.client.HTTPConnection):

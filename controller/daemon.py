@@ -1,4 +1,4 @@
-"""The controller daemon: owns the switches, admits jobs, serves a small HTTP/JSON API.
+"""The controller daemon: owns the switches, admits jobs, serves the API and the dashboard.
 
 Example::
 
@@ -13,46 +13,48 @@ files, loads the jobs stored in SQLite and re-installs those a switch lost. Whil
 a switch that restarts (its P4Runtime stream closes) is reconnected within
 ``watch_interval`` seconds and gets its pipeline, forwarding entries and jobs back.
 
-API (JSON in and out; errors are ``{"error": "..."}`` with 400, 404, 409 or 502):
+The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` and
+``/docs``; errors are ``{"error": "..."}`` with 400, 403, 404, 405, 408, 409, 413 or 502):
 
-=========================================  ==================================================
-``POST /jobs``                             submit: ``{"workers": 4, "window": 64, ...}``
-                                           (the kind's request fields, controller/job.py) -> 201
-``GET /jobs``                              every job
-``GET /jobs/{id}``                         one job
-``DELETE /jobs/{id}``                      cancel: entries deleted, region cleared and freed
-``GET /jobs/{id}/workers/{wid}``           what worker agent ``wid`` needs at start
-``GET /memory``                            per switch: who owns which aggregators
-``GET /switches``                          the switches and whether we are primary
-=========================================  ==================================================
+=============================================  ==============================================
+``GET /``                                      the live dashboard
+``POST /jobs``                                 submit: ``{"workers": 4, "window": 64, ...}``
+                                               (the kind's request, controller/job.py) -> 201
+``GET /jobs``, ``GET /jobs/{id}``              every job, one job
+``DELETE /jobs/{id}``                          cancel: entries deleted, region cleared, freed
+``GET /jobs/{id}/workers/{wid}``               what worker agent ``wid`` needs at start
+``POST /jobs/{id}/workers/{wid}/progress``     a worker's progress report (figures) -> 204
+``GET /memory``, ``GET /switches``             memory per switch and pool; the switches
+``GET /stats``, ``GET /stats/stream``          live figures now; the same as server-sent events
+``GET /metrics``, ``GET /events``              Prometheus text format; recent decisions
+=============================================  ==============================================
 
-The API listens on localhost by default and has no authentication: keep it there.
-``--unix PATH`` serves the same API on a Unix domain socket as well (mode 0600), for clients
-in other network namespaces on the same machine (Mininet hosts): ``unix:PATH`` URLs.
+It listens on localhost by default and has no authentication: state changes are accepted
+only from this machine (loopback or the Unix socket), reading from whoever reaches the
+listen address. ``--unix PATH`` serves the same API on a Unix domain socket as well (mode
+0600), for clients in other network namespaces on the same machine (Mininet hosts):
+``unix:PATH`` URLs.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import logging
-import os
-import re
 import signal
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from socketserver import ThreadingMixIn, UnixStreamServer
 from typing import Any
 
-from controller.job import JobError, parse_request
-from controller.jobs import JobManager, UnknownJob
-from controller.memory_manager import AGG_POOL_SIZE, OutOfMemory
+from controller.api import ApiContext, create_app
+from controller.events import EventLog
+from controller.http_server import ApiServer
+from controller.jobs import JobManager
+from controller.live_stats import LiveFeed, LiveStats
+from controller.memory_manager import AGG_POOL_SIZE
 from controller.p4runtime_client import (
     Pipeline,
     SwitchConnection,
@@ -62,6 +64,7 @@ from controller.p4runtime_client import (
 )
 from controller.runtime_config import apply_runtime_config
 from controller.store import DEFAULT_DB, JobStore, StoreError
+from controller.worker_reports import WorkerReports
 from p4sim.runtime_json import RuntimeConfig, RuntimeJsonError, load_runtime_json
 
 log = logging.getLogger("controller.daemon")
@@ -82,6 +85,8 @@ class DaemonConfig:
     force_pipeline: bool = False
     watch_interval: float = 2.0  # seconds between checks for lost switch connections
     unix: Path | None = None  # also serve the API on this Unix domain socket
+    stats_interval: float = 1.0  # seconds between live samples while the dashboard is open
+    request_timeout: float = 10.0  # for a request's head, and again for its body
 
 
 class ControllerDaemon:
@@ -93,18 +98,18 @@ class ControllerDaemon:
         self.switches: SwitchSet | None = None
         self.manager: JobManager | None = None
         self.store: JobStore | None = None
+        self.events = EventLog()
+        self.reports = WorkerReports()
+        self.feed: LiveFeed | None = None
+        self._server: ApiServer | None = None
         self._loop_thread: threading.Thread | None = None
-        self._http: ThreadingHTTPServer | None = None
-        self._http_thread: threading.Thread | None = None
-        self._unix: _UnixHTTPServer | None = None
         self._runtime: dict[int, RuntimeConfig] = {}
         self._watchdog: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
-        assert self._http is not None
-        host, port = self._http.server_address[:2]
-        return f"http://{host if isinstance(host, str) else host.decode()}:{port}"
+        assert self._server is not None
+        return self._server.url
 
     def start(self, timeout: float = 60.0) -> None:
         self._loop_thread = threading.Thread(
@@ -113,33 +118,35 @@ class ControllerDaemon:
         self._loop_thread.start()
         try:
             self.call(self._setup(), timeout)
-            self._http = ThreadingHTTPServer(self.config.listen, _handler(self))
-            if self.config.unix is not None:
-                self._unix = _UnixHTTPServer(self.config.unix, _handler(self))
+            self.call(self._serve(), timeout)
         except BaseException:
             self.stop()
             raise
-        self._http_thread = threading.Thread(
-            target=self._http.serve_forever, daemon=True, name="controller-http"
-        )
-        self._http_thread.start()
-        if self._unix is not None:
-            threading.Thread(
-                target=self._unix.serve_forever, daemon=True, name="controller-unix"
-            ).start()
+        if self.config.unix is not None:
             log.info("controller API also on unix:%s", self.config.unix)
         log.info("controller API on %s", self.url)
 
+    async def _serve(self) -> None:
+        assert self.switches is not None and self.manager is not None
+        stats = LiveStats(self.switches, self.manager, self.reports, self.events)
+        self.feed = LiveFeed(stats, self.config.stats_interval)
+        ctx = ApiContext(self.manager, self.switches, stats, self.feed, self.reports, self.events)
+        timeout = self.config.request_timeout
+        app = create_app(ctx, body_timeout=timeout)
+        self._server = ApiServer(app, self.config.listen, self.config.unix, head_timeout=timeout)
+        await self._server.start()
+
     def stop(self) -> None:
-        if self._unix is not None:
-            self._unix.shutdown()
-            self._unix.server_close()
-            self._unix = None
-        if self._http is not None:
-            self._http.shutdown()
-            self._http.server_close()
-            self._http = None
-        if self._loop_thread is not None and self.loop.is_running():
+        running = self._loop_thread is not None and self.loop.is_running()
+        if running and self._server is not None:
+            if self.feed is not None:
+                self.loop.call_soon_threadsafe(self.feed.close)  # ends the dashboards' streams
+            try:
+                self.call(self._server.stop(), 15.0)
+            except Exception as err:  # stopping is best effort
+                log.warning("stopping the API server: %s", err)
+        self._server = None
+        if running:
             if self._watchdog is not None:
                 self.loop.call_soon_threadsafe(self._watchdog.cancel)
             if self.switches is not None:
@@ -148,6 +155,7 @@ class ControllerDaemon:
                 except Exception as err:  # closing is best effort
                     log.warning("closing switch connections: %s", err)
             self.loop.call_soon_threadsafe(self.loop.stop)
+            assert self._loop_thread is not None
             self._loop_thread.join(10.0)
         if self.store is not None:
             self.store.close()
@@ -157,14 +165,6 @@ class ControllerDaemon:
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = CALL_TIMEOUT) -> Any:
         """Run ``coro`` on the daemon's loop from another thread and wait for its result."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def on_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call ``fn`` on the loop's thread: the job state is only touched from there."""
-
-        async def run() -> Any:
-            return fn(*args)
-
-        return self.call(run())
 
     async def _setup(self) -> None:
         cfg = self.config
@@ -179,7 +179,9 @@ class ControllerDaemon:
             await self._install_forwarding(conn)
         self.store = JobStore(cfg.db)
         groups = {g.group_id for rc in self._runtime.values() for g in rc.multicast_groups}
-        self.manager = JobManager(self.switches.connections, self.store, cfg.pool_size, groups)
+        self.manager = JobManager(
+            self.switches.connections, self.store, cfg.pool_size, groups, events=self.events
+        )
         again = await self.manager.restore()
         if again:
             log.info("re-installed jobs the switches had lost: %s", again)
@@ -204,21 +206,12 @@ class ControllerDaemon:
                     _require_primary(conn)
                     await self._install_forwarding(conn)
                     again = await self.manager.restore(conn.spec.device_id)
+                    self.events.record(
+                        "switch", f"switch {conn.spec.label} is back", device_id=conn.spec.device_id
+                    )
                     log.info("switch %s is back; jobs re-installed: %s", conn.spec.label, again)
                 except SwitchError as err:
                     log.warning("switch %s still unavailable: %s", conn.spec.label, err)
-
-    def switch_status(self) -> list[dict[str, Any]]:
-        assert self.switches is not None
-        return [
-            {
-                "device_id": c.spec.device_id,
-                "name": c.spec.label,
-                "address": c.spec.address,
-                "primary": c.is_primary,
-            }
-            for c in self.switches
-        ]
 
 
 def _require_primary(conn: SwitchConnection) -> None:
@@ -228,160 +221,6 @@ def _require_primary(conn: SwitchConnection) -> None:
             f" (election id {conn.primary_id} >= ours, {conn.spec.election_id});"
             " stop it or give this controller a higher election id"
         )
-
-
-# ------------------------------------------------------------------------------- HTTP
-
-
-class _UnixHTTPServer(ThreadingMixIn, UnixStreamServer):
-    """The HTTP API on a Unix domain socket; the socket file is replaced on start and
-    removed on close."""
-
-    daemon_threads = True
-
-    def __init__(self, path: Path, handler: type[BaseHTTPRequestHandler]) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.is_socket():
-            self.path.unlink()  # left over by a daemon that was killed
-        super().__init__(str(self.path), handler)
-        os.chmod(self.path, 0o600)  # root-only, like the localhost port's trust model
-
-    def server_close(self) -> None:
-        super().server_close()
-        self.path.unlink(missing_ok=True)
-
-
-class ApiError(Exception):
-    def __init__(self, status: HTTPStatus, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-Route = tuple[str, re.Pattern[str], Callable[..., tuple[HTTPStatus, Any]]]
-
-
-def _routes(d: ControllerDaemon) -> list[Route]:
-    def manager() -> JobManager:
-        assert d.manager is not None
-        return d.manager
-
-    def list_jobs() -> tuple[HTTPStatus, Any]:
-        return HTTPStatus.OK, {"jobs": [j.to_dict() for j in d.on_loop(manager().jobs)]}
-
-    def get_job(job_id: str) -> tuple[HTTPStatus, Any]:
-        return HTTPStatus.OK, {"job": d.on_loop(manager().get, int(job_id)).to_dict()}
-
-    def submit(body: Any) -> tuple[HTTPStatus, Any]:
-        if not isinstance(body, dict):
-            raise ApiError(HTTPStatus.BAD_REQUEST, "the body must be a JSON object")
-        job = d.call(manager().submit(parse_request(body)))
-        return HTTPStatus.CREATED, {"job": job.to_dict()}
-
-    def cancel(job_id: str) -> tuple[HTTPStatus, Any]:
-        job = d.call(manager().cancel(int(job_id)))
-        return HTTPStatus.OK, {"job": job.to_dict()}
-
-    def worker(job_id: str, wid: str) -> tuple[HTTPStatus, Any]:
-        job = d.on_loop(manager().get, int(job_id))
-        assert d.switches is not None
-        address = (
-            d.switches[job.device_id].spec.address
-            if job.device_id in d.switches.connections
-            else ""
-        )
-        try:
-            return HTTPStatus.OK, d.on_loop(manager().worker_config, job.job_id, int(wid), address)
-        except KeyError as err:
-            raise ApiError(HTTPStatus.NOT_FOUND, str(err.args[0])) from None
-
-    return [
-        ("GET", re.compile(r"/jobs"), list_jobs),
-        ("POST", re.compile(r"/jobs"), submit),
-        ("GET", re.compile(r"/jobs/(\d+)"), get_job),
-        ("DELETE", re.compile(r"/jobs/(\d+)"), cancel),
-        ("GET", re.compile(r"/jobs/(\d+)/workers/(\d+)"), worker),
-        (
-            "GET",
-            re.compile(r"/memory"),
-            lambda: (HTTPStatus.OK, {"switches": d.on_loop(manager().memory_view)}),
-        ),
-        ("GET", re.compile(r"/switches"), lambda: (HTTPStatus.OK, {"switches": d.switch_status()})),
-    ]
-
-
-def _handler(daemon: ControllerDaemon) -> type[BaseHTTPRequestHandler]:
-    routes = _routes(daemon)
-
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "inc-controller/0.1"
-
-        def address_string(self) -> str:
-            # A Unix socket's peer has no (host, port); the base class would index "".
-            return str(self.client_address[0]) if self.client_address else "unix"
-
-        def log_message(self, fmt: str, *args: Any) -> None:
-            log.debug("%s - " + fmt, self.address_string(), *args)
-
-        def _dispatch(self, method: str) -> None:
-            path = self.path.split("?", 1)[0].rstrip("/") or "/"
-            try:
-                status, body = self._route(method, path)
-            except ApiError as err:
-                status, body = err.status, {"error": str(err)}
-            except (JobError, json.JSONDecodeError) as err:
-                status, body = HTTPStatus.BAD_REQUEST, {"error": str(err)}
-            except UnknownJob as err:
-                status, body = HTTPStatus.NOT_FOUND, {"error": str(err)}
-            except OutOfMemory as err:
-                status, body = HTTPStatus.CONFLICT, {"error": str(err)}
-            except SwitchError as err:
-                status, body = HTTPStatus.BAD_GATEWAY, {"error": str(err)}
-            except Exception as err:  # a bug: report it, keep serving
-                log.exception("%s %s failed", method, path)
-                status, body = HTTPStatus.INTERNAL_SERVER_ERROR, {"error": repr(err)}
-            self._reply(status, body)
-
-        def _route(self, method: str, path: str) -> tuple[HTTPStatus, Any]:
-            allowed = False
-            for m, pattern, fn in routes:
-                match = pattern.fullmatch(path)
-                if match is None:
-                    continue
-                allowed = True
-                if m != method:
-                    continue
-                args = list(match.groups())
-                if method == "POST":
-                    args.append(self._body())
-                return fn(*args)
-            if allowed:
-                raise ApiError(HTTPStatus.METHOD_NOT_ALLOWED, f"{method} not allowed on {path}")
-            raise ApiError(HTTPStatus.NOT_FOUND, f"no such resource: {path}")
-
-        def _body(self) -> Any:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b"{}"
-            return json.loads(raw.decode("utf-8") or "{}")
-
-        def _reply(self, status: HTTPStatus, body: Any) -> None:
-            data = json.dumps(body, indent=1).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            self._dispatch("GET")
-
-        def do_POST(self) -> None:  # noqa: N802
-            self._dispatch("POST")
-
-        def do_DELETE(self) -> None:  # noqa: N802
-            self._dispatch("DELETE")
-
-    return Handler
 
 
 # -------------------------------------------------------------------------------- CLI
@@ -439,7 +278,7 @@ def parser() -> argparse.ArgumentParser:
         type=_listen,
         default=DEFAULT_LISTEN,
         metavar="HOST:PORT",
-        help="HTTP API address (127.0.0.1:7070)",
+        help="HTTP API and dashboard address (127.0.0.1:7070; port 0: any free port)",
     )
     p.add_argument(
         "--unix",
@@ -493,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(sig, lambda *_: stop.set())
     unix = f" and unix:{args.unix}" if args.unix is not None else ""
     print(f"controller: serving {daemon.url}{unix}", flush=True)
+    print(f"controller: dashboard {daemon.url}/", flush=True)
     stop.wait()
     daemon.stop()
     return 0

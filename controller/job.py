@@ -30,7 +30,15 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from controller.memory_manager import Region
 from wire.header import MAX_WORKERS
@@ -82,6 +90,16 @@ class JobRequest(BaseModel):
     worker_macs: Annotated[tuple[Mac, ...], Field(max_length=MAX_WORKERS)] = ()
     agg_ip: Ipv4 | None = None
     agg_mac: Mac | None = None
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _known_kind(cls, value: Any) -> Any:
+        from controller.job_kinds import kinds  # the kinds import this module
+
+        if not isinstance(value, str) or value not in kinds():
+            known = ", ".join(sorted(kinds()))
+            raise ValueError(f"unknown job kind {value!r} (known: {known})")
+        return value
 
     @model_validator(mode="after")
     def _hosts_agree(self) -> JobRequest:

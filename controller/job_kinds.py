@@ -12,7 +12,8 @@ The job manager (``controller/jobs.py``) does what every kind shares: pick the s
 a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
 differs: its request model (a subclass of ``controller.job.JobRequest``), which memory pool
 it draws from and how much, how its switch state is installed, checked, removed and
-cleared, and what its hosts are told at start. A system adds a module with one subclass
+cleared, what its hosts are told at start, and which live figures the dashboard and
+``/metrics`` show for it (``live_stats``). A system adds a module with one subclass
 and one line in ``_KINDS`` below.
 """
 
@@ -22,6 +23,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
+from controller.figures import JobStats
 from controller.job import Job, JobError, JobRequest
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection
@@ -62,6 +64,12 @@ class JobKind(ABC):
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
         """Whether the switch still holds the job (False after a switch restart)."""
         return True
+
+    async def live_stats(self, sw: SwitchConnection, job: Job) -> JobStats:
+        """The job's live figures, read from the switch now (``controller/figures.py``):
+        throughput, per-worker progress, collisions, the current mode... The dashboard and
+        ``/metrics`` show whatever a kind returns; by default nothing."""
+        return JobStats()
 
     def worker_config(self, job: Job, worker_id: int, switch_address: str) -> dict[str, Any]:
         """What host ``worker_id`` of ``job`` needs at start (``GET /jobs/{id}/workers/{w}``)."""

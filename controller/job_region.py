@@ -10,14 +10,19 @@ Example::
 ``workers``: ``(job_id, worker_id, ingress_port)`` -> ``set_worker(bit_index)``; the bit is
 the worker id, so the result's bitmap names the contributors by rank. Binding the ingress
 port means a host cannot contribute in another worker's (or job's) name.
+
+Both tables carry a direct counter (packets and bytes per entry): ``read_counters`` gives
+what the job's entry and each worker's entry admitted (throughput, per-worker progress).
 """
 
 from __future__ import annotations
 
-from finsy import P4TableEntry, P4TableMatch
+from dataclasses import dataclass
+
+from finsy import P4DirectCounterEntry, P4TableEntry, P4TableMatch
 
 from controller.job import Job
-from controller.p4runtime_client import table_entry
+from controller.p4runtime_client import SwitchConnection, table_entry
 
 JOBS = "IncIngress.job_region.jobs"
 WORKERS = "IncIngress.job_region.workers"
@@ -54,3 +59,40 @@ def worker_entries(job: Job) -> list[P4TableEntry]:
         )
         for w in job.workers
     ]
+
+
+def worker_key(job: Job, worker_id: int) -> P4TableEntry:
+    w = job.worker(worker_id)
+    match = {
+        "hdr.inc.job_id": job.job_id,
+        "hdr.inc.worker_id": w.worker_id,
+        "standard_metadata.ingress_port": w.port,
+    }
+    return P4TableEntry(WORKERS, match=P4TableMatch(match))
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """(packets, bytes) the switch admitted: for the job, and per worker id."""
+
+    job: tuple[int, int]
+    workers: dict[int, tuple[int, int]]
+
+
+async def read_counters(sw: SwitchConnection, job: Job) -> Admitted:
+    """The direct counters of the job's ``jobs`` entry and of its ``workers`` entries, in
+    one read. An entry the switch does not hold (it restarted) counts (0, 0)."""
+    keys = [job_key(job.job_id)] + [worker_key(job, w.worker_id) for w in job.workers]
+    got = await sw.read_many([P4DirectCounterEntry(table_entry=k) for k in keys])
+    total = (0, 0)
+    per_worker = {w.worker_id: (0, 0) for w in job.workers}
+    for e in got:
+        if e.table_entry is None or e.data is None:
+            continue
+        counts = (e.data.packet_count, e.data.byte_count)
+        match = e.table_entry.match or {}
+        if "worker_id" in match:
+            per_worker[int(match["worker_id"])] = counts
+        else:
+            total = counts
+    return Admitted(total, per_worker)

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from controller.events import EventLog
 from controller.job import MAX_JOB_ID, Job, JobError, JobRequest
 from controller.job_kinds import AGG_POOL, JobKind, kind_of
 from controller.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
@@ -47,6 +48,7 @@ class JobManager:
         pool_size: int = AGG_POOL_SIZE,
         reserved_groups: Iterable[int] = (),
         pools: Mapping[str, int] | None = None,
+        events: EventLog | None = None,
     ) -> None:
         if not switches:
             raise ValueError("a JobManager needs at least one switch")
@@ -57,6 +59,7 @@ class JobManager:
         self.memory: dict[int, dict[str, MemoryManager]] = {}
         self._jobs: dict[int, Job] = {}
         self._lock = asyncio.Lock()
+        self.events = events if events is not None else EventLog()
         for dev in self.switches:
             self._device_memory(dev)
         for job in store.jobs():
@@ -142,6 +145,13 @@ class JobManager:
                 await _quietly(kind.uninstall(sw, job))
                 raise
             self._jobs[job_id] = job
+            self.events.record(
+                "admitted",
+                f"{job.kind} job {job_id} ({job.name}): {job.n_workers} workers,"
+                f" {kind.pool} [{region.offset}, {region.offset + region.size})",
+                job_id,
+                device,
+            )
             log.info(
                 "admitted %s job %d (%s): %d workers, %s region %s on device %d",
                 job.kind,
@@ -165,6 +175,9 @@ class JobManager:
             self.store.remove(job_id)
             self._memory(job.device_id, kind.pool).free(job_id)
             del self._jobs[job_id]
+            self.events.record(
+                "cancelled", f"job {job_id} ({job.name}): region freed", job_id, job.device_id
+            )
             log.info("cancelled job %d; region %s is free", job_id, job.region)
             return job
 
@@ -184,6 +197,12 @@ class JobManager:
                 if not await kind.installed(sw, job):
                     await kind.install(sw, job, idempotent=True)
                     again.append(job.job_id)
+                    self.events.record(
+                        "restored",
+                        f"job {job.job_id}: re-installed on switch {job.device_id}",
+                        job.job_id,
+                        job.device_id,
+                    )
         return again
 
     def worker_config(self, job_id: int, worker_id: int, switch_address: str) -> dict[str, Any]:

@@ -12,7 +12,9 @@ switch memory = 2 x window, docs/protocol.md) and a multicast group holding its 
 Admission clears the region, then installs the result path (multicast group,
 ``result_dst``), the workers, and the ``jobs`` entry last, so that no packet is admitted
 before the job is complete. Removal deletes ``jobs`` first (nothing new is admitted), then
-the rest; the manager clears the region afterwards.
+the rest; the manager clears the region afterwards. Live figures: packets and bytes the
+``jobs`` entry admitted, and per worker the packets its ``workers`` entry admitted
+(``progress``), read from the tables' direct counters.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from controller import aggregator, job_region, result_rewrite
+from controller.figures import PROGRESS, Figure, JobStats
 from controller.job import Count, Job, JobRequest
 from controller.job_kinds import AGG_POOL, JobKind
 from controller.memory_manager import Region
@@ -100,3 +103,17 @@ class NetReduce(JobKind):
 
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
         return bool(await sw.read(job_region.job_key(job.job_id)))
+
+    async def live_stats(self, sw: SwitchConnection, job: Job) -> JobStats:
+        admitted = await job_region.read_counters(sw, job)
+        packets, nbytes = admitted.job
+        figures = [
+            Figure("packets", packets, "aggregation packets of the job the switch admitted"),
+            Figure("bytes", nbytes, "bytes of those packets"),
+        ]
+        for wid, (wp, _) in sorted(admitted.workers.items()):
+            help_ = "packets from the worker that passed admission (retransmissions too)"
+            figures.append(Figure(PROGRESS, wp, help_, worker=wid))
+        mode = "synchronous" if job.quorum >= job.n_workers else "partial"
+        state = {"sync": f"{mode}, quorum {job.quorum} of {job.n_workers}"}
+        return JobStats(tuple(figures), state)

@@ -466,9 +466,13 @@ class SwitchConnection:
 
     async def read(self, entity: Any) -> list[Any]:
         """All entities matching ``entity`` (finsy wildcards: ``P4TableEntry("jobs")``)."""
+        return await self.read_many([entity])
+
+    async def read_many(self, entities: Sequence[Any]) -> list[Any]:
+        """All entities matching any of ``entities``, in one ReadRequest (one round trip)."""
         if self._client is None:
             raise SwitchError(f"{self._where()}: not connected")
-        ents = [_encode(entity, self.schema, self._where())]
+        ents = [_encode(e, self.schema, self._where()) for e in entities]
         req = p4r.ReadRequest(device_id=self.spec.device_id, entities=ents)
         out: list[Any] = []
         try:

@@ -35,7 +35,8 @@ addresses, port INC_UDP_PORT for switch/ps, the rank's port in --peers for ring)
 ``--job-id``, ``--offset``, ``--size``, ``--window``, ``--slots`` the job's region and
 window as admitted by the controller; ``--controller URL`` (``http://...`` or
 ``unix:PATH``) asks the daemon for them instead (``GET /jobs/{id}/workers/{wid}``), and for
-``--workers`` and the aggregation address (switch, ps) unless ``--dest`` is given;
+``--workers`` and the aggregation address (switch, ps) unless ``--dest`` is given, and a
+switch worker then reports its progress to the daemon once a second (the dashboard);
 ``--timeout`` retransmission timeout and ``--total-timeout`` bound of one all-reduce
 (seconds);
 ``--epochs``, ``--batch-size``, ``--lr``, ``--momentum``, ``--hidden``, ``--seed``,
@@ -244,7 +245,12 @@ def _from_controller(a: argparse.Namespace) -> None:
         a.dest = f"{cfg['agg_ip']}:{port if port else INC_UDP_PORT}"
 
 
-def _make_allreduce(a: argparse.Namespace) -> tuple[AllReduceFn, Callable[[], None]]:
+def _make_allreduce(
+    a: argparse.Namespace, progress: dict[str, float] | None = None
+) -> tuple[AllReduceFn, Callable[[], None]]:
+    """The all-reduce of ``--method`` and what closes it. With ``--controller`` and
+    ``progress`` (epoch, accuracy, updated by the caller), a switch worker reports its
+    figures to the daemon once a second."""
     from wire.header import INC_UDP_PORT
 
     if a.method in ("switch", "ps"):
@@ -259,6 +265,29 @@ def _make_allreduce(a: argparse.Namespace) -> tuple[AllReduceFn, Callable[[], No
             a.job_id, a.worker_id, a.workers, a.offset, a.size, a.window, dest=dest,
             slots=a.slots, timeout=a.timeout, total_timeout=a.total_timeout, bind=bind,
         )  # fmt: skip
+        if a.controller and progress is not None and a.method == "switch":
+            from controller.api_client import ControllerApi
+            from hosts.progress_report import ProgressReporter
+
+            def figures() -> tuple[dict[str, int], dict[str, float]]:
+                st = c.stats
+                counters = {
+                    "sent": st.packets_sent,
+                    "results": st.results,
+                    "retransmissions": st.retransmissions,
+                    "duplicate_results": st.duplicate_results,
+                }
+                return counters, dict(progress)
+
+            reporter = ProgressReporter(
+                ControllerApi(a.controller), a.job_id, a.worker_id, figures
+            ).start()
+
+            def close() -> None:
+                reporter.stop()
+                c.close()
+
+            return c.allreduce, close
         return c.allreduce, c.close
     from hosts.ring import RING_UDP_PORT, RingAllReduce
 
@@ -307,11 +336,15 @@ def main(argv: list[str] | None = None) -> int:
         if a.method == "local":
             hist = _run_local(a)
         else:
-            fn, close = _make_allreduce(a)
+            progress: dict[str, float] = {}
+
+            def on_progress(p: dict[str, Any]) -> None:
+                progress.update(epoch=p["epoch"], accuracy=p["accuracy"])
+                _print_progress(p)
+
+            fn, close = _make_allreduce(a, progress)
             try:
-                hist = train(
-                    fn, a.worker_id, a.workers, on_progress=_print_progress, **_settings(a)
-                )
+                hist = train(fn, a.worker_id, a.workers, on_progress=on_progress, **_settings(a))
             finally:
                 close()
     except (ValueError, OSError, AllReduceTimeout) as e:

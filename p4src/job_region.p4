@@ -19,10 +19,16 @@ control JobRegion(inout headers_t hdr,
         meta.mcast_grp = mcast_grp;
     }
 
+    // Packets and bytes each job's entry admitted, and each worker's: the controller reads
+    // them over P4Runtime for per-job throughput and per-worker progress (stragglers).
+    direct_counter(CounterType.packets_and_bytes) job_packets;
+    direct_counter(CounterType.packets_and_bytes) worker_packets;
+
     table jobs {
         key = { hdr.inc.job_id: exact; }
         actions = { set_region; @defaultonly NoAction; }
         default_action = NoAction();
+        counters = job_packets;
         size = JOB_TABLE_SIZE;
     }
 
@@ -39,6 +45,7 @@ control JobRegion(inout headers_t hdr,
         }
         actions = { set_worker; @defaultonly NoAction; }
         default_action = NoAction();
+        counters = worker_packets;
         size = WORKER_TABLE_SIZE;
     }
 

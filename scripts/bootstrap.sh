@@ -1,14 +1,37 @@
 #!/usr/bin/env bash
 # Make this checkout ready to run: Debian packages, .venv, the project with its dev extras.
 # Quick when everything is already there. Used by `make run`, `make test` and friends.
+#
+#   scripts/bootstrap.sh          what `make run` needs
+#   scripts/bootstrap.sh --test   that, plus what only the test suite needs (`make test`):
+#                                 the Debian packages in TEST_NEED and the pyproject extra
+#                                 "test". Heavy test-only things go there, not in NEED.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+for_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) for_tests=1 ;;
+    *) echo "bootstrap: unknown argument $arg (known: --test)" >&2; exit 2 ;;
+  esac
+done
 
 # Debian packages: command we need -> package that provides it.
 declare -A NEED=(
   [mnexec]=mininet [ip]=iproute2 [ping]=iputils-ping [ethtool]=ethtool
   [tcpdump]=tcpdump [nft]=nftables [tc]=iproute2 [gcc]=gcc
 )
+# Only for the test suite: headless Chromium loads the dashboard (tests/test_dashboard.py).
+declare -A TEST_NEED=(
+  [chromium]=chromium
+)
+extras=dev
+if [ "$for_tests" = 1 ]; then
+  for cmd in "${!TEST_NEED[@]}"; do NEED[$cmd]=${TEST_NEED[$cmd]}; done
+  extras=dev,test
+fi
+
 missing=()
 for cmd in "${!NEED[@]}"; do
   command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEED[$cmd]}")
@@ -40,14 +63,16 @@ if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   exit 1
 fi
 
-# The virtual environment, reinstalled only when pyproject.toml changes.
-stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)
-if [ ! -f "$stamp" ]; then
+# The virtual environment, reinstalled only when pyproject.toml changes or more extras are
+# asked for. The stamp names the extras installed; "dev,test" also serves a plain run.
+hash=$(sha1sum pyproject.toml | cut -c1-12)
+stamp=.venv/.installed-$hash-$extras
+if [ ! -f "$stamp" ] && [ ! -f ".venv/.installed-$hash-dev,test" ]; then
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  echo "bootstrap: installing the project and its dev extras into .venv"
+  echo "bootstrap: installing the project and its extras ($extras) into .venv"
   log=.venv/pip-install.log
   if ! { .venv/bin/python -m pip install -q --upgrade pip \
-         && .venv/bin/python -m pip install -q -e '.[dev]'; } >"$log" 2>&1; then
+         && .venv/bin/python -m pip install -q -e ".[$extras]"; } >"$log" 2>&1; then
     tail -n 30 "$log" >&2
     echo "bootstrap: pip install failed (full log: $log)" >&2
     exit 1

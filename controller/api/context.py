@@ -1,0 +1,29 @@
+"""What the API's routes work on: the daemon's parts, reached through ``request.app``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastapi import Request
+
+from controller.events import EventLog
+from controller.jobs import JobManager
+from controller.live_stats import LiveFeed, LiveStats
+from controller.p4runtime_client import SwitchSet
+from controller.worker_reports import WorkerReports
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    manager: JobManager
+    switches: SwitchSet
+    stats: LiveStats
+    feed: LiveFeed
+    reports: WorkerReports
+    events: EventLog
+
+
+def context(request: Request) -> ApiContext:
+    """FastAPI dependency: the daemon's parts (``Depends(context)``)."""
+    ctx: ApiContext = request.app.state.ctx
+    return ctx

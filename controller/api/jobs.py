@@ -1,0 +1,104 @@
+"""Routes of jobs: admit, list, show, cancel; what a worker is told; what it reports.
+
+The body of ``POST /jobs`` is the union of every kind's request model, told apart by
+``kind`` (``netreduce`` when absent, so clients older than the kinds keep working); the
+OpenAPI description (``/openapi.json``, ``/docs``) lists each kind's fields.
+"""
+
+from typing import Annotated, Any, Union
+
+from fastapi import APIRouter, Body, Depends, Path
+from pydantic import Discriminator, Tag
+
+from controller.api.context import ApiContext, context
+from controller.api.limits import local_only
+from controller.job import MAX_JOB_ID, JobRequest
+from controller.job_kinds import kinds
+from controller.jobs import UnknownJob
+from controller.worker_reports import ProgressReport
+from wire.header import MAX_WORKERS
+
+DEFAULT_KIND = "netreduce"
+JobId = Annotated[int, Path(ge=1, le=MAX_JOB_ID, description="the job's id")]
+WorkerId = Annotated[int, Path(ge=0, lt=MAX_WORKERS, description="the worker's rank")]
+
+
+def _kind_tag(value: Any) -> str | None:
+    if isinstance(value, dict):
+        kind = value.get("kind", DEFAULT_KIND)
+        return kind if isinstance(kind, str) else None
+    return getattr(value, "kind", None)
+
+
+def request_type() -> Any:
+    """The kinds' request models as one discriminated union (just the model if one kind)."""
+    models = {name: k.request for name, k in sorted(kinds().items())}
+    if len(models) == 1:
+        return next(iter(models.values()))
+    members = tuple(Annotated[m, Tag(name)] for name, m in models.items())
+    known = ", ".join(models)
+    return Annotated[
+        Union[members],  # type: ignore[valid-type]  # noqa: UP007
+        Discriminator(
+            _kind_tag,
+            custom_error_type="unknown_kind",
+            custom_error_message=f"kind: unknown job kind (known: {known})",
+        ),
+    ]
+
+
+def router() -> APIRouter:
+    r = APIRouter(tags=["jobs"])
+    Ctx = Annotated[ApiContext, Depends(context)]
+    Request_ = Annotated[request_type(), Body(description="the kind's job request")]  # type: ignore[valid-type]
+
+    @r.post("/jobs", status_code=201, dependencies=[Depends(local_only)])
+    async def submit(req: Request_, ctx: Ctx) -> dict[str, Any]:  # type: ignore[valid-type]
+        """Admit a job: memory, switch entries, stored. 409 when memory is short."""
+        assert isinstance(req, JobRequest)
+        job = await ctx.manager.submit(req)
+        return {"job": job.to_dict()}
+
+    @r.get("/jobs")
+    async def list_jobs(ctx: Ctx) -> dict[str, Any]:
+        return {"jobs": [j.to_dict() for j in ctx.manager.jobs()]}
+
+    @r.get("/jobs/{job_id}")
+    async def get_job(job_id: JobId, ctx: Ctx) -> dict[str, Any]:
+        return {"job": ctx.manager.get(job_id).to_dict()}
+
+    @r.delete("/jobs/{job_id}", dependencies=[Depends(local_only)])
+    async def cancel(job_id: JobId, ctx: Ctx) -> dict[str, Any]:
+        """Cancel: entries deleted, the region cleared and freed."""
+        job = await ctx.manager.cancel(job_id)
+        ctx.reports.forget(job_id)
+        return {"job": job.to_dict()}
+
+    @r.get("/jobs/{job_id}/workers/{worker_id}")
+    async def worker(job_id: JobId, worker_id: WorkerId, ctx: Ctx) -> dict[str, Any]:
+        """What worker agent ``worker_id`` needs at start (its kind's fields)."""
+        job = ctx.manager.get(job_id)
+        conn = ctx.switches.connections.get(job.device_id)
+        address = conn.spec.address if conn is not None else ""
+        try:
+            return ctx.manager.worker_config(job_id, worker_id, address)
+        except KeyError as err:
+            raise UnknownJob(str(err.args[0])) from None
+
+    @r.post(
+        "/jobs/{job_id}/workers/{worker_id}/progress",
+        status_code=204,
+        dependencies=[Depends(local_only)],
+    )
+    async def progress(
+        job_id: JobId, worker_id: WorkerId, report: ProgressReport, ctx: Ctx
+    ) -> None:
+        """A worker's progress (counters, gauges, state) for the dashboard and /metrics."""
+        job = ctx.manager.get(job_id)
+        try:
+            job.worker(worker_id)
+        except KeyError as err:
+            raise UnknownJob(str(err.args[0])) from None
+        ctx.reports.put(job_id, worker_id, report)
+
+    return r
