@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -454,3 +455,28 @@ def test_fuzzed_requests_get_json_answers_and_never_a_500(
         assert api.job(job["job_id"]) == job
         api.cancel(job["job_id"])
     assert ControllerApi(daemon.url).jobs() == []  # whatever happened, incctl list works
+
+
+def test_the_openapi_description_lists_each_kinds_request_and_every_route(
+    daemon: ControllerDaemon,
+) -> None:
+    from controller.job_kinds import kinds
+
+    with urllib.request.urlopen(daemon.url + "/openapi.json", timeout=30) as resp:
+        spec = json.loads(resp.read())
+    for kind in kinds().values():
+        fields = spec["components"]["schemas"][kind.request.__name__]["properties"]
+        assert {"kind", "workers", "name", "agg_ip"} <= fields.keys()
+    assert fields["name"]["maxLength"] == 64
+    assert {
+        "/jobs",
+        "/jobs/{job_id}",
+        "/jobs/{job_id}/workers/{worker_id}",
+        "/jobs/{job_id}/workers/{worker_id}/progress",
+        "/memory",
+        "/switches",
+        "/stats",
+        "/stats/stream",
+        "/metrics",
+        "/events",
+    } <= spec["paths"].keys()

@@ -10,8 +10,10 @@ own parser and compared with the switch's counters read over P4Runtime."""
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -278,3 +280,43 @@ def test_metrics_match_the_switch_counters_read_over_p4runtime(
     assert m("inc_pool_job_units", device=0, pool="agg", job=jid) == 8
     assert m("inc_pool_free_units", device=0, pool="agg") == 128 - 8
     assert m("inc_switch_primary", device=0, name="s0") == 1
+
+
+def test_a_worker_agents_progress_reports_reach_the_live_view(
+    daemon: ControllerDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hosts.progress_report import ProgressReporter
+
+    api = ControllerApi(daemon.url)
+    job = api.submit({"workers": 2, "window": 4})
+    results = {"n": 0}
+
+    def read() -> tuple[dict[str, int], dict[str, float]]:
+        results["n"] += 5
+        return {"results": results["n"], "retransmissions": 1}, {"epoch": 2.0}
+
+    reporter = ProgressReporter(api, job["job_id"], 1, read, interval=0.05).start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        view = next(j for j in stats(daemon.url)["jobs"] if j["job_id"] == job["job_id"])
+        figures = view["worker_stats"][1]["figures"]
+        if figures.get("results", {}).get("value", 0) >= 10:
+            break
+        time.sleep(0.05)
+    reporter.stop()
+    assert figures["epoch"] == {**figures["epoch"], "value": 2.0, "counter": False}
+    assert view["worker_stats"][0]["figures"].keys() == {"progress"}  # nothing reported
+    assert {"name": "retransmissions", "value": 1}.items() <= next(
+        f for f in view["figures"] if f["name"] == "retransmissions"
+    ).items()
+    assert reporter.failures == 0
+
+    # A daemon that is gone costs one line on stderr and never an exception.
+    gone = ProgressReporter(ControllerApi("unix:/nonexistent.sock"), 1, 0, read)
+    assert gone.report() is False and gone.report() is False
+    assert gone.failures == 2 and capsys.readouterr().err.count("\n") == 1
+
+
+def stats(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/stats", timeout=30) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
