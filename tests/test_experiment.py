@@ -5,6 +5,7 @@ carries traffic between all hosts."""
 from __future__ import annotations
 
 import re
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -57,12 +58,20 @@ def test_interface_counters_come_from_this_network_namespace() -> None:
 @pytest.mark.timeout(300)
 def test_leaf_spine_network_with_relays_reaches_every_host_from_every_host() -> None:
     layout = leaf_spine(racks=2, per_rack=1, spine_hosts=1)
+    said: list[str] = []
     config = ExperimentConfig(
-        layout, impairment=Impairment(), run_dir=Path("run/test-experiment"), log=lambda s: None
+        layout, impairment=Impairment(), run_dir=Path("run/test-experiment"), log=said.append
     )
     with Experiment(config) as ex:
         assert len(ex.relays) == len(layout.hosts) + len(layout.trunks)
         assert [s["device_id"] for s in ex.api.switches()] == [1, 2, 3]
+        # The harness says where the live dashboard is, and it serves all three switches.
+        assert any(line.startswith(f"dashboard: {ex.dashboard_url} ") for line in said)
+        with urllib.request.urlopen(ex.dashboard_url, timeout=30) as page:
+            assert b"stats/stream" in page.read()
+        with urllib.request.urlopen(ex.dashboard_url + "metrics", timeout=30) as metrics:
+            text = metrics.read().decode()
+        assert all(f'inc_switch_primary{{device="{d}"' in text for d in (1, 2, 3))
         before = ex.port_bytes()
         for a in layout.hosts:
             for b in layout.hosts:

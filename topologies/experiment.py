@@ -21,7 +21,9 @@ commands, its job, its table); this module does what they share:
 - the switches (``P4Switch``: p4sim, or BMv2 with ``SWITCH=bmv2``) start empty; the
   controller daemon (``controller/daemon.py``) owns all of them over P4Runtime, pushes
   ``p4src/inc.p4`` and the forwarding entries, and serves its API on a Unix socket under
-  ``run_dir`` for the hosts (other network namespaces, same file system);
+  ``run_dir`` for the hosts (other network namespaces, same file system) and on localhost
+  (port ``api_port``, 7070, or a free one), where its live dashboard is: the harness
+  prints that URL (``dashboard_url``);
 - host processes started by PID and stopped by PID (also on failure or SIGTERM), services
   that are waited for until they print that they are ready, workers whose output is
   collected (and one of them shown as progress);
@@ -40,6 +42,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -184,6 +187,7 @@ class ExperimentConfig:
     program: Path = P4_PROGRAM
     daemon_args: tuple[str, ...] = ()  # more options for controller.daemon
     log: Callable[[str], None] = print
+    api_port: int = 7070  # the daemon's API and dashboard on localhost; a free one if taken
 
 
 @dataclass
@@ -203,6 +207,7 @@ class Experiment:
     config: ExperimentConfig
     net: Any = None
     daemon: subprocess.Popen[bytes] | None = None
+    dashboard_url: str = ""  # the daemon's live dashboard (http://127.0.0.1:7070/ when free)
     procs: list[Any] = field(default_factory=list)
     pipeline: CompiledProgram | None = None
     relays: list[str] = field(default_factory=list)
@@ -346,15 +351,23 @@ class Experiment:
             cmd += ["--switch", spec, "--runtime-json", f"{sw.device_id}={runtime}"]
         cmd += ["--p4info", str(self.pipeline.p4info)]
         cmd += ["--device-config", str(self.pipeline.device_config), "--db", str(db)]
-        cmd += ["--listen", "127.0.0.1:0", "--unix", str(self.socket_path), "--force-pipeline"]
-        cmd += list(self.config.daemon_args)
+        port = self.config.api_port if _port_free(self.config.api_port) else 0
+        cmd += ["--listen", f"127.0.0.1:{port}", "--unix", str(self.socket_path)]
+        cmd += ["--force-pipeline", *self.config.daemon_args]
         log_path = self.logs / "controller.log"
         with open(log_path, "wb") as log:
             self.daemon = subprocess.Popen(
                 cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
             )
         (self.run_dir / "controller.pid").write_text(f"{self.daemon.pid}\n")
-        _wait_for_line(self.daemon, log_path, "controller: serving", DAEMON_START_S, "daemon")
+        line = _wait_for_line(
+            self.daemon, log_path, r"controller: dashboard (\S+)", DAEMON_START_S, "daemon"
+        )
+        self.dashboard_url = line.group(1).decode()
+        self.config.log(
+            f"dashboard: {self.dashboard_url} (live while the experiment runs;"
+            f" Prometheus: {self.dashboard_url}metrics)"
+        )
 
     def _record_state(self) -> None:
         if self.net is None:
@@ -536,14 +549,23 @@ def terminate(p: Any, grace: float = 5.0) -> None:
         pass
 
 
-def _wait_for_line(p: Any, path: Path, pattern: str, timeout: float, what: str) -> None:
-    """Until ``pattern`` shows in the log at ``path``; the process dying or the time running
-    out is an ``ExperimentError`` with the log's tail."""
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_for_line(p: Any, path: Path, pattern: str, timeout: float, what: str) -> re.Match[bytes]:
+    """Until ``pattern`` shows in the log at ``path`` (its match); the process dying or the
+    time running out is an ``ExperimentError`` with the log's tail."""
     rx = re.compile(pattern.encode())
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if rx.search(path.read_bytes()):
-            return
+        if match := rx.search(path.read_bytes()):
+            return match
         if p.poll() is not None:
             tail = path.read_text(errors="replace")[-2000:]
             raise ExperimentError(f"{what} exited with status {p.returncode}:\n{tail}")
