@@ -7,6 +7,9 @@ Example::
     await sw.delete(entries, strict=False)
 
 ``jobs``: ``job_id`` -> ``set_region(offset, size, quorum, mcast_grp)``.
+``epoch_slots``: ``(job_id, epoch parity)`` -> ``set_slot(offset, size, quorum)``, overriding
+the region and quorum of the ``jobs`` entry for that epoch's packets; only jobs whose layout
+changes while they run have them (``controller/switchover.py``).
 ``workers``: ``(job_id, worker_id, ingress_port)`` -> ``set_worker(bit_index)``; the bit is
 the worker id, so the result's bitmap names the contributors by rank. Binding the ingress
 port means a host cannot contribute in another worker's (or job's) name.
@@ -22,10 +25,12 @@ from dataclasses import dataclass
 from finsy import P4DirectCounterEntry, P4TableEntry, P4TableMatch
 
 from controller.job import Job
+from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection, table_entry
 
 JOBS = "IncIngress.job_region.jobs"
 WORKERS = "IncIngress.job_region.workers"
+EPOCH_SLOTS = "IncIngress.job_region.epoch_slots"
 
 
 def job_entry(job: Job) -> P4TableEntry:
@@ -96,3 +101,22 @@ async def read_counters(sw: SwitchConnection, job: Job) -> Admitted:
         else:
             total = counts
     return Admitted(total, per_worker)
+
+
+def slot_entry(job_id: int, slot: int, region: Region | None, quorum: int) -> P4TableEntry:
+    """Epoch slot ``slot`` (0 or 1) of the job; ``region`` None admits no aggregation."""
+    r = region if region is not None else Region(0, 0)
+    return table_entry(
+        EPOCH_SLOTS,
+        {"hdr.inc.job_id": job_id, "meta.epoch_slot": slot},
+        "IncIngress.job_region.set_slot",
+        offset=r.offset,
+        size=r.size,
+        quorum=quorum,
+    )
+
+
+def slot_key(job_id: int, slot: int) -> P4TableEntry:
+    return P4TableEntry(
+        EPOCH_SLOTS, match=P4TableMatch({"hdr.inc.job_id": job_id, "meta.epoch_slot": slot})
+    )

@@ -162,8 +162,18 @@ class AllReduceClient:
         self.timeout, self.max_retries, self.total_timeout = timeout, max_retries, total_timeout
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
         self.next_psn = first_psn
+        self.epoch = 0  # carried in every header: selects the switch's epoch slot
         self.last_scale = 1.0
         self.stats = ClientStats()
+
+    def set_layout(self, epoch: int, offset: int, size: int, window: int | None = None) -> None:
+        """Enter ``epoch`` with the region ``(offset, size)`` and ``window`` (default: the
+        size), as the controller fixed them for that epoch (``controller/switchover.py``).
+        Call between all-reduce calls, on every worker alike."""
+        win = size if window is None else window
+        _check_config(self.job_id, self.worker_id, self.n_workers, size, win, self.slots)
+        self.region_offset, self.region_size, self.window = offset, size, win
+        self.epoch = epoch
 
     # --- integer path -----------------------------------------------------------------------
     def allreduce_int(self, x: np.ndarray) -> np.ndarray:
@@ -218,6 +228,7 @@ class AllReduceClient:
                 ver=ver,
                 psn=psn,
                 agg_idx=idx,
+                epoch=self.epoch,
             )
             out.append((pack_header(h, self.slots) + wire[psn - first].tobytes(), self.dest))
         self.stats.packets_sent += len(out)

@@ -19,6 +19,7 @@
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024
 #define WORKER_TABLE_SIZE 32768
+#define EPOCH_SLOT_TABLE_SIZE 2048  // two per job (JOB_TABLE_SIZE)
 #define FORWARD_TABLE_SIZE 1024
 
 // ---- wire code points ----

@@ -78,6 +78,7 @@ struct inc_metadata_t {
     bit<8>  quorum;        // contributions that complete an aggregation
     bit<16> mcast_grp;     // the job's workers
     bit<32> worker_bit;    // this worker's bit in the contributor bitmap
+    bit<1>  epoch_slot;    // parity of hdr.inc.epoch: which epoch slot configures the job
     bit<1>  drop;
     bit<8>  drop_reason;   // DROP_*
 }

@@ -3,6 +3,10 @@
 // it to where it is attached so that a host cannot speak for another job's workers.
 // Anything that fails a check is marked for drop with a DROP_* reason (IncIngress counts it)
 // and never reaches the aggregator, so it cannot touch another job's memory.
+// Epoch slots (docs/protocol.md, "Switch-over at an epoch boundary"): a job whose layout
+// changes while it runs has two configurations, selected by the parity of the packet's
+// epoch; they override the region and quorum of its `jobs` entry, so that a new layout
+// is written into the idle slot and takes effect for the whole of the next epoch.
 // Programmed by controller/job_region.py.
 #ifndef _JOB_REGION_P4_
 #define _JOB_REGION_P4_
@@ -32,6 +36,23 @@ control JobRegion(inout headers_t hdr,
         size = JOB_TABLE_SIZE;
     }
 
+    // Epoch slot (job, epoch parity): the region and quorum of that epoch's packets.
+    action set_slot(bit<32> offset, bit<32> size, bit<8> quorum) {
+        meta.region_offset = offset;
+        meta.region_size = size;
+        meta.quorum = quorum;
+    }
+
+    table epoch_slots {
+        key = {
+            hdr.inc.job_id: exact;
+            meta.epoch_slot: exact;
+        }
+        actions = { set_slot; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = EPOCH_SLOT_TABLE_SIZE;
+    }
+
     // bit_index: the worker's position (0 .. MAX_WORKERS-1) in the contributor bitmap.
     action set_worker(bit<8> bit_index) {
         meta.worker_bit = 32w1 << bit_index;
@@ -59,12 +80,16 @@ control JobRegion(inout headers_t hdr,
         } else if (!workers.apply().hit) {
             meta.drop = 1;
             meta.drop_reason = DROP_UNKNOWN_WORKER;
-        } else if (hdr.inc.agg_idx - meta.region_offset >= meta.region_size
-                   || hdr.inc.agg_idx >= AGG_POOL_SIZE) {
-            // Unsigned wrap-around makes idx < offset fail the first test too. The second
-            // test guards the registers against a region the controller set past the pool.
-            meta.drop = 1;
-            meta.drop_reason = DROP_OUT_OF_REGION;
+        } else {
+            meta.epoch_slot = hdr.inc.epoch[0:0];
+            epoch_slots.apply();  // a miss keeps the region of the jobs entry
+            if (hdr.inc.agg_idx - meta.region_offset >= meta.region_size
+                    || hdr.inc.agg_idx >= AGG_POOL_SIZE) {
+                // Unsigned wrap-around makes idx < offset fail the first test too. The
+                // second guards the registers against a region set past the pool.
+                meta.drop = 1;
+                meta.drop_reason = DROP_OUT_OF_REGION;
+            }
         }
     }
 }

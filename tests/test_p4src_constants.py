@@ -17,7 +17,13 @@ _CONST = re.compile(
 )
 
 # Switch-only constants: sizes of tables and the serial-number bound, not on the wire.
-P4_ONLY = {"JOB_TABLE_SIZE", "WORKER_TABLE_SIZE", "FORWARD_TABLE_SIZE", "PSN_HALF"}
+P4_ONLY = {
+    "JOB_TABLE_SIZE",
+    "WORKER_TABLE_SIZE",
+    "FORWARD_TABLE_SIZE",
+    "EPOCH_SLOT_TABLE_SIZE",
+    "PSN_HALF",
+}
 
 
 def p4_constants() -> dict[str, int]:
