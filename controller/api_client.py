@@ -122,6 +122,24 @@ class ControllerApi:
         body = {"counters": counters or {}, "gauges": gauges or {}, "state": state or {}}
         self._call("POST", f"/jobs/{job_id}/workers/{worker_id}/progress", body, timeout)
 
+    def epoch(
+        self,
+        job_id: int,
+        worker_id: int,
+        epoch: int,
+        rtt_s: float | None = None,
+        wait: float = 0.0,
+    ) -> dict[str, Any]:
+        """Scheduled job: the region of ``epoch`` (``epoch == epochs``: done). The daemon
+        holds the request up to ``wait`` seconds while the answer would be "wait"."""
+        body: dict[str, Any] = {"epoch": epoch, "wait": wait}
+        if rtt_s is not None:
+            body["rtt_s"] = rtt_s
+        return self._call("POST", f"/jobs/{job_id}/workers/{worker_id}/epoch", body)
+
+    def schedule(self) -> dict[str, Any]:
+        return self._call("GET", "/schedule")
+
 
 def _check_http_url(url: str) -> None:
     try:

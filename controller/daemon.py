@@ -27,7 +27,14 @@ The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` a
 ``GET /memory``, ``GET /switches``             memory per switch and pool; the switches
 ``GET /stats``, ``GET /stats/stream``          live figures now; the same as server-sent events
 ``GET /metrics``, ``GET /events``              Prometheus text format; recent decisions
+``POST /jobs/{id}/workers/{wid}/epoch``        scheduled job: ``{"epoch": e, "rtt_s": ..,
+                                               "wait": s}`` -> the region of epoch e
+``GET /schedule``                              the scheduler: queue, plan, regions, predictions
 =============================================  ==============================================
+
+``--policy edf|fifo|rr|mlfq`` picks how jobs submitted with a class share the memory pool
+(``controller/scheduled_jobs.py``); ``--quantum``, ``--rtt-ms``, ``--line-mbps`` set the
+policies' time slice and the path model used until workers report their RTT.
 
 It listens on localhost by default and has no authentication: state changes are accepted
 only from this machine (loopback or the Unix socket), reading from whoever reaches the
@@ -62,7 +69,9 @@ from controller.p4runtime_client import (
     SwitchSet,
     SwitchSpec,
 )
+from controller.policies import DEFAULT_QUANTUM, POLICIES
 from controller.runtime_config import apply_runtime_config
+from controller.scheduled_jobs import SchedulingOptions
 from controller.store import DEFAULT_DB, JobStore, StoreError
 from controller.worker_reports import WorkerReports
 from p4sim.runtime_json import RuntimeConfig, RuntimeJsonError, load_runtime_json
@@ -87,6 +96,7 @@ class DaemonConfig:
     unix: Path | None = None  # also serve the API on this Unix domain socket
     stats_interval: float = 1.0  # seconds between live samples while the dashboard is open
     request_timeout: float = 10.0  # for a request's head, and again for its body
+    scheduling: SchedulingOptions = SchedulingOptions()
 
 
 class ControllerDaemon:
@@ -105,6 +115,7 @@ class ControllerDaemon:
         self._loop_thread: threading.Thread | None = None
         self._runtime: dict[int, RuntimeConfig] = {}
         self._watchdog: asyncio.Task[None] | None = None
+        self._scheduler: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -147,8 +158,9 @@ class ControllerDaemon:
                 log.warning("stopping the API server: %s", err)
         self._server = None
         if running:
-            if self._watchdog is not None:
-                self.loop.call_soon_threadsafe(self._watchdog.cancel)
+            for task in (self._watchdog, self._scheduler):
+                if task is not None:
+                    self.loop.call_soon_threadsafe(task.cancel)
             if self.switches is not None:
                 try:
                     self.call(self.switches.close(), 10.0)
@@ -180,12 +192,18 @@ class ControllerDaemon:
         self.store = JobStore(cfg.db)
         groups = {g.group_id for rc in self._runtime.values() for g in rc.multicast_groups}
         self.manager = JobManager(
-            self.switches.connections, self.store, cfg.pool_size, groups, events=self.events
+            self.switches.connections,
+            self.store,
+            cfg.pool_size,
+            groups,
+            events=self.events,
+            scheduling=cfg.scheduling,
         )
         again = await self.manager.restore()
         if again:
             log.info("re-installed jobs the switches had lost: %s", again)
         self._watchdog = asyncio.create_task(self._watch(), name="switch-watchdog")
+        self._scheduler = asyncio.create_task(self.manager.run_scheduler(), name="scheduler")
 
     async def _install_forwarding(self, conn: SwitchConnection) -> None:
         rc = self._runtime.get(conn.spec.device_id)
@@ -297,6 +315,30 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="push the pipeline even if the switch already runs it (clears state)",
     )
+    p.add_argument(
+        "--policy",
+        choices=sorted(POLICIES),
+        default="edf",
+        help="how scheduled jobs (submitted with a class) share the pool (edf)",
+    )
+    p.add_argument(
+        "--quantum",
+        type=float,
+        default=DEFAULT_QUANTUM,
+        help=f"seconds: RR's time slice, MLFQ's first level ({DEFAULT_QUANTUM:g})",
+    )
+    p.add_argument(
+        "--rtt-ms",
+        type=float,
+        default=SchedulingOptions.rtt_s * 1e3,
+        help="round-trip time the model assumes until workers measure theirs (0.1)",
+    )
+    p.add_argument(
+        "--line-mbps",
+        type=float,
+        default=SchedulingOptions.line_rate * 8 / 1e6,
+        help="bytes of values one worker's link carries, in Mbit/s (100000)",
+    )
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -310,6 +352,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.device_config is not None and args.p4info is None:
         print("controller: --device-config needs --p4info", file=sys.stderr)
         return 2
+    try:
+        scheduling = SchedulingOptions(
+            policy=args.policy,
+            quantum=args.quantum,
+            rtt_s=args.rtt_ms / 1e3,
+            line_rate=args.line_mbps * 1e6 / 8,
+        )
+    except ValueError as err:
+        print(f"controller: {err}", file=sys.stderr)
+        return 2
     config = DaemonConfig(
         switches=tuple(args.switch),
         p4info=args.p4info,
@@ -320,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         pool_size=args.pool_size,
         force_pipeline=args.force_pipeline,
         unix=args.unix,
+        scheduling=scheduling,
     )
     daemon = ControllerDaemon(config)
     try:

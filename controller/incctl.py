@@ -3,6 +3,9 @@
 Example::
 
     incctl job submit --workers 4 --window 64 --name mlp
+    incctl job submit --workers 2 --class md --deadline 90s --epochs 50 \
+        --model-bytes 400K --compute-ms 20       # the scheduler sizes its memory
+    incctl sched show                            # queue, regions, predicted finish vs deadline
     incctl job list
     incctl job worker 1 0          # what worker 0 of job 1 is told at start (JSON)
     incctl job cancel 1
@@ -53,6 +56,58 @@ def _positive(text: str) -> int:
     return value
 
 
+_UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_TIME_UNITS = {"": 1.0, "s": 1.0, "ms": 1e-3, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _amount(text: str) -> float:
+    """``400K``, ``1.5M``, ``2G``: decimal multiples; a plain number as is."""
+    t = text.strip().lower().removesuffix("b").removesuffix("/s")
+    unit = t[-1:] if t[-1:] in _UNITS and t[-1:] else ""
+    try:
+        value = float(t[: len(t) - len(unit)]) * _UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number like 400K or 1.5M, got {text!r}"
+        ) from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive amount, got {text!r}")
+    return value
+
+
+def _bytes(text: str) -> int:
+    value = _amount(text)
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number of bytes, got {text!r}")
+    return int(value)
+
+
+def _duration(text: str) -> float:
+    """``90s``, ``1.5m``, ``2h``, ``250ms`` or plain seconds."""
+    t = text.strip().lower()
+    num = t.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = t[len(num) :]
+    try:
+        value = float(num) * _TIME_UNITS[unit]
+    except (ValueError, KeyError):
+        raise argparse.ArgumentTypeError(
+            f"expected a duration like 90s, 2m or 1h, got {text!r}"
+        ) from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got {text!r}")
+    return value
+
+
+def _ms(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected milliseconds >= 0, got {text!r}")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="incctl", description="In-network computing job control")
     p.add_argument(
@@ -60,7 +115,7 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("INCCTL_CONTROLLER", DEFAULT_URL),
         help=f"controller API URL ({DEFAULT_URL})",
     )
-    top = p.add_subparsers(dest="group", metavar="{job,switch}", required=True)
+    top = p.add_subparsers(dest="group", metavar="{job,switch,sched}", required=True)
 
     job = top.add_parser("job", help="admit, list, cancel jobs").add_subparsers(
         dest="command", metavar="{submit,list,show,worker,cancel}", required=True
@@ -70,9 +125,20 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--window",
         type=_positive,
-        required=True,
-        help="packets in flight per worker (region size >= window)",
+        help="packets in flight per worker (region size >= window); not with --class",
     )
+    sched = sub.add_argument_group("scheduled jobs (memory sized by the scheduler)")
+    sched.add_argument(
+        "--class",
+        dest="job_class",
+        choices=("md", "be"),
+        help="md: meet a deadline; be: best effort",
+    )
+    sched.add_argument("--deadline", type=_duration, help="md: time to finish, e.g. 90s, 5m")
+    sched.add_argument("--epochs", type=_positive, help="compute + all-reduce rounds")
+    sched.add_argument("--model-bytes", type=_bytes, help="bytes all-reduced per epoch: 400K")
+    sched.add_argument("--compute-ms", type=_ms, help="compute time per epoch, milliseconds")
+    sched.add_argument("--throughput", type=_amount, help="bytes/s the job can use at most: 50M")
     sub.add_argument("--slots", type=_positive, default=SLOTS, help=f"values per packet ({SLOTS})")
     sub.add_argument("--name", default="")
     sub.add_argument("--region-size", type=_positive, help="aggregators (default: the window)")
@@ -100,16 +166,31 @@ def parser() -> argparse.ArgumentParser:
     mem = sw.add_parser("memory", help="who owns which aggregators")
     mem.add_argument("--json", action="store_true")
     sw.add_parser("list", help="the controller's switches")
+
+    sc = top.add_parser("sched", help="the memory scheduler").add_subparsers(
+        dest="command", metavar="{show}", required=True
+    )
+    show_s = sc.add_parser("show", help="queue, regions, predicted finish vs deadline")
+    show_s.add_argument("--json", action="store_true")
     return p
 
 
 def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "workers": args.workers,
-        "window": args.window,
-        "slots": args.slots,
-        "name": args.name,
-    }
+    body: dict[str, Any] = {"workers": args.workers}
+    if args.window is not None:
+        body["window"] = args.window
+    body |= {"slots": args.slots, "name": args.name}
+    if args.job_class is not None:
+        body["class"] = args.job_class
+    for src, key in (
+        ("deadline", "deadline_s"),
+        ("epochs", "epochs"),
+        ("model_bytes", "model_bytes"),
+        ("compute_ms", "compute_ms"),
+        ("throughput", "throughput"),
+    ):
+        if getattr(args, src) is not None:
+            body[key] = getattr(args, src)
     for key in (
         "region_size",
         "device_id",
@@ -132,7 +213,7 @@ def _job_table(jobs: list[dict[str, Any]], title: str = "jobs") -> Table:
         r = j["region"]
         t.add_row(
             str(j["job_id"]),
-            j["name"],
+            j["name"] + (f" ({j['params']['class']})" if j.get("params", {}).get("class") else ""),
             str(j["device_id"]),
             str(j["n_workers"]),
             str(j["window"]),
@@ -230,6 +311,60 @@ def cmd_switches(api: ControllerApi, args: argparse.Namespace, out: Console) -> 
     out.print(t)
 
 
+def _ago(t: float | None, now: float) -> str:
+    if t is None:
+        return "-"
+    d = t - now
+    return f"in {d:.0f} s" if d >= 0 else f"{-d:.0f} s ago"
+
+
+def _region(r: dict[str, int] | None) -> str:
+    return "-" if not r else f"[{r['offset']}, {r['offset'] + r['size']})"
+
+
+def cmd_sched(api: ControllerApi, args: argparse.Namespace, out: Console) -> None:
+    view = api.schedule()
+    if args.json:
+        _print_json(out, view)
+        return
+    now = view["now"]
+    for sw in view["switches"]:
+        t = Table(
+            title=f"switch {sw['device_id']}, policy {view['policy']}: {sw['capacity']} of"
+            f" {sw['pool_size']} aggregators scheduled, {sw['free']} free (queue in policy order)"
+        )
+        for col in (
+            "job", "class", "state", "epochs", "region", "planned", "want", "need",
+            "predicted finish", "deadline", "on time",
+        ):  # fmt: skip
+            t.add_column(col)
+        for j in sw["jobs"]:
+            t.add_row(
+                f"{j['job_id']} {j.get('name', '')}",
+                j["class"],
+                j["state"] + (" (switching)" if j.get("retiring") else ""),
+                f"{j['epochs_done']:.0f}/{j['epochs']}",
+                _region(j["region"]),
+                str(j["planned"]),
+                str(j["want"]),
+                "-" if j["need"] is None else str(j["need"]),
+                _ago(j["predicted_finish"], now),
+                _ago(j["deadline"], now),
+                {None: "-", True: "yes", False: "no"}[j["on_time"]],
+            )
+        out.print(t)
+    if view["finished"]:
+        f = Table(title="finished jobs")
+        for col in ("job", "class", "state", "JCT", "deadline met"):
+            f.add_column(col)
+        for j in view["finished"]:
+            met = {None: "-", True: "yes", False: "no"}[j["met"]]
+            f.add_row(
+                f"{j['job_id']} {j['name']}", j["class"], j["state"], f"{j['jct']:.1f} s", met
+            )
+        out.print(f)
+
+
 COMMANDS: dict[tuple[str, str], Handler] = {
     ("job", "submit"): cmd_submit,
     ("job", "list"): cmd_list,
@@ -238,6 +373,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("job", "cancel"): cmd_cancel,
     ("switch", "memory"): cmd_memory,
     ("switch", "list"): cmd_switches,
+    ("sched", "show"): cmd_sched,
 }
 
 

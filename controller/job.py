@@ -28,7 +28,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -126,6 +126,64 @@ class JobRequest(BaseModel):
             self.agg_ip or host_ip(self.workers + 1),
             self.agg_mac or host_mac(self.workers + 1),
         )
+
+
+MAX_EPOCHS = 10**9
+MAX_MODEL_BYTES = 1 << 40  # 1 TiB of gradients per iteration: beyond any real model
+MAX_SECONDS = 1e8  # about three years
+Seconds = Annotated[float, Field(strict=False, gt=0, le=MAX_SECONDS, allow_inf_nan=False)]
+
+
+class Scheduling(BaseModel):
+    """What a job the scheduler sizes declares (``controller/scheduler.py``): its class,
+    epochs, model size, compute time per epoch, for MD a deadline (seconds after
+    submission), and optionally a throughput target (bytes/s it can use at most). Given
+    ``class``, the job's memory is decided by the scheduler and changes while it runs;
+    its workers ask for every epoch's region (``JobManager.epoch``)."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    job_class: Literal["md", "be"] | None = Field(None, alias="class")
+    epochs: Annotated[int, Field(strict=True, ge=1, le=MAX_EPOCHS)] | None = None
+    model_bytes: Annotated[int, Field(strict=True, ge=1, le=MAX_MODEL_BYTES)] | None = None
+    compute_ms: Annotated[float, Field(ge=0, le=MAX_SECONDS * 1e3, allow_inf_nan=False)] | None = (
+        None
+    )
+    deadline_s: Seconds | None = None
+    throughput: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)] | None = None
+
+    @property
+    def scheduled(self) -> bool:
+        return self.job_class is not None
+
+    @model_validator(mode="after")
+    def _complete(self) -> Scheduling:
+        profile = ("epochs", "model_bytes", "compute_ms", "deadline_s", "throughput")
+        if self.job_class is None:
+            given = [k for k in profile if getattr(self, k) is not None]
+            if given:
+                raise ValueError(f"{', '.join(given)}: only for a scheduled job (give class)")
+            return self
+        missing = [k for k in ("epochs", "model_bytes", "compute_ms") if getattr(self, k) is None]
+        if missing:
+            raise ValueError(f"a {self.job_class} job needs {', '.join(missing)}")
+        if self.job_class == "md" and self.deadline_s is None:
+            raise ValueError("an md job needs deadline_s")
+        if self.job_class == "be" and self.deadline_s is not None:
+            raise ValueError("a be job has no deadline (use class md)")
+        return self
+
+    def scheduling_params(self, submitted_at: float) -> dict[str, Any]:
+        """What the job record keeps (JSON): the declaration and the absolute deadline."""
+        return {
+            "scheduled": True,
+            "class": self.job_class,
+            "epochs": self.epochs,
+            "model_bytes": self.model_bytes,
+            "compute_ms": self.compute_ms,
+            "deadline": None if self.deadline_s is None else submitted_at + self.deadline_s,
+            "throughput": self.throughput,
+        }
 
 
 def parse_request(data: Any) -> JobRequest:

@@ -28,6 +28,7 @@ from controller.job import MAX_JOB_ID, Job, JobError, JobRequest
 from controller.job_kinds import AGG_POOL, JobKind, kind_of
 from controller.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
 from controller.p4runtime_client import SwitchConnection, SwitchError
+from controller.scheduled_jobs import ScheduledJobs, SchedulingOptions
 from controller.store import JobStore
 
 log = logging.getLogger("controller.jobs")
@@ -49,6 +50,7 @@ class JobManager:
         reserved_groups: Iterable[int] = (),
         pools: Mapping[str, int] | None = None,
         events: EventLog | None = None,
+        scheduling: SchedulingOptions | None = None,
     ) -> None:
         if not switches:
             raise ValueError("a JobManager needs at least one switch")
@@ -64,7 +66,11 @@ class JobManager:
             self._device_memory(dev)
         for job in store.jobs():
             self._jobs[job.job_id] = job
-            self._memory(job.device_id, kind_of(job.kind).pool).reserve(job.job_id, job.region)
+            if job.region.size:
+                memory = self._memory(job.device_id, kind_of(job.kind).pool)
+                memory.reserve(job.job_id, job.region)
+        # Jobs submitted with a class: the scheduler sizes their memory while they run.
+        self.scheduled = ScheduledJobs(self, scheduling or SchedulingOptions())
 
     @property
     def pool_size(self) -> int:
@@ -114,6 +120,7 @@ class JobManager:
                     "job_id": s.owner,
                     "name": job.name if job else None,
                     "kind": job.kind if job else None,
+                    "retiring": s.retiring,
                 }
             )
         return {
@@ -132,6 +139,11 @@ class JobManager:
             if device not in self.switches:
                 raise JobError(f"no switch with device id {device} (have {sorted(self.switches)})")
             job_id = self._free_job_id()
+            if getattr(req, "scheduled", False):
+                job = await self.scheduled.submit(req, job_id, device)
+                self._jobs[job_id] = job
+                log.info("admitted scheduled job %d (%s), region %s", job_id, job.name, job.region)
+                return job
             memory = self._memory(device, kind.pool)
             region = memory.allocate(job_id, kind.region_size(req))
             job = kind.make_job(req, job_id, device, region, time.time())
@@ -167,6 +179,11 @@ class JobManager:
     async def cancel(self, job_id: int) -> Job:
         async with self._lock:
             job = self.get(job_id)
+            if self.scheduled.is_scheduled(job_id):
+                self._forget(job_id)
+                await self.scheduled.remove(job, finished=False)
+                log.info("cancelled scheduled job %d", job_id)
+                return job
             kind = kind_of(job.kind)
             sw = self.switches.get(job.device_id)
             if sw is not None:
@@ -194,6 +211,8 @@ class JobManager:
                     log.warning("job %d: switch %d is not connected", job.job_id, job.device_id)
                     continue
                 kind = kind_of(job.kind)
+                if self.scheduled.is_scheduled(job.job_id):
+                    await self.scheduled.restore_slots(sw, job)
                 if not await kind.installed(sw, job):
                     await kind.install(sw, job, idempotent=True)
                     again.append(job.job_id)
@@ -204,6 +223,48 @@ class JobManager:
                         job.device_id,
                     )
         return again
+
+    def _forget(self, job_id: int) -> None:
+        del self._jobs[job_id]
+        self.store.remove(job_id)
+
+    # -- scheduled jobs (controller/scheduled_jobs.py) -------------------------------
+
+    async def epoch(
+        self,
+        job_id: int,
+        worker_id: int,
+        epoch: int,
+        rtt_s: float | None = None,
+        wait: float = 0.0,
+    ) -> dict[str, Any]:
+        """Worker ``worker_id`` of a scheduled job is about to start ``epoch`` (or reports
+        ``epoch == epochs``: done): the region to use. While the reply says ``wait`` (no
+        memory yet, or a layout change waiting for the other workers) it is asked again,
+        for up to ``wait`` seconds, each time something changes."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + max(0.0, wait)
+        while True:
+            async with self._lock:
+                reply, version = await self.scheduled.epoch(job_id, worker_id, epoch, rtt_s)
+            left = end - loop.time()
+            if not reply["wait"] or left <= 0:
+                return reply
+            await self.scheduled.wait_change(version, left)
+
+    def schedule_view(self) -> dict[str, Any]:
+        """The scheduler's queue, plan, regions and predictions (``incctl sched show``)."""
+        return self.scheduled.view()
+
+    async def run_scheduler(self) -> None:
+        """Re-plan when a policy's quantum ends and every ``replan_interval`` (progress);
+        runs until cancelled."""
+        while True:
+            wake = self.scheduled.next_wakeup()
+            await asyncio.sleep(min(max(wake - self.scheduled.clock(), 0.01), 1.0))
+            if self.scheduled.clock() >= wake:
+                async with self._lock:
+                    await self.scheduled.tick()
 
     def worker_config(self, job_id: int, worker_id: int, switch_address: str) -> dict[str, Any]:
         """What host ``worker_id`` of the job needs at start (raises KeyError if unknown)."""

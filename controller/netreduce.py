@@ -25,18 +25,21 @@ from pydantic import Field, model_validator
 
 from controller import aggregator, job_region, result_rewrite
 from controller.figures import PROGRESS, Figure, JobStats
-from controller.job import Count, Job, JobRequest
+from controller.job import Count, Job, JobRequest, Scheduling
 from controller.job_kinds import AGG_POOL, JobKind
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection
 from wire.header import AGG_POOL_SIZE, SLOTS
 
 
-class NetReduceRequest(JobRequest):
-    """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each."""
+class NetReduceRequest(JobRequest, Scheduling):
+    """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each.
+
+    With ``class`` (md/be, ``controller.job.Scheduling``) the scheduler sizes the region
+    and the window follows it; no ``window`` or ``region_size`` then."""
 
     kind: Literal["netreduce"] = "netreduce"
-    window: Annotated[int, Field(strict=True, ge=1, le=AGG_POOL_SIZE)]
+    window: Annotated[int, Field(strict=True, ge=1, le=AGG_POOL_SIZE)] | None = None
     slots: Annotated[int, Field(strict=True)] = SLOTS
     region_size: Annotated[Count, Field(le=AGG_POOL_SIZE)] | None = None
 
@@ -46,6 +49,12 @@ class NetReduceRequest(JobRequest):
             raise ValueError(
                 f"the switch aggregates exactly {SLOTS} slots per packet, got {self.slots}"
             )
+        if self.scheduled:
+            if self.window is not None or self.region_size is not None:
+                raise ValueError("a scheduled job gets its window and region from the scheduler")
+            return self
+        if self.window is None:
+            raise ValueError("window: Field required (or give class: md/be to be scheduled)")
         if self.region_size is not None and self.region_size < self.window:
             raise ValueError(
                 f"region_size {self.region_size} is smaller than the window {self.window}:"
@@ -60,7 +69,7 @@ class NetReduce(JobKind):
     pool = AGG_POOL
 
     def region_size(self, req: JobRequest) -> int:
-        assert isinstance(req, NetReduceRequest)
+        assert isinstance(req, NetReduceRequest) and req.window is not None
         return req.region_size if req.region_size is not None else req.window
 
     def make_job(
@@ -72,7 +81,7 @@ class NetReduce(JobKind):
             job_id=job_id,
             name=req.name or f"job{job_id}",
             device_id=device_id,
-            window=req.window,
+            window=region.size if req.window is None else req.window,
             slots=req.slots,
             region=region,
             quorum=req.workers,
@@ -82,6 +91,7 @@ class NetReduce(JobKind):
             workers=tuple(req.worker_specs()),
             created_at=created_at,
             kind=self.name,
+            params=req.scheduling_params(created_at) if req.scheduled else {},
         )
 
     async def clear(self, sw: SwitchConnection, region: Region) -> None:

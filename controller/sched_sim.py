@@ -2,7 +2,7 @@
 
 Example::
 
-    python -m controller.sched_sim                      # 4 loads x 4 policies, 3 seeds
+    python -m controller.sched_sim                      # 5 loads x 4 policies, 3 seeds
     python -m controller.sched_sim --jobs 100 --loads 0.8 --seeds 1 --out /tmp/sim
     python -m controller.sched_sim --trace run/trace.json --pool 12 --rtt-ms 8 ...
 
@@ -243,7 +243,7 @@ def _sched_job(job_id: int, tj: TraceJob, net: Network) -> SchedJob:
 @dataclass(frozen=True)
 class SweepConfig:
     jobs: int = 300
-    loads: tuple[float, ...] = (0.5, 0.8, 1.0, 1.3)
+    loads: tuple[float, ...] = (0.6, 0.8, 1.0, 1.2, 1.4)
     seeds: tuple[int, ...] = (1, 2, 3)
     policies: tuple[str, ...] = ("edf", *BASELINES)
     pool: int = AGG_POOL_SIZE

@@ -110,6 +110,14 @@ class JobStore:
         with self._lock, self._db:
             self._db.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({','.join('?' * 15)})", row)
 
+    def update_region(self, job_id: int, region: Region, window: int) -> None:
+        """A scheduled job's new region and window (``controller/scheduler.py``)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE jobs SET region_offset = ?, region_size = ?, window = ? WHERE job_id = ?",
+                (region.offset, region.size, window, job_id),
+            )
+
     def remove(self, job_id: int) -> bool:
         with self._lock, self._db:
             cur = self._db.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))

@@ -82,7 +82,9 @@ class Answer:
 class Switchover:
     """Which configuration each live epoch of one job uses, and what its two slots hold."""
 
-    def __init__(self, workers: Iterable[int], config: SlotConfig) -> None:
+    def __init__(self, workers: Iterable[int], config: SlotConfig, resumed: bool = False) -> None:
+        """Both slots hold ``config``. ``resumed``: the job ran before (a controller
+        restart); the first epoch anyone asks for then tells where the workers are."""
         self.workers = sorted(set(workers))
         if not self.workers:
             raise ValueError("a job has at least one worker")
@@ -90,8 +92,9 @@ class Switchover:
         self.target = config
         self.fixed: dict[int, SlotConfig] = {}  # live epochs -> their configuration
         self.asked: dict[int, int] = {w: -1 for w in self.workers}
-        self._last_run: SlotConfig | None = None  # latest running configuration fixed
+        self._last_run: SlotConfig | None = config if resumed and config.runs else None
         self._changes: set[int] = set()  # live epochs whose region differs from the last one
+        self._resumed = resumed
 
     @property
     def lo(self) -> int:
@@ -117,6 +120,11 @@ class Switchover:
             raise SwitchoverError(f"no worker {worker} in this job (workers {self.workers})")
         if epoch < 0:
             raise SwitchoverError(f"epoch must be >= 0, got {epoch}")
+        if self._resumed:
+            # Whoever asks first after a restart has finished epoch - 1, hence all have.
+            self._resumed = False
+            for w in self.asked:
+                self.asked[w] = max(self.asked[w], epoch - 1)
         last = self.asked[worker]
         if epoch < last:
             raise SwitchoverError(f"worker {worker} already started epoch {last}, not {epoch}")

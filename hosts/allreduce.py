@@ -71,6 +71,7 @@ VOTE_EXP_MIN = -40
 MAX_FLOAT_ABS = 2.0 ** (VOTE_EXP_MIN + VOTE_BUCKETS - 2)
 PSN_MOD = 1 << 32
 FAST_RETX_RESULTS = 3  # later results seen while the window base is missing: resend it now
+RTT_PROBE_EVERY = 8  # one first transmission in 8 is timed until its result (min RTT)
 
 
 class _Window(SendWindow):
@@ -163,8 +164,18 @@ class AllReduceClient:
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
         self.next_psn = first_psn
         self.epoch = 0  # carried in every header: selects the switch's epoch slot
+        self._probes: dict[int, float] = {}  # psn -> send time of its first transmission
+        self._min_rtt: float | None = None
         self.last_scale = 1.0
         self.stats = ClientStats()
+
+    def take_min_rtt(self) -> float | None:
+        """The smallest round trip (send to result, first transmissions only) since the
+        last call, in seconds; None if nothing was timed. The scheduler sizes memory with
+        it (``controller/sizing.py``: Memory = Throughput x RTT)."""
+        rtt, self._min_rtt = self._min_rtt, None
+        self._probes.clear()
+        return rtt
 
     def set_layout(self, epoch: int, offset: int, size: int, window: int | None = None) -> None:
         """Enter ``epoch`` with the region ``(offset, size)`` and ``window`` (default: the
@@ -217,8 +228,13 @@ class AllReduceClient:
     def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: np.ndarray) -> None:
         out = []
         first = window.first_psn
+        now = time.monotonic()
         for psn, retx in sends:
             window.sent(psn, retx)
+            if retx:
+                self._probes.pop(psn, None)  # its result may answer either copy
+            elif psn % RTT_PROBE_EVERY == 0:
+                self._probes[psn] = now
             idx, ver = aggregator_address(psn, self.region_offset, self.region_size)
             h = Header(
                 op=Op.AGG_SYNC,
@@ -249,6 +265,10 @@ class AllReduceClient:
             ):
                 continue
             if results.accept(h.psn, values):
+                sent = self._probes.pop(h.psn, None)
+                if sent is not None:
+                    rtt = time.monotonic() - sent
+                    self._min_rtt = rtt if self._min_rtt is None else min(self._min_rtt, rtt)
                 window.on_result(h.psn)
                 window.ack(h.psn)
                 self.stats.results += 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -272,10 +273,31 @@ class SwitchBridge:
     would set them.
     """
 
-    def __init__(self, n: int, offset: int, size: int, impair: tuple = (0.0, 0.0, 0.0)) -> None:
+    def __init__(
+        self,
+        n: int,
+        offset: int = 0,
+        size: int = 0,
+        impair: tuple = (0.0, 0.0, 0.0),
+        switch: Any = None,
+    ) -> None:
+        """``switch``: an existing one (anything with ``send(port, frame)``, e.g. a
+        ``LocalSwitch`` the controller programs); else p4sim with job 5 set up here."""
+        self.ports = [
+            impaired(*impair, seed=500 + w) if any(impair) else Endpoint(LOCAL) for w in range(n)
+        ]
+        self.workers: list[tuple[str, int] | None] = [None] * n
+        self._stop = threading.Event()
+        if switch is None:
+            switch = self._program(n, offset, size)
+        self.switch = switch
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _program(self, n: int, offset: int, size: int) -> Any:
         from p4sim.switch import Switch
 
-        self.switch = sw = Switch.from_file("p4src/inc.p4", include_dirs=["p4src"])
+        sw = Switch.from_file("p4src/inc.p4", include_dirs=["p4src"])
         sw.table_add("jobs", {"hdr.inc.job_id": 5}, "set_region",
                      {"offset": offset, "size": size, "quorum": n, "mcast_grp": 1})  # fmt: skip
         for w in range(n):
@@ -291,13 +313,7 @@ class SwitchBridge:
                                    "worker_id": w},
             )  # fmt: skip
         sw.mc_group_create(1, [(w + 1, w + 1) for w in range(n)])
-        self.ports = [
-            impaired(*impair, seed=500 + w) if any(impair) else Endpoint(LOCAL) for w in range(n)
-        ]
-        self.workers: list[tuple[str, int] | None] = [None] * n
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        return sw
 
     @staticmethod
     def _mac(w: int) -> int:

@@ -8,6 +8,7 @@ Example::
 - ``jobs.py``: ``POST/GET /jobs``, ``GET/DELETE /jobs/{id}``, ``GET /jobs/{id}/workers/{w}``,
   ``POST /jobs/{id}/workers/{w}/progress``
 - ``switches.py``: ``GET /switches``, ``GET /memory``
+- ``schedule.py``: ``POST /jobs/{id}/workers/{w}/epoch`` (scheduled jobs), ``GET /schedule``
 - ``live.py``: ``GET /`` (dashboard), ``/stats``, ``/stats/stream`` (SSE), ``/metrics``,
   ``/events``
 - ``errors.py``: one error shape, ``{"error": "..."}``, for every failure
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from controller.api import errors, jobs, live, switches
+from controller.api import errors, jobs, live, schedule, switches
 from controller.api.context import ApiContext
 from controller.api.limits import BODY_TIMEOUT, JsonBodies, RequestLimits
 
@@ -38,6 +39,7 @@ def create_app(ctx: ApiContext, body_timeout: float = BODY_TIMEOUT) -> FastAPI:
     app.state.ctx = ctx
     app.include_router(jobs.router())
     app.include_router(switches.router)
+    app.include_router(schedule.router)
     app.include_router(live.router)
     errors.install(app)
     app.add_middleware(JsonBodies)

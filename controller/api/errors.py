@@ -21,6 +21,7 @@ from controller.job_kinds import kinds
 from controller.jobs import UnknownJob
 from controller.memory_manager import OutOfMemory
 from controller.p4runtime_client import SwitchError
+from controller.scheduled_jobs import EpochError
 
 log = logging.getLogger("controller.api")
 MAX_SHOWN = 4  # validation problems named in one message
@@ -75,6 +76,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(JobError)
     async def job_error(request: Request, exc: JobError) -> JSONResponse:
         return error(400, str(exc))
+
+    @app.exception_handler(EpochError)
+    async def epoch_error(request: Request, exc: EpochError) -> JSONResponse:
+        return error(409, str(exc))
 
     @app.exception_handler(UnknownJob)
     async def unknown_job(request: Request, exc: UnknownJob) -> JSONResponse:

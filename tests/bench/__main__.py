@@ -1,4 +1,9 @@
-"""`make bench`: switch throughput in-process and on the wire, then aggregation goodput.
+"""`make bench`: memory scheduling, switch throughput in-process and on the wire, then
+aggregation goodput.
+
+Section sched (tests/bench/scheduler.py, no root): the controller's scheduler under
+simulated time (``controller.sched_sim``), EDF against FIFO, RR and MLFQ on the same
+Poisson traces at four loads: MD deadlines met and average JCT, and the headline ratios.
 
 Section p4sim: packets per second through the in-process pipeline (``Switch.send``), one
 core, for the three programs of tests/bench/programs.py (basic IPv4 forwarding, 32 register
@@ -15,7 +20,7 @@ Section netreduce (tests/bench/netreduce.py, root): goodput per worker as a frac
 link bandwidth for switch, parameter server and ring at 2, 4 and 8 workers and two vector
 sizes, with the switch/ring time ratio beside N/(2(N-1)).
 
-``--only p4sim|wire|netreduce`` runs one section.
+``--only sched|p4sim|wire|netreduce`` runs one section.
 """
 
 from __future__ import annotations
@@ -88,13 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
     ap.add_argument("--seconds", type=float, default=3.0, help="in-process: CPU s per program")
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
-    ap.add_argument("--only", choices=["p4sim", "wire", "netreduce"], help="run one section")
+    ap.add_argument(
+        "--only", choices=["sched", "p4sim", "wire", "netreduce"], help="run one section"
+    )
+    ap.add_argument("--sched-jobs", type=int, default=200, help="sched: jobs per trace")
+    ap.add_argument("--sched-seeds", type=int, default=2, help="sched: traces per load")
     ap.add_argument("--workers", type=_int_list, default=(2, 4, 8), help="netreduce: 2,4,8")
     ap.add_argument("--sizes", type=_int_list, default=(2048, 8192), help="int32 per vector")
     ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
     ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
     args = ap.parse_args(argv)
     console = Console(width=140)
+    if args.only in (None, "sched"):
+        bench_sched(args, console)
     if args.only in (None, "p4sim"):
         bench_p4sim(args, console)
     if args.only in (None, "wire"):
@@ -102,6 +113,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "netreduce"):
         return bench_netreduce(args, console)
     return 0
+
+
+def bench_sched(args: argparse.Namespace, console: Console) -> None:
+    """EDF against FIFO, RR and MLFQ on simulated traces (controller.sched_sim)."""
+    from controller.sched_sim import print_tables
+    from tests.bench.scheduler import headline_lines, measure
+
+    console.rule("switch memory scheduling (simulated, controller.sched_sim)")
+    rows, heads, took = measure(args.sched_jobs, args.sched_seeds)
+    print_tables(rows, heads)
+    for line in headline_lines(heads):
+        console.print(line)
+    console.print(
+        f"measured in one run, {took:.0f} s; command: {sys.executable} -m tests.bench"
+        f" --only sched --sched-jobs {args.sched_jobs} --sched-seeds {args.sched_seeds}"
+    )
 
 
 def bench_wire(args: argparse.Namespace, console: Console) -> None:

@@ -1,0 +1,207 @@
+"""Scheduled jobs end to end in process: incctl/API -> daemon (scheduler, epoch slots) ->
+P4Runtime -> p4sim, with worker agents (hosts/scheduled_job.py) all-reducing through the
+switch while the scheduler resizes, moves and pauses their regions."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from finsy import P4TableEntry
+
+from controller import incctl
+from controller.api_client import ApiError, ControllerApi
+from controller.daemon import ControllerDaemon, DaemonConfig
+from controller.job_region import EPOCH_SLOTS
+from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.p4runtime_client import SwitchSpec
+from controller.scheduled_jobs import SchedulingOptions
+from controller.sizing import AGGREGATOR_BYTES
+from hosts.allreduce import AllReduceClient
+from hosts.scheduled_job import train
+from hosts.transport import Endpoint
+from tests.test_allreduce_hosts import LOCAL, SwitchBridge
+from tests.test_controller_daemon import observe
+
+RTT_S = 1e-3
+WANT = 12  # aggregators a job needs for line rate in these tests (the EDF pool)
+LINE_RATE = WANT * AGGREGATOR_BYTES / RTT_S
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
+    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
+
+
+@pytest.fixture
+def switch() -> Iterator[LocalSwitch]:
+    with LocalSwitch(device_id=0) as sw:
+        yield sw
+
+
+def start(sw: LocalSwitch, files: PipelineFiles, tmp: Path, pool: int, policy: str,
+          quantum: float = 30.0) -> ControllerDaemon:  # fmt: skip
+    opts = SchedulingOptions(policy=policy, quantum=quantum, rtt_s=RTT_S, line_rate=LINE_RATE,
+                             replan_interval=0.5)  # fmt: skip
+    d = ControllerDaemon(
+        DaemonConfig(
+            switches=(SwitchSpec(0, sw.address),),
+            p4info=files.p4info,
+            device_config=files.device_config,
+            db=tmp / "controller.db",
+            listen=("127.0.0.1", 0),
+            pool_size=pool,
+            scheduling=opts,
+        )
+    )
+    d.start()
+    return d
+
+
+def submit(api: ControllerApi, ports: list[int], **fields: Any) -> int:
+    body = {"workers": len(ports), "worker_ports": ports, "model_bytes": 24 * AGGREGATOR_BYTES,
+            "compute_ms": 20.0, **fields}  # fmt: skip
+    return int(api.submit(body)["job_id"])
+
+
+def run_workers(api: ControllerApi, bridge: SwitchBridge, job_id: int, first_port: int,
+                out: dict[tuple[int, int], Any]) -> list[threading.Thread]:  # fmt: skip
+    """One thread per worker of ``job_id``: the agent's epoch loop through ``bridge``."""
+    threads = []
+    for w in range(api.job(job_id)["n_workers"]):
+
+        def work(w: int = w) -> None:
+            cfg = api.worker_config(job_id, w)
+            port = bridge.ports[first_port - 1 + w]  # the link to switch port first_port + w
+            client = AllReduceClient(job_id, w, cfg["n_workers"], 0, 1, 1, dest=port.address,
+                                     endpoint=Endpoint(LOCAL), timeout=0.05)  # fmt: skip
+            try:
+                with client:
+                    out[(job_id, w)] = train(api, client, cfg, seed=3, give_up_s=60)
+            except Exception as err:  # the test reports it
+                out[(job_id, w)] = err
+
+        t = threading.Thread(target=work, daemon=True)
+        t.start()
+        threads.append(t)
+    return threads
+
+
+def wait_until(cond: Any, what: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def epochs_started(api: ControllerApi, job_id: int) -> int:
+    for sw in api.schedule()["switches"]:
+        for j in sw["jobs"]:
+            if j["job_id"] == job_id:
+                return min(j["worker_epochs"].values())
+    return -1
+
+
+def test_edf_shrinks_a_running_best_effort_job_for_a_deadline_job_and_both_stay_exact(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    daemon = start(switch, files, tmp_path, pool=12, policy="edf")
+    api = ControllerApi(daemon.url)
+    bridge = SwitchBridge(4, switch=switch)
+    out: dict[tuple[int, int], Any] = {}
+    try:
+        be = submit(api, [1, 2], **{"class": "be", "epochs": 40})
+        assert api.job(be)["region"]["size"] == WANT  # alone: what it can use
+        threads = run_workers(api, bridge, be, 1, out)
+        wait_until(lambda: epochs_started(api, be) >= 2, "the BE job's third epoch")
+        # By the model the MD job needs 1 aggregator to finish 10 epochs in 4 s.
+        code = incctl.main(["--controller", daemon.url, "job", "submit", "--workers", "2",
+                            "--worker-ports", "3,4", "--class", "md", "--deadline", "4s",
+                            "--epochs", "10", "--model-bytes", str(24 * AGGREGATOR_BYTES),
+                            "--compute-ms", "20", "--json"])  # fmt: skip
+        assert code == 0
+        md = json.loads(capsys.readouterr().out)["job_id"]
+        threads += run_workers(api, bridge, md, 3, out)
+        wait_until(lambda: epochs_started(api, md) >= 1, "the MD job's second epoch")
+        assert incctl.main(["--controller", daemon.url, "sched", "show"]) == 0
+        assert "policy edf" in capsys.readouterr().out
+        assert incctl.main(["--controller", daemon.url, "sched", "show", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["switches"][0]["jobs"]
+        assert rows[0]["job_id"] == md  # EDF's queue: the deadline job first
+        assert rows[0]["need"] >= 1 and rows[0]["on_time"] is True
+        for t in threads:
+            t.join(90)
+        for key, rec in out.items():
+            assert not isinstance(rec, Exception), f"job/worker {key}: {rec!r}"
+            assert rec["mismatches"] == 0
+        # The BE job gave memory up while it ran: a smaller region, or paused at a boundary.
+        later = out[(be, 0)]["epochs"][3:]
+        assert any(e["region"][1] < WANT or e["wait_s"] > 0.1 for e in later)
+        view = api.schedule()
+        done = {f["job_id"]: f for f in view["finished"]}
+        assert done[md]["met"] is True and done[be]["state"] == "finished"
+        assert view["switches"][0]["free"] == 12  # all memory back
+        assert observe(switch, P4TableEntry(EPOCH_SLOTS)) == []
+    finally:
+        bridge.stop()
+        daemon.stop()
+
+
+def test_round_robin_pauses_and_resumes_jobs_at_epoch_boundaries_without_losing_a_sum(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    daemon = start(switch, files, tmp_path, pool=WANT, policy="rr", quantum=0.3)
+    api = ControllerApi(daemon.url)
+    bridge = SwitchBridge(4, switch=switch)
+    out: dict[tuple[int, int], Any] = {}
+    try:
+        a = submit(api, [1, 2], **{"class": "be", "epochs": 30})
+        b = submit(api, [3, 4], **{"class": "be", "epochs": 30})
+        assert api.job(b)["region"]["size"] == 0  # the pool holds one job at a time
+        threads = run_workers(api, bridge, a, 1, out) + run_workers(api, bridge, b, 3, out)
+        for t in threads:
+            t.join(90)
+        for key, rec in out.items():
+            assert not isinstance(rec, Exception), f"job/worker {key}: {rec!r}"
+            assert rec["mismatches"] == 0
+        # Each job was paused mid-run at least once (it waited for an epoch's region while
+        # the other held the pool) and resumed.
+        for job in (a, b):
+            assert max(e["wait_s"] for e in out[(job, 0)]["epochs"][1:]) > 0.1
+    finally:
+        bridge.stop()
+        daemon.stop()
+
+
+def test_epoch_requests_out_of_order_or_for_unscheduled_jobs_are_refused(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    daemon = start(switch, files, tmp_path, pool=16, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        plain = int(api.submit({"workers": 2, "window": 4})["job_id"])
+        with pytest.raises(ApiError, match="not scheduled") as info:
+            api.epoch(plain, 0, 0)
+        assert info.value.status == 409
+        job = submit(api, [3, 4], **{"class": "be", "epochs": 3})
+        api.epoch(job, 0, 0)
+        with pytest.raises(ApiError, match="unfinished"):
+            api.epoch(job, 0, 1)  # worker 1 has not started epoch 0
+        with pytest.raises(ApiError, match="epochs 0..2"):
+            api.epoch(job, 1, 9)
+        with pytest.raises(ApiError) as bad:
+            api._call("POST", f"/jobs/{job}/workers/0/epoch", {"epoch": "one"})
+        assert bad.value.status == 400
+        for body, msg in [({"workers": 2, "class": "md", "epochs": 3, "model_bytes": 10,
+                            "compute_ms": 1}, "deadline_s"),
+                          ({"workers": 2, "window": 4, "epochs": 3}, "give class")]:  # fmt: skip
+            with pytest.raises(ApiError, match=msg):
+                api.submit(body)
+    finally:
+        daemon.stop()
