@@ -165,8 +165,9 @@ class ScheduledJobs:
             try:
                 if region.size:
                     await kind.clear(sw, region)
-                await sw.insert([job_region.slot_entry(job_id, s, config.region, job.quorum)
-                                 for s in (0, 1)])  # fmt: skip
+                await sw.insert(
+                    [job_region.slot_entry(job_id, s, config.region, job.quorum) for s in (0, 1)]
+                )
                 await kind.install(sw, job)
                 self.m.store.add(job)
             except BaseException:
@@ -221,8 +222,9 @@ class ScheduledJobs:
 
     async def restore_slots(self, sw: Any, job: Job) -> None:
         so = self.switchovers[job.job_id]
-        entries = [job_region.slot_entry(job.job_id, s, c.region, c.quorum)
-                   for s, c in enumerate(so.slots)]  # fmt: skip
+        entries = [
+            job_region.slot_entry(job.job_id, s, c.region, c.quorum) for s, c in enumerate(so.slots)
+        ]
         await sw.upsert(entries)
 
     # -- re-planning -------------------------------------------------------------------

@@ -45,8 +45,14 @@ from hosts.vector_job import expected_sum, make_vector
 ASK_WAIT_S = 20.0  # how long one epoch request may be held by the daemon
 
 
-def ask_epoch(api: ControllerApi, job_id: int, worker_id: int, epoch: int,
-              rtt_s: float | None, give_up_s: float) -> tuple[dict[str, Any], float]:  # fmt: skip
+def ask_epoch(
+    api: ControllerApi,
+    job_id: int,
+    worker_id: int,
+    epoch: int,
+    rtt_s: float | None,
+    give_up_s: float,
+) -> tuple[dict[str, Any], float]:
     """The region of ``epoch`` once the worker may send (the reply, seconds waited)."""
     start = time.monotonic()
     while True:
@@ -60,15 +66,25 @@ def ask_epoch(api: ControllerApi, job_id: int, worker_id: int, epoch: int,
             )
 
 
-def train(api: ControllerApi, client: AllReduceClient, cfg: dict[str, Any], seed: int = 0,
-          give_up_s: float = 600.0) -> dict[str, Any]:  # fmt: skip
+def train(
+    api: ControllerApi,
+    client: AllReduceClient,
+    cfg: dict[str, Any],
+    seed: int = 0,
+    give_up_s: float = 600.0,
+) -> dict[str, Any]:
     """Run every epoch of the job ``cfg`` describes (``worker_config``) with ``client``."""
     job_id, worker_id = int(cfg["job_id"]), int(cfg["worker_id"])
     epochs, n = int(cfg["epochs"]), int(cfg["n_workers"])
     values = -(-int(cfg["model_bytes"]) // 4)
     compute_s = float(cfg["compute_ms"]) / 1e3
-    record: dict[str, Any] = {"job_id": job_id, "worker_id": worker_id,
-                              "epochs": [], "mismatches": 0, "start": time.time()}  # fmt: skip
+    record: dict[str, Any] = {
+        "job_id": job_id,
+        "worker_id": worker_id,
+        "epochs": [],
+        "mismatches": 0,
+        "start": time.time(),
+    }
     rtt: float | None = None
     for e in range(epochs):
         reply, waited = ask_epoch(api, job_id, worker_id, e, rtt, give_up_s)
@@ -90,7 +106,7 @@ def train(api: ControllerApi, client: AllReduceClient, cfg: dict[str, Any], seed
                 "allreduce_s": t2 - t1,
                 "rtt_s": rtt,
                 "exact": exact,
-            }  # fmt: skip
+            }
         )
     api.epoch(job_id, worker_id, epochs, rtt)
     record["end"] = time.time()
@@ -104,10 +120,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not cfg.get("scheduled"):
         raise ValueError(f"job {args.job_id} was not submitted with a class (not scheduled)")
     client = AllReduceClient(
-        args.job_id, args.worker_id, int(cfg["n_workers"]), 0, 1, 1,
-        dest=(cfg["agg_ip"], cfg["udp_port"]), slots=cfg["slots"],
-        timeout=args.timeout, total_timeout=args.total_timeout,
-    )  # fmt: skip
+        args.job_id,
+        args.worker_id,
+        int(cfg["n_workers"]),
+        0,
+        1,
+        1,
+        dest=(cfg["agg_ip"], cfg["udp_port"]),
+        slots=cfg["slots"],
+        timeout=args.timeout,
+        total_timeout=args.total_timeout,
+    )
     with client:
         return train(api, client, cfg, args.seed, args.give_up)
 
@@ -135,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     args.out.write_text(json.dumps(record))
     bad = record["mismatches"]
-    print(f"job {args.job_id} worker {args.worker_id}: {len(record['epochs'])} epochs in"
-          f" {record['end'] - record['start']:.1f} s, {bad} inexact")  # fmt: skip
+    print(
+        f"job {args.job_id} worker {args.worker_id}: {len(record['epochs'])} epochs in"
+        f" {record['end'] - record['start']:.1f} s, {bad} inexact"
+    )
     return 0 if bad == 0 else 1
 
 

@@ -44,10 +44,12 @@ def switch() -> Iterator[LocalSwitch]:
         yield sw
 
 
-def start(sw: LocalSwitch, files: PipelineFiles, tmp: Path, pool: int, policy: str,
-          quantum: float = 30.0) -> ControllerDaemon:  # fmt: skip
-    opts = SchedulingOptions(policy=policy, quantum=quantum, rtt_s=RTT_S, line_rate=LINE_RATE,
-                             replan_interval=0.5)  # fmt: skip
+def start(
+    sw: LocalSwitch, files: PipelineFiles, tmp: Path, pool: int, policy: str, quantum: float = 30.0
+) -> ControllerDaemon:
+    opts = SchedulingOptions(
+        policy=policy, quantum=quantum, rtt_s=RTT_S, line_rate=LINE_RATE, replan_interval=0.5
+    )
     d = ControllerDaemon(
         DaemonConfig(
             switches=(SwitchSpec(0, sw.address),),
@@ -64,13 +66,23 @@ def start(sw: LocalSwitch, files: PipelineFiles, tmp: Path, pool: int, policy: s
 
 
 def submit(api: ControllerApi, ports: list[int], **fields: Any) -> int:
-    body = {"workers": len(ports), "worker_ports": ports, "model_bytes": 24 * AGGREGATOR_BYTES,
-            "compute_ms": 20.0, **fields}  # fmt: skip
+    body = {
+        "workers": len(ports),
+        "worker_ports": ports,
+        "model_bytes": 24 * AGGREGATOR_BYTES,
+        "compute_ms": 20.0,
+        **fields,
+    }
     return int(api.submit(body)["job_id"])
 
 
-def run_workers(api: ControllerApi, bridge: SwitchBridge, job_id: int, first_port: int,
-                out: dict[tuple[int, int], Any]) -> list[threading.Thread]:  # fmt: skip
+def run_workers(
+    api: ControllerApi,
+    bridge: SwitchBridge,
+    job_id: int,
+    first_port: int,
+    out: dict[tuple[int, int], Any],
+) -> list[threading.Thread]:
     """One thread per worker of ``job_id``: the agent's epoch loop through ``bridge``."""
     threads = []
     for w in range(api.job(job_id)["n_workers"]):
@@ -78,8 +90,17 @@ def run_workers(api: ControllerApi, bridge: SwitchBridge, job_id: int, first_por
         def work(w: int = w) -> None:
             cfg = api.worker_config(job_id, w)
             port = bridge.ports[first_port - 1 + w]  # the link to switch port first_port + w
-            client = AllReduceClient(job_id, w, cfg["n_workers"], 0, 1, 1, dest=port.address,
-                                     endpoint=Endpoint(LOCAL), timeout=0.05)  # fmt: skip
+            client = AllReduceClient(
+                job_id,
+                w,
+                cfg["n_workers"],
+                0,
+                1,
+                1,
+                dest=port.address,
+                endpoint=Endpoint(LOCAL),
+                timeout=0.05,
+            )
             try:
                 with client:
                     out[(job_id, w)] = train(api, client, cfg, seed=3, give_up_s=60)
@@ -121,10 +142,29 @@ def test_edf_shrinks_a_running_best_effort_job_for_a_deadline_job_and_both_stay_
         threads = run_workers(api, bridge, be, 1, out)
         wait_until(lambda: epochs_started(api, be) >= 2, "the BE job's third epoch")
         # By the model the MD job needs 1 aggregator to finish 10 epochs in 4 s.
-        code = incctl.main(["--controller", daemon.url, "job", "submit", "--workers", "2",
-                            "--worker-ports", "3,4", "--class", "md", "--deadline", "4s",
-                            "--epochs", "10", "--model-bytes", str(24 * AGGREGATOR_BYTES),
-                            "--compute-ms", "20", "--json"])  # fmt: skip
+        code = incctl.main(
+            [
+                "--controller",
+                daemon.url,
+                "job",
+                "submit",
+                "--workers",
+                "2",
+                "--worker-ports",
+                "3,4",
+                "--class",
+                "md",
+                "--deadline",
+                "4s",
+                "--epochs",
+                "10",
+                "--model-bytes",
+                str(24 * AGGREGATOR_BYTES),
+                "--compute-ms",
+                "20",
+                "--json",
+            ]
+        )
         assert code == 0
         md = json.loads(capsys.readouterr().out)["job_id"]
         threads += run_workers(api, bridge, md, 3, out)
@@ -198,9 +238,13 @@ def test_epoch_requests_out_of_order_or_for_unscheduled_jobs_are_refused(
         with pytest.raises(ApiError) as bad:
             api._call("POST", f"/jobs/{job}/workers/0/epoch", {"epoch": "one"})
         assert bad.value.status == 400
-        for body, msg in [({"workers": 2, "class": "md", "epochs": 3, "model_bytes": 10,
-                            "compute_ms": 1}, "deadline_s"),
-                          ({"workers": 2, "window": 4, "epochs": 3}, "give class")]:  # fmt: skip
+        for body, msg in [
+            (
+                {"workers": 2, "class": "md", "epochs": 3, "model_bytes": 10, "compute_ms": 1},
+                "deadline_s",
+            ),
+            ({"workers": 2, "window": 4, "epochs": 3}, "give class"),
+        ]:
             with pytest.raises(ApiError, match=msg):
                 api.submit(body)
     finally:
