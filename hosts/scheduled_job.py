@@ -43,6 +43,7 @@ from hosts.allreduce import AllReduceClient, AllReduceTimeout
 from hosts.vector_job import expected_sum, make_vector
 
 ASK_WAIT_S = 20.0  # how long one epoch request may be held by the daemon
+RETRY_S = 0.5  # between attempts to reach a controller that is not answering
 
 
 def ask_epoch(
@@ -53,10 +54,17 @@ def ask_epoch(
     rtt_s: float | None,
     give_up_s: float,
 ) -> tuple[dict[str, Any], float]:
-    """The region of ``epoch`` once the worker may send (the reply, seconds waited)."""
+    """The region of ``epoch`` once the worker may send (the reply, seconds waited). A
+    controller that cannot be reached (restarting) is asked again until ``give_up_s``."""
     start = time.monotonic()
     while True:
-        reply = api.epoch(job_id, worker_id, epoch, rtt_s, wait=ASK_WAIT_S)
+        try:
+            reply = api.epoch(job_id, worker_id, epoch, rtt_s, wait=ASK_WAIT_S)
+        except ApiError as err:
+            if err.status != 0 or time.monotonic() - start > give_up_s:
+                raise
+            time.sleep(RETRY_S)
+            continue
         if not reply["wait"]:
             return reply, time.monotonic() - start
         if time.monotonic() - start > give_up_s:
@@ -108,7 +116,7 @@ def train(
                 "exact": exact,
             }
         )
-    api.epoch(job_id, worker_id, epochs, rtt)
+    ask_epoch(api, job_id, worker_id, epochs, rtt, give_up_s)  # done: the memory goes back
     record["end"] = time.time()
     record["stats"] = vars(client.stats)
     return record

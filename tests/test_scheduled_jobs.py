@@ -249,3 +249,33 @@ def test_epoch_requests_out_of_order_or_for_unscheduled_jobs_are_refused(
                 api.submit(body)
     finally:
         daemon.stop()
+
+
+def test_a_restarted_daemon_keeps_scheduled_jobs_and_their_epochs(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    daemon = start(switch, files, tmp_path, pool=16, policy="edf")
+    api = ControllerApi(daemon.url)
+    job = submit(api, [1, 2], **{"class": "be", "epochs": 5})
+    region = api.job(job)["region"]
+    for e in (0, 1):
+        for w in (0, 1):
+            assert not api.epoch(job, w, e)["wait"]
+    daemon.stop()
+    daemon = start(switch, files, tmp_path, pool=16, policy="edf")
+    api = ControllerApi(daemon.url)
+    try:
+        assert api.job(job)["region"] == region
+        slots = observe(switch, P4TableEntry(EPOCH_SLOTS))
+        assert sorted(e.match["epoch_slot"] for e in slots) == [0, 1]  # both slots kept
+        row = api.schedule()["switches"][0]["jobs"][0]
+        assert row["job_id"] == job and row["region"] == region
+        for e in (2, 3, 4):  # the workers carry on where they were
+            for w in (0, 1):
+                got = api.epoch(job, w, e)
+                assert not got["wait"] and got["region_size"] == region["size"]
+        assert api.epoch(job, 0, 5)["done"] and api.epoch(job, 1, 5)["done"]
+        assert [f["state"] for f in api.schedule()["finished"]] == ["finished"]
+        assert api.memory()[0]["free"] == 16
+    finally:
+        daemon.stop()
