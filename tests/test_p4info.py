@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -506,3 +507,49 @@ def test_compiled_program_gets_p4c_ids(tmp_path: Path) -> None:
         (33505590, p4i.ActionRef.TABLE_AND_DEFAULT),
         (21257015, p4i.ActionRef.DEFAULT_ONLY),
     ]
+
+
+# -- actions called only directly (p4c's front end removes their parameters) -------------
+
+P4INFO_DIR = Path(__file__).parent / "p4" / "p4info"
+
+
+def test_action_called_only_directly_has_no_parameters_in_p4info(tmp_path: Path) -> None:
+    p4info = compile_outputs(str(P4INFO_DIR / "direct_actions.p4"))
+    params = {a.preamble.name: [p.name for p in a.params] for a in p4info.actions}
+    assert params["Ig.mark"] == []  # called from the apply block only
+    assert params["Ig.nested"] == []  # called from another action only
+    assert params["Ig.fwd"] == ["port"]  # a table's action
+    assert params["Ig.both"] == ["v"]  # a table's action, also called directly
+
+
+def test_action_called_only_directly_still_runs_with_its_arguments() -> None:
+    from p4sim.switch import Switch
+
+    sw = Switch.from_file(str(P4INFO_DIR / "direct_actions.p4"))
+    assert sw.send(0, bytes([0x33, 0x10])) == [(1, bytes([9, 8]))]  # b = 7 + 1, a = 9
+
+
+# -- our P4Info against p4c's, where p4c is installed -----------------------------------
+
+_ROOT = Path(__file__).parent.parent
+_P4C_PROGRAMS = sorted(
+    [
+        _ROOT / "p4src" / "inc.p4",
+        _ROOT / "topologies" / "basic" / "basic.p4",
+        P4INFO_DIR / "direct_actions.p4",
+        *(_ROOT / "tests" / "p4" / "tutorials").glob("*/*.p4"),
+    ]
+)
+
+
+@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c not on PATH")
+@pytest.mark.parametrize("program", _P4C_PROGRAMS, ids=lambda p: p.stem)
+def test_p4info_equals_p4cs(program: Path, tmp_path: Path) -> None:
+    from topologies.p4switch import compile_program
+
+    theirs = read_p4info(compile_program(program, "bmv2", tmp_path / "p4c").p4info)
+    ours = compile_outputs(str(program))
+    for p in (theirs, ours):
+        p.ClearField("pkg_info")  # p4c names its own version and the architecture there
+    assert text_format.MessageToString(ours) == text_format.MessageToString(theirs)

@@ -72,6 +72,7 @@ class CallMixin(CompilerBase):
     _implicit_noaction: str | None
     ids: Any
     tables: list
+    actions: dict
     externs: list
     value_sets: list
     digests: dict
@@ -281,6 +282,8 @@ class CallMixin(CompilerBase):
         if fn.kind not in ("control", "action"):
             raise P4Error(e.loc, f"action '{name}' can only be called from a control")
         py, fq, d = self.action_ref(name, fn.ctl, e.loc)
+        if fq in self.actions:
+            self.actions[fq].called_directly = True
         ptypes = [self.genv.resolve(p.type) for p in d.params]
         args = self.bind(d.params, e, f"action {name}")
         return self.call_with_dirs(

@@ -74,11 +74,16 @@ def _param_type_name(p: ast.Param, prog: CompiledProgram) -> str | None:
 def program_info(prog: CompiledProgram) -> pi.ProgramInfo:
     """Build the ProgramInfo of ``prog`` from the compiler's metadata."""
     out = pi.ProgramInfo(source=prog.main_file)
+    in_tables = {a for t in prog.tables for a in (*t.actions, t.default_action)}
     for a in prog.actions.values():
         decl = a.decl
         data = [p for p in (decl.params if decl is not None else []) if not p.direction]
+        if a.called_directly and a.name not in in_tables:
+            # p4c's front end turns every parameter of an action that only ever runs by a
+            # direct call into a local variable, so its P4Info lists no parameters
+            data = []
         params = []
-        for (n, w), p in zip(a.params, data, strict=False):
+        for (n, w), p in zip(a.params if data else (), data, strict=False):
             params.append(pi.ParamInfo(n, w, _param_type_name(p, prog), **_annos(p.annotations)))
         out.actions.append(pi.ActionInfo(a.name, params=tuple(params), **_annos(a.annotations)))
     for t in prog.tables:

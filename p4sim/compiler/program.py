@@ -32,6 +32,7 @@ class ActionInfo:
     params: list[tuple[str, int]]
     decl: Any = None
     annotations: list = field(default_factory=list)
+    called_directly: bool = False  # some control or action body calls it by name
 
 
 @dataclass
