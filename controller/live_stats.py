@@ -26,11 +26,11 @@ from typing import Any
 
 from controller.events import EventLog
 from controller.figures import PROGRESS, Figure, JobStats
-from controller.inc_drops import read_drops
+from controller.inc_drops import JOB_DROPS, read_drops, read_job_drops
 from controller.job import Job
 from controller.job_kinds import kind_of
 from controller.jobs import JobManager
-from controller.p4runtime_client import SwitchError, SwitchSet
+from controller.p4runtime_client import SwitchConnection, SwitchError, SwitchSet
 from controller.worker_reports import WorkerReports
 
 log = logging.getLogger("controller.live_stats")
@@ -227,6 +227,7 @@ class LiveStats:
         else:
             try:
                 stats = await kind_of(job.kind).live_stats(conn, job)
+                stats = await _with_drops(conn, job, stats)
             except (SwitchError, KeyError, ValueError) as err:
                 error = str(err)
         reported = self.reports.of_job(job.job_id)
@@ -244,6 +245,20 @@ class LiveStats:
             {wid: t for wid, (t, _) in reported.items()},
             error,
         )
+
+
+async def _with_drops(conn: SwitchConnection, job: Job, stats: JobStats) -> JobStats:
+    """``stats`` plus the switch's drops of packets naming the job, one figure per reason."""
+    try:
+        conn.schema.counters[JOB_DROPS]
+    except (KeyError, ValueError):  # another program: no per-job drop counter
+        return stats
+    drops = await read_job_drops(conn, job.job_id)
+    figures = [
+        Figure(f"drops_{reason}", n, f"packets naming the job the switch dropped: {reason}")
+        for reason, n in drops.items()
+    ]
+    return JobStats(stats.figures + tuple(figures), stats.state)
 
 
 class LiveFeed:

@@ -15,6 +15,9 @@
 #define AGG_VERSIONS 2           // two copies per aggregator: switch memory = 2 x window
 #define AGG_COPIES 65536         // AGG_POOL_SIZE * AGG_VERSIONS: size of every aggregator register
 #define DROP_REASONS 6           // entries of the inc_drops counter
+#define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
+#define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
+#define JOB_DROP_CELLS 32768     // JOB_DROP_JOBS * DROP_STRIDE: size of job_drops
 
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024

@@ -5,7 +5,8 @@
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK flag) go through
 // JobRegion (admission) and Aggregator; everything else, including the op codes reserved
 // for later systems, is forwarded as ordinary traffic by Forwarder. Packets refused by
-// admission or the aggregator are dropped and counted in inc_drops[DROP_*].
+// admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
+// job, in job_drops.
 // Egress: ResultRewrite addresses each multicast copy of a result to its worker.
 #include <core.p4>
 #include <v1model.p4>
@@ -24,6 +25,21 @@ control IncIngress(inout headers_t hdr,
                    inout inc_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     counter(DROP_REASONS, CounterType.packets) inc_drops;
+    // The same drops per job: cell job_id * DROP_STRIDE + reason, for the job id the packet
+    // claims; ids from JOB_DROP_JOBS up (never handed out while the jobs table is full)
+    // count under job 0, which no job uses.
+    counter(JOB_DROP_CELLS, CounterType.packets) job_drops;
+
+    // Every branch that refuses a packet ends here: counted twice (per switch, per job).
+    action drop_and_count() {
+        inc_drops.count((bit<32>)meta.drop_reason);
+        bit<32> job = 0;
+        if (hdr.inc.job_id < JOB_DROP_JOBS) {
+            job = (bit<32>)hdr.inc.job_id;
+        }
+        job_drops.count(job * DROP_STRIDE + (bit<32>)meta.drop_reason);
+        mark_to_drop(standard_metadata);
+    }
 
     JobRegion() job_region;
     Aggregator() aggregator;
@@ -37,8 +53,7 @@ control IncIngress(inout headers_t hdr,
                 aggregator.apply(hdr, meta, standard_metadata);
             }
             if (meta.drop == 1) {
-                inc_drops.count((bit<32>)meta.drop_reason);
-                mark_to_drop(standard_metadata);
+                drop_and_count();
             }
         } else {
             forwarder.apply(hdr, meta, standard_metadata);

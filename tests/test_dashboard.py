@@ -27,11 +27,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller import job_region
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.inc_drops import INC_DROPS
+from controller.inc_drops import INC_DROPS, JOB_DROPS
 from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
 from controller.p4runtime_client import SwitchConnection, SwitchSpec
 from tests.test_controller_daemon import contribution
-from wire.header import SLOTS, DropReason
+from wire.header import DROP_STRIDE, SLOTS, DropReason
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 CHROMIUM_FLAGS = [
@@ -205,6 +205,9 @@ def read_switch(switch: LocalSwitch, job: dict[str, Any]) -> dict[str, Any]:
     async def read() -> dict[str, Any]:
         async with SwitchConnection(SwitchSpec(0, switch.address, election_id=1)) as conn:
             drops = await conn.read(P4CounterEntry(INC_DROPS))
+            # Every cell of the per-job drop counter: the backup reads it all, unlike the
+            # daemon, which asks for the cells of its jobs only.
+            job_drops = await conn.read(P4CounterEntry(JOB_DROPS))
             jobs = await conn.read(
                 P4DirectCounterEntry(table_entry=job_region.job_key(job["job_id"]))
             )
@@ -213,6 +216,7 @@ def read_switch(switch: LocalSwitch, job: dict[str, Any]) -> dict[str, Any]:
             )
         return {
             "drops": {e.index: e.data.packet_count for e in drops},
+            "job_drops": {e.index: e.data.packet_count for e in job_drops if e.data.packet_count},
             "job": (jobs[0].data.packet_count, jobs[0].data.byte_count),
             "workers": {
                 e.table_entry.match["worker_id"]: e.data.packet_count
@@ -264,6 +268,14 @@ def test_metrics_match_the_switch_counters_read_over_p4runtime(
             m("inc_drops_total", device=0, reason=reason.name.lower()) == own["drops"][reason] == n
         )
     jid, base = job["job_id"], {"job": job["job_id"], "kind": "netreduce", "device": 0}
+    # Per job: the three packets that named this job; the unknown job's under job 999.
+    mine = {DropReason.UNKNOWN_WORKER, DropReason.OUT_OF_REGION, DropReason.DUPLICATE}
+    assert own["job_drops"] == {jid * DROP_STRIDE + r: 1 for r in mine} | {
+        999 * DROP_STRIDE + DropReason.UNKNOWN_JOB: 1
+    }
+    for reason in DropReason:
+        name = f"inc_job_drops_{reason.name.lower()}_total"
+        assert m(name, **base, worker="") == (1 if reason in mine else 0)
     assert (
         m("inc_job_packets_total", **base, worker=""),
         m("inc_job_bytes_total", **base, worker=""),

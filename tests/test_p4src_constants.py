@@ -45,6 +45,9 @@ def expected_constants() -> dict[str, int]:
         "AGG_VERSIONS": protocol.AGG_VERSIONS,
         "AGG_COPIES": protocol.AGG_POOL_SIZE * protocol.AGG_VERSIONS,
         "DROP_REASONS": protocol.DROP_REASONS,
+        "DROP_STRIDE": protocol.DROP_STRIDE,
+        "JOB_DROP_JOBS": protocol.JOB_DROP_JOBS,
+        "JOB_DROP_CELLS": protocol.JOB_DROP_JOBS * protocol.DROP_STRIDE,
         "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
         "IP_PROTO_UDP": protocol.UDP_PROTO,
     }

@@ -78,6 +78,11 @@ class DropReason(IntEnum):
 
 
 DROP_REASONS = len(DropReason)
+# The switch's per-job drop counter (job_drops): cell job_id * DROP_STRIDE + reason, for
+# job ids below JOB_DROP_JOBS; a packet claiming a higher job id counts under job 0.
+DROP_STRIDE = 32
+JOB_DROP_JOBS = 1024
+assert DROP_REASONS <= DROP_STRIDE, "more drop reasons than job_drops has cells per job"
 
 
 class Field(NamedTuple):
