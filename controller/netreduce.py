@@ -126,4 +126,10 @@ class NetReduce(JobKind):
             figures.append(Figure(PROGRESS, wp, help_, worker=wid))
         mode = "synchronous" if job.quorum >= job.n_workers else "partial"
         state = {"sync": f"{mode}, quorum {job.quorum} of {job.n_workers}"}
+        if job.params.get("scheduled"):
+            p = job.params
+            deadline = (
+                f", deadline {p['deadline'] - job.created_at:.0f} s" if p.get("deadline") else ""
+            )
+            state["schedule"] = f"class {p['class']}{deadline}, {job.region.size} aggregators now"
         return JobStats(tuple(figures), state)

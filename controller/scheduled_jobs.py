@@ -257,6 +257,13 @@ class ScheduledJobs:
         self.m._jobs[c.job_id] = replace(job, region=region, window=region.size)
         self.m.store.update_region(c.job_id, region, region.size)
         log.info("job %d: target region %s (was %s)", c.job_id, c.new, c.old)
+        self.m.events.record(
+            "rescheduled",
+            f"job {c.job_id} ({job.name}), {self.options.policy}: {_span(c.old)} -> "
+            f"{_span(c.new)} from its next epoch",
+            c.job_id,
+            job.device_id,
+        )
         return await self._release(job)
 
     async def _release(self, job: Job) -> list[Region]:
@@ -393,6 +400,10 @@ class ScheduledJobs:
             "switches": switches,
             "finished": list(self.finished),
         }
+
+
+def _span(r: Region | None) -> str:
+    return "no memory" if r is None or r.size == 0 else f"[{r.offset}, {r.offset + r.size})"
 
 
 async def _quietly(coro: Any) -> None:

@@ -175,6 +175,10 @@ def test_edf_shrinks_a_running_best_effort_job_for_a_deadline_job_and_both_stay_
         rows = json.loads(capsys.readouterr().out)["switches"][0]["jobs"]
         assert rows[0]["job_id"] == md  # EDF's queue: the deadline job first
         assert rows[0]["need"] >= 1 and rows[0]["on_time"] is True
+        # The dashboard sees the same: each job's class, and the scheduler's decisions.
+        live = {j["job_id"]: j for j in api._call("GET", "/stats")["jobs"]}
+        assert live[md]["state"]["schedule"].startswith("class md, deadline ")
+        assert live[be]["state"]["schedule"].startswith("class be, ")
         for t in threads:
             t.join(90)
         for key, rec in out.items():
@@ -183,6 +187,9 @@ def test_edf_shrinks_a_running_best_effort_job_for_a_deadline_job_and_both_stay_
         # The BE job gave memory up while it ran: a smaller region, or paused at a boundary.
         later = out[(be, 0)]["epochs"][3:]
         assert any(e["region"][1] < WANT or e["wait_s"] > 0.1 for e in later)
+        events = api._call("GET", "/events")["events"]
+        decided = [e for e in events if e["what"] == "rescheduled"]
+        assert any(e["job_id"] == be and "edf" in e["message"] for e in decided)
         view = api.schedule()
         done = {f["job_id"]: f for f in view["finished"]}
         assert done[md]["met"] is True and done[be]["state"] == "finished"
