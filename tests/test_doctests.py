@@ -1,4 +1,4 @@
-"""The examples in the docstrings of wire/, controller/ and hosts/ run and print what they show."""
+"""The examples in the docstrings of wire/, controller/, hosts/ and inclib/ run as shown."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("wire", "controller", "hosts")
+PACKAGES = ("wire", "controller", "hosts", "inclib")
 
 
 def modules() -> list[str]:

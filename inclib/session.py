@@ -1,0 +1,169 @@
+"""A worker's session: the operations of in-network computing, on the switch or the hosts.
+
+Example (one worker, no controller: the all-reduce runs on the hosts, a ring of one):
+    >>> import numpy as np
+    >>> from inclib.plan import admit
+    >>> plan = admit("unix:/nonexistent.sock", workers=1, peers=["127.0.0.1:0"])
+    >>> with join(plan, worker_id=0) as s:
+    ...     s.on_switch, s.allreduce(np.array([1, 2, 3], dtype=np.int32)).tolist()
+    (False, [1, 2, 3])
+
+``join`` opens the transport the plan names: for a job the switch serves, it asks the
+controller for this worker's settings (``GET /jobs/{id}/workers/{w}``) and talks to the
+switch by packets (``hosts/allreduce.py`` for NetReduce); for a host-only plan it uses the
+host implementation (ring all-reduce, ``hosts/ring.py``) and writes one line to stderr,
+once per process and job, saying that the switch cannot serve and why.
+
+``allreduce(x)`` keeps x's shape. Integer arrays are summed exactly as int32 (wrapping as
+the switch does). Float arrays go through per-block fixed point
+(``inclib/block_quantize.py``, error bound there); ``last_error_bound`` is the bound of the
+last float call, per element. Every worker must make the same sequence of calls with the
+same shapes, as data-parallel training does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Protocol, TextIO
+
+import numpy as np
+
+from controller.api_client import ApiError, ControllerApi
+from inclib.block_quantize import DEFAULT_BLOCK, block_allreduce
+from inclib.plan import Plan
+
+#: Kinds whose all-reduce this library drives through the switch.
+ALLREDUCE_KINDS = ("netreduce",)
+_noticed: set[tuple[str, int, str]] = set()
+
+
+class SessionError(RuntimeError):
+    """The session cannot start as planned (e.g. the controller forgot the job)."""
+
+
+class _IntAllReduce(Protocol):
+    def allreduce_int(self, x: np.ndarray) -> np.ndarray: ...
+
+    def close(self) -> None: ...
+
+
+def peer_address(text: str, default_port: int) -> tuple[str, int]:
+    """``"10.0.0.1"`` or ``"10.0.0.1:4000"`` as (ip, port).
+
+    >>> peer_address("10.0.0.1", 20052), peer_address("127.0.0.1:0", 20052)
+    (('10.0.0.1', 20052), ('127.0.0.1', 0))
+    """
+    ip, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    try:
+        return ip, int(port)
+    except ValueError:
+        raise ValueError(f"bad peer address {text!r}: expected IP or IP:PORT") from None
+
+
+class Session:
+    """Worker ``worker_id``'s end of the job ``plan`` describes (see the module docstring)."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        worker_id: int,
+        *,
+        block: int = DEFAULT_BLOCK,
+        timeout: float = 0.05,
+        total_timeout: float = 60.0,
+        notice: TextIO | None = None,
+    ) -> None:
+        if not 0 <= worker_id < plan.n_workers:
+            raise ValueError(f"worker_id must be in 0..{plan.n_workers - 1}, got {worker_id}")
+        self.plan, self.worker_id, self.block = plan, worker_id, block
+        self.timeout, self.total_timeout = timeout, total_timeout
+        self._notice_to = notice
+        self._allreduce: _IntAllReduce | None = None
+        self.last_error_bound: np.ndarray | None = None
+        self.config: dict[str, Any] = {}
+        if plan.on_switch:
+            assert plan.job_id is not None
+            try:
+                api = ControllerApi(plan.controller, timeout=30.0)
+                self.config = api.worker_config(plan.job_id, worker_id)
+            except ApiError as err:
+                raise SessionError(
+                    f"job {plan.job_id} was admitted but its settings cannot be read: {err}"
+                ) from None
+        else:
+            self._notice("all-reduce runs as a ring all-reduce among the workers")
+
+    @property
+    def on_switch(self) -> bool:
+        return self.plan.on_switch
+
+    @property
+    def n_workers(self) -> int:
+        return self.plan.n_workers
+
+    # --- synchronous aggregation ----------------------------------------------------------
+    def allreduce(self, x: np.ndarray) -> np.ndarray:
+        """Element-wise sum of ``x`` over the job's workers, in x's shape."""
+        v = np.asarray(x)
+        backend = self._allreduce_backend()
+        if np.issubdtype(v.dtype, np.integer):
+            return backend.allreduce_int(v.reshape(-1).astype(np.int32)).reshape(v.shape)
+        r = block_allreduce(backend.allreduce_int, self.n_workers, v, self.block)
+        self.last_error_bound = r.error_bound()
+        return r.values
+
+    def _allreduce_backend(self) -> _IntAllReduce:
+        if self._allreduce is None:
+            self._allreduce = self._open_allreduce()
+        return self._allreduce
+
+    def _open_allreduce(self) -> _IntAllReduce:
+        from hosts.allreduce import AllReduceClient
+        from hosts.ring import RING_UDP_PORT, RingAllReduce
+
+        plan, cfg = self.plan, self.config
+        if not plan.on_switch:
+            peers = [peer_address(p, RING_UDP_PORT) for p in plan.peers]
+            return RingAllReduce(
+                self.worker_id, peers, timeout=self.timeout, total_timeout=self.total_timeout
+            )
+        if plan.kind not in ALLREDUCE_KINDS:
+            raise SessionError(f"a {plan.kind} job has no all-reduce (kinds: {ALLREDUCE_KINDS})")
+        return AllReduceClient(
+            cfg["job_id"], cfg["worker_id"], cfg["n_workers"], cfg["region_offset"],
+            cfg["region_size"], cfg["window"], dest=(cfg["agg_ip"], cfg["udp_port"]),
+            slots=cfg["slots"], timeout=self.timeout, total_timeout=self.total_timeout,
+        )  # fmt: skip
+
+    # --- life cycle -----------------------------------------------------------------------
+    def _notice(self, what: str) -> None:
+        key = (self.plan.name, self.plan.n_workers, self.plan.reason)
+        if key in _noticed:
+            return
+        _noticed.add(key)
+        job = f"job {self.plan.name!r}" if self.plan.name else "this job"
+        out = self._notice_to if self._notice_to is not None else sys.stderr
+        print(
+            f"inclib: the switch cannot serve {job} ({self.plan.reason}); {what} instead",
+            file=out,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        if self._allreduce is not None:
+            self._allreduce.close()
+            self._allreduce = None
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def join(plan: Plan | str, worker_id: int, **options: Any) -> Session:
+    """Open worker ``worker_id``'s session on ``plan`` (a Plan or its JSON)."""
+    p = Plan.from_json(plan) if isinstance(plan, str) else plan
+    return Session(p, worker_id, **options)
