@@ -16,8 +16,9 @@ line rate, or the job's throughput target).
 
 - ``edf`` (the seed's Earliest Deadline First): MD jobs in deadline order get the least
   memory that meets their deadline by the model (``need``), as long as it fits; what is
-  left goes, shortest remaining time first, to BE jobs, to MD jobs whose deadline cannot
-  be met any more, and as top-ups to the MD jobs already served.
+  left goes to BE jobs, to MD jobs whose deadline cannot be met any more, and as top-ups
+  to the MD jobs already served: first each keeps what it holds, then shortest remaining
+  time first (leftover memory is not taken from a running job for a shorter newcomer).
 - ``fifo``: arrival order, each job as much as it can use.
 - ``rr``: round robin, memory time-sliced: jobs take turns of ``quantum`` seconds in a
   rotating order, each as much as it can use while it is its turn.
@@ -83,13 +84,19 @@ class Edf(Policy):
                 sizes[job.job_id] = need
                 capacity -= need
                 served.append(job)
-        # What is left: shortest remaining time (at full speed) first, over everyone.
+        # What is left: first every job keeps what it holds (up to what it can use), then
+        # shortest remaining time (at full speed) first, over everyone. Taking memory from
+        # a running job to give it to a shorter one costs a switch-over (the old region
+        # stays held until the job's next epoch boundary), and with compute taking its
+        # share of every epoch the job loses more than the newcomer gains; deadlines are
+        # not at stake here (they were served above).
         rest = sorted(jobs, key=lambda j: (j.time_left(j.want()), j.arrival, j.job_id))
-        for job in rest:
-            extra = min(job.want() - sizes.get(job.job_id, 0), capacity)
-            if extra > 0:
-                sizes[job.job_id] = sizes.get(job.job_id, 0) + extra
-                capacity -= extra
+        for cap in (lambda j: min(j.memory, j.want()), lambda j: j.want()):
+            for job in rest:
+                extra = min(cap(job) - sizes.get(job.job_id, 0), capacity)
+                if extra > 0:
+                    sizes[job.job_id] = sizes.get(job.job_id, 0) + extra
+                    capacity -= extra
         first = {j.job_id for j in served}
         ordered = served + [j for j in rest if j.job_id not in first]
         return [(j.job_id, sizes.get(j.job_id, 0)) for j in ordered]

@@ -8,12 +8,14 @@ Example::
 
 It drives the controller's own ``Scheduler`` and ``MemoryManager`` (the code the daemon
 runs, not a copy) with simulated time: jobs arrive, the scheduler re-plans at every event
-(arrival, completion, end of a quantum, memory released after a switch-over), and each
-job then advances at the rate the seed's model gives for the memory it holds
+(arrival, completion, end of a quantum, a switch-over at an epoch boundary), and each job
+then advances at the rate the seed's model gives for the memory it holds
 (``controller/sizing.py``: ``Time_job = Epochs x (Time_comp + Size_model / Throughput)``,
 ``Throughput = Memory / RTT`` up to the line rate). A job with no memory waits. A job whose
-region changes keeps its old memory for one more epoch at its old speed, as the daemon
-does until its workers switch over at an epoch boundary (``controller/switchover.py``).
+region changes in the middle of an epoch finishes that epoch at its old speed in its old
+memory, which is released at the boundary, as the daemon's switch-over does
+(``controller/switchover.py``). A trace may give each job its own RTT (``TraceJob.rtt_s``,
+e.g. measured on Mininet by ``topologies/scheduling.py``).
 
 Workload (``poisson_trace``): Poisson arrivals; models drawn from real networks
 (``MODELS``: parameter counts of ResNet-50, ResNet-101, VGG-16 and BERT-base, float32
@@ -30,14 +32,13 @@ completion time (JCT), with EDF's ratios to the best baseline, and writes
 from __future__ import annotations
 
 import argparse
-import heapq
 import json
 import math
 import random
 import statistics
 import sys
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,7 @@ class TraceJob:
     compute_s: float
     epochs: int
     deadline_s: float | None = None  # relative to arrival (MD only)
+    rtt_s: float | None = None  # the job's own round-trip time (None: the network's)
 
     @property
     def profile(self) -> Profile:
@@ -161,6 +163,15 @@ class Outcome:
         }
 
 
+@dataclass
+class _Pending:
+    """A job whose region changed mid-epoch: it finishes the epoch under the old layout."""
+
+    boundary: float  # epochs_done at which the new region takes effect
+    rate: float  # bytes/s under the old region until then
+    memory: int  # aggregators of the old region
+
+
 def simulate(
     trace: Sequence[TraceJob],
     policy: str,
@@ -169,18 +180,43 @@ def simulate(
     quantum: float = DEFAULT_QUANTUM,
     switchover: bool = True,
 ) -> Outcome:
-    """Run ``trace`` under ``policy``; ``switchover``: old memory is held one more epoch."""
+    """Run ``trace`` under ``policy``.
+
+    ``switchover`` (the daemon's behaviour, ``controller/switchover.py``): a region that
+    changes while a job is inside an epoch takes effect at the job's next epoch boundary;
+    until then the job runs at its old speed and its old memory stays held, and is released
+    at that boundary. A job waiting at a boundary (paused, or new) switches at once.
+    Without it, every change takes effect at once."""
     sched = Scheduler(make_policy(policy, quantum), MemoryManager(pool))
     out = Outcome(policy)
     arrivals = sorted(enumerate(trace), key=lambda x: (x[1].arrival, x[0]))
-    releases: list[tuple[float, int]] = []  # (time, job id)
+    pending: dict[int, _Pending] = {}
     now, i, idle = 0.0, 0, 0
+
+    def rate_now(job: SchedJob) -> float:
+        p = pending.get(job.job_id)
+        return job.rate() if p is None else p.rate
+
+    def to_boundary(job: SchedJob) -> float:
+        p = pending[job.job_id]
+        return (p.boundary - job.epochs_done) * epoch_time(job.profile, p.rate)
+
+    def to_finish(job: SchedJob) -> float:
+        p = pending.get(job.job_id)
+        if p is None:
+            return job.time_left()
+        if p.boundary >= job.profile.epochs:
+            return job_time(job.profile, p.rate, job.epochs_left)
+        return to_boundary(job) + job_time(job.profile, job.rate(), job.profile.epochs - p.boundary)
+
     while i < len(arrivals) or sched.jobs:
-        running = [j for j in sched.jobs.values() if j.memory > 0]
-        t_fin = min((now + j.time_left() for j in running), default=math.inf)
+        jobs = list(sched.jobs.values())
+        running = [j for j in jobs if rate_now(j) > 0]
+        t_fin = min((now + to_finish(j) for j in running), default=math.inf)
         t_arr = arrivals[i][1].arrival if i < len(arrivals) else math.inf
+        t_bound = min((now + to_boundary(sched.jobs[jid]) for jid in pending), default=math.inf)
         t_dec = sched.next_decision(now)
-        t = min(t_fin, t_arr, releases[0][0] if releases else math.inf, t_dec or math.inf)
+        t = min(t_fin, t_arr, t_bound, t_dec or math.inf)
         if math.isinf(t):
             raise RuntimeError(f"{policy}: jobs {sorted(sched.jobs)} wait for memory forever")
         idle = idle + 1 if t <= now else 0
@@ -189,40 +225,71 @@ def simulate(
         t = max(t, now)
         planned = sum(min(sched.planned.get(j, 0), sched.jobs[j].want()) for j in sched.jobs)
         out.planned_area += planned * (t - now)
-        out.granted_area += sum(j.memory for j in running) * (t - now)
+        out.granted_area += sum(
+            pending[j.job_id].memory if j.job_id in pending else j.memory for j in running
+        ) * (t - now)
         for job in running:
-            if now + job.time_left() <= t * (1 + 1e-12):
+            p = pending.get(job.job_id)
+            if now + to_finish(job) <= t * (1 + 1e-12):
                 job.epochs_done = float(job.profile.epochs)
+            elif p is not None and now + to_boundary(job) <= t * (1 + 1e-12):
+                job.epochs_done = p.boundary
             else:
-                job.epochs_done += (t - now) / epoch_time(job.profile, job.rate())
+                job.epochs_done += (t - now) / epoch_time(job.profile, rate_now(job))
         now = t
         sched.advance(now)
         for job in [j for j in sched.jobs.values() if j.finished]:
             out.jobs.append(
                 Finished(job.job_id, job.job_class.value, job.arrival, now, job.deadline)
             )
+            pending.pop(job.job_id, None)
             sched.remove(job.job_id)
         while i < len(arrivals) and arrivals[i][1].arrival <= now:
             jid, tj = arrivals[i]
             sched.add(_sched_job(jid + 1, tj, net))
             i += 1
-        while releases and releases[0][0] <= now:
-            _, jid = heapq.heappop(releases)
-            if jid in sched.jobs:
-                sched.memory.release(jid)
-        before = {jid: sched.jobs[jid].rate() for jid in sched.jobs}
-        changes = sched.replan(now)
-        out.replans += 1
-        for c in changes:
-            if c.old is None:
-                continue
-            if switchover and before[c.job_id] > 0:
-                dt = epoch_time(sched.jobs[c.job_id].profile, before[c.job_id])
-                heapq.heappush(releases, (now + dt, c.job_id))
-            else:
-                sched.memory.release(c.job_id)
+        for jid in [jid for jid, p in pending.items() if sched.jobs[jid].epochs_done >= p.boundary]:
+            del pending[jid]
+            sched.memory.release(jid)
+        for _ in range(16):  # as the daemon: again while a change freed memory at once
+            out.replans += 1
+            if not _replan(sched, now, pending, switchover, rate_now, to_boundary):
+                break
     out.jobs.sort(key=lambda f: f.job_id)
     return out
+
+
+def _replan(
+    sched: Scheduler,
+    now: float,
+    pending: dict[int, _Pending],
+    switchover: bool,
+    rate_now: Callable[[SchedJob], float],
+    to_boundary: Callable[[SchedJob], float],
+) -> bool:
+    """One re-plan; a change that waits for the job's epoch boundary becomes pending, the
+    others take effect now. True when memory was released at once (re-plan again)."""
+    before = {j.job_id: (rate_now(j), j.memory) for j in sched.jobs.values()}
+    for job in sched.jobs.values():  # what a change now still runs under the old layout
+        rate = before[job.job_id][0]
+        left = math.ceil(job.epochs_done - 1e-9) - job.epochs_done
+        if job.job_id in pending:
+            job.to_boundary = (pending[job.job_id].boundary - job.epochs_done, to_boundary(job))
+        elif switchover and rate > 0 and left > 1e-9:
+            job.to_boundary = (left, left * epoch_time(job.profile, rate))
+        else:
+            job.to_boundary = (0.0, 0.0)
+    freed = False
+    for c in sched.replan(now):
+        job = sched.jobs[c.job_id]
+        rate, memory = before[c.job_id]
+        if switchover and c.old is not None and rate > 0 and job.to_boundary[0] > 0:
+            if c.job_id not in pending:  # a second change keeps the first boundary
+                boundary = float(math.ceil(job.epochs_done - 1e-9))
+                pending[c.job_id] = _Pending(boundary, rate, memory)
+        elif c.job_id not in pending:
+            freed = bool(sched.memory.release(c.job_id)) or freed
+    return freed
 
 
 def _sched_job(job_id: int, tj: TraceJob, net: Network) -> SchedJob:
@@ -232,7 +299,8 @@ def _sched_job(job_id: int, tj: TraceJob, net: Network) -> SchedJob:
         job_class=JobClass.MD if md else JobClass.BE,
         profile=tj.profile,
         arrival=tj.arrival,
-        network=net,
+        network=net if tj.rtt_s is None else replace(net, rtt_s=tj.rtt_s),
+        rtt_measured=tj.rtt_s is not None,
         deadline=tj.arrival + tj.deadline_s if md and tj.deadline_s is not None else None,
     )
 

@@ -64,6 +64,11 @@ class SchedJob:
     epochs_done: float = 0.0
     attained: float = 0.0  # seconds it has held memory (MLFQ's service)
     memory: int = 0  # aggregators held now
+    rtt_measured: bool = False  # its workers reported their RTT (else: a prior)
+    # (epochs, seconds) the job still runs under its present layout: a new region takes
+    # effect only at its next epoch boundary (controller/switchover.py). The simulator
+    # knows it; the daemon counts whole epochs and leaves it (0, 0).
+    to_boundary: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         if self.job_class == JobClass.MD and self.deadline is None:
@@ -102,7 +107,13 @@ class SchedJob:
         BE: None."""
         if self.deadline is None or self.job_class != JobClass.MD:
             return None
-        return memory_to_finish(self.profile, self.epochs_left, self.deadline - now, self.effective)
+        epochs, seconds = self.to_boundary
+        return memory_to_finish(
+            self.profile,
+            max(0.0, self.epochs_left - epochs),
+            self.deadline - now - seconds,
+            self.effective,
+        )
 
 
 @dataclass(frozen=True)
@@ -125,11 +136,16 @@ class Scheduler:
     memory: MemoryManager
     jobs: dict[int, SchedJob] = field(default_factory=dict)
     planned: dict[int, int] = field(default_factory=dict)  # the policy's last sizes
+    last_rtt_s: float | None = None  # the latest RTT a job on this switch measured
     _clock: float | None = None
 
     def add(self, job: SchedJob) -> None:
+        """Schedule ``job``; until its workers report their RTT it is sized with the latest
+        RTT measured on this switch (when there is one) instead of its network's guess."""
         if job.job_id in self.jobs:
             raise ValueError(f"job {job.job_id} is already scheduled")
+        if not job.rtt_measured and self.last_rtt_s is not None:
+            job.network = replace(job.network, rtt_s=self.last_rtt_s)
         self.jobs[job.job_id] = job
 
     def remove(self, job_id: int) -> None:
@@ -144,12 +160,22 @@ class Scheduler:
     def update(
         self, job_id: int, epochs_done: float | None = None, rtt_s: float | None = None
     ) -> None:
-        """Progress from the job's workers: epochs finished, measured round-trip time."""
+        """Progress from the job's workers: epochs finished, measured round-trip time.
+
+        A job's RTT is measured by its own workers once it runs; jobs that have not
+        measured theirs yet (queued without memory, or not started) take this one as their
+        prior: they share the switch, and a guess far off (the daemon's ``--rtt-ms``) would
+        size them for memory they cannot use, or keep them queued, until they report."""
         job = self.jobs[job_id]
         if epochs_done is not None:
             job.epochs_done = min(float(job.profile.epochs), max(job.epochs_done, epochs_done))
         if rtt_s is not None and rtt_s > 0 and math.isfinite(rtt_s):
             job.network = replace(job.network, rtt_s=rtt_s)
+            job.rtt_measured = True
+            self.last_rtt_s = rtt_s
+            for other in self.jobs.values():
+                if not other.rtt_measured:
+                    other.network = replace(other.network, rtt_s=rtt_s)
 
     def advance(self, now: float) -> None:
         """Count service up to ``now``: jobs that held memory since the last call."""
@@ -222,6 +248,7 @@ class Scheduler:
                         for r in self.memory.retiring_of(job.job_id)
                     ],
                     "rtt_s": job.network.rtt_s,
+                    "rtt_measured": job.rtt_measured,
                     "predicted_finish": finish,
                     "deadline": job.deadline,
                     "on_time": None

@@ -17,6 +17,7 @@ from controller.sizing import (
     AGGREGATOR_BYTES,
     Network,
     Profile,
+    epoch_time,
     job_time,
     memory_for,
     memory_to_finish,
@@ -247,6 +248,48 @@ def test_edf_gives_an_infeasible_deadline_job_only_leftover_memory() -> None:
     assert plan[1] == 64 - plan[2]
 
 
+def test_edf_does_not_take_leftover_memory_from_a_running_job_for_a_shorter_one() -> None:
+    long = _job(1, "be", epochs=50)
+    long.memory = 40  # running with what the pool had left
+    short = _job(2, "be", epochs=5)
+    plan = dict(Edf().plan(0.0, [long, short], capacity=64))
+    assert plan == {1: 40, 2: 24}
+    # ...but a deadline comes first: an MD job's need is taken from it.
+    md = _job(3, "md", epochs=50, packets=1000, deadline=2.0)
+    plan = dict(Edf().plan(0.0, [long, short, md], capacity=64))
+    assert plan == {3: md.need(0.0), 1: 64 - md.need(0.0), 2: 0} and plan[3] == 34
+
+
+def test_edf_sizes_a_deadline_job_for_the_epoch_it_still_runs_under_its_old_layout() -> None:
+    md = _job(1, "md", epochs=50, packets=1000, deadline=3.0)
+    md.memory = 8
+    at_boundary = md.need(0.0)
+    # Half an epoch left at 8 aggregators (slow): the new region starts only after it.
+    md.to_boundary = (0.5, 0.5 * epoch_time(md.profile, md.rate()))
+    later = md.need(0.0)
+    assert later is not None and at_boundary is not None and later > at_boundary
+    want = memory_to_finish(md.profile, 49.5, 3.0 - md.to_boundary[1], md.effective)
+    assert (at_boundary, later) == (20, 21) and later == want
+
+
+def test_a_job_without_its_own_rtt_is_sized_with_the_rtt_measured_on_its_switch() -> None:
+    sched = Scheduler(Fifo(), MemoryManager(64))
+    guess = Network(rtt_s=8e-3, line_rate=NET.line_rate)  # the daemon's --rtt-ms: far off
+    a, b = _job(1, net=guess), _job(2, net=guess)
+    sched.add(a)
+    sched.add(b)
+    assert a.want() == b.want() == 64 * 8  # sized for an 8 ms path: each wants it all
+    sched.update(1, rtt_s=1e-3)
+    assert a.rtt_measured and not b.rtt_measured
+    assert a.want() == b.want() == 64  # b, queued, has not measured: the switch's RTT
+    sched.update(2, rtt_s=2e-3)
+    sched.update(1, rtt_s=1e-3)
+    assert b.network.rtt_s == 2e-3  # its own measurement, not another job's
+    c = _job(3, net=guess)
+    sched.add(c)
+    assert c.network.rtt_s == 1e-3  # a newcomer starts from the latest measurement
+
+
 def test_fifo_serves_in_arrival_order() -> None:
     jobs = [_job(1, arrival=5.0), _job(2, arrival=1.0), _job(3, arrival=3.0)]
     assert Fifo().plan(6.0, jobs, capacity=100) == [(2, 64), (3, 36), (1, 0)]
@@ -314,6 +357,31 @@ def test_simulated_job_alone_finishes_when_the_model_says() -> None:
     alone = job_time(tj.profile, NET.line_rate)
     assert out.jobs[0].finish == pytest.approx(2.0 + alone)
     assert out.jobs[0].met
+
+
+def test_simulated_change_mid_epoch_takes_effect_at_the_epoch_boundary() -> None:
+    # One epoch of the big job takes 0.5 s alone at line rate (64 aggregators, 1 ms RTT).
+    big = TraceJob(0.0, "be", "x", 4000 * AGGREGATOR_BYTES, 0.5, 4)
+    small = TraceJob(0.25, "md", "x", 64 * AGGREGATOR_BYTES, 0.0, 1, deadline_s=10.0)
+    per_epoch = epoch_time(big.profile, NET.line_rate)
+    out = simulate([big, small], "edf", pool=64, net=NET)
+    now_ = simulate([big, small], "edf", pool=64, net=NET, switchover=False)
+    # The MD job waits for the big job's first epoch to end before it gets any memory
+    # (the pool is all the big job's), then needs 1 ms at line rate.
+    md = out.jobs[1]
+    assert md.finish > per_epoch
+    assert md.finish < now_.jobs[1].finish + per_epoch
+    assert now_.jobs[1].finish < per_epoch  # without switch-over it ran at once
+
+
+def test_simulator_uses_each_jobs_own_rtt() -> None:
+    slow = TraceJob(0.0, "be", "x", 1000 * AGGREGATOR_BYTES, 0.0, 10, rtt_s=4e-3)
+    fast = TraceJob(0.0, "be", "x", 1000 * AGGREGATOR_BYTES, 0.0, 10)
+    pool = 64  # line rate at 64 aggregators with 1 ms; a 4 ms path would want 256
+    out = simulate([slow, fast], "fifo", pool=pool, net=NET)
+    # slow arrived first and takes the whole pool: a quarter of the line rate for 4 ms.
+    assert out.jobs[0].jct == pytest.approx(job_time(slow.profile, NET.line_rate / 4))
+    assert out.jobs[1].jct == pytest.approx(out.jobs[0].jct + job_time(fast.profile, NET.line_rate))
 
 
 def test_simulated_edf_meets_deadlines_that_fifo_misses() -> None:
