@@ -15,6 +15,7 @@ unambiguous dotted suffix (``ipv4_lpm``). Errors a controller can make raise
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -52,6 +53,23 @@ class SwitchError(ValueError):
     """A control-plane mistake: unknown name, bad entry, bad index ..."""
 
 
+BACKENDS = ("python", "native")
+_log = logging.getLogger("p4sim.switch")
+
+
+def _load_native(program: CompiledProgram, tm: TrafficManager | None) -> Any:
+    """The compiled native program, or a one-line notice saying why the switch runs on
+    the Python back end instead."""
+    from p4sim.native.backend import Native, NativeError
+
+    if tm is not None and tm.active:
+        return "p4sim: egress queue rates need the Python back end; running on Python"
+    try:
+        return Native(program)
+    except NativeError as exc:
+        return f"p4sim: native back end unavailable ({exc}); running on the Python back end"
+
+
 def _resolve(name: str, names: Sequence[str], what: str) -> str:
     if name in names:
         return name
@@ -81,7 +99,12 @@ class Switch:
         log: Callable[[str], None] | None = None,
         max_passes: int = 32,
         tm: TrafficManager | None = None,
+        backend: str = "python",
     ) -> None:
+        if backend not in BACKENDS:
+            raise SwitchError(
+                f"unknown back end {backend!r} (expected one of {', '.join(BACKENDS)})"
+            )
         self.program = program
         self.log = log
         self.lock = threading.RLock()
@@ -90,7 +113,24 @@ class Switch:
         self.digests: list[tuple[str, tuple]] = self.ctx.digests
         self.pre = PacketReplicationEngine()
         self.inst = program.instantiate(self.ctx, log)
-        self.pipeline = Pipeline(self.inst, self.pre, self.ctx, log, max_passes, tm)
+        self.backend = "python"
+        self.backend_notice = ""
+        native = None
+        if backend == "native":
+            native = _load_native(program, tm)
+            if isinstance(native, str):
+                self.backend_notice = native
+                _log.warning("%s", native)
+                native = None
+        if native is not None:
+            from p4sim.native.backend import NativePipeline
+
+            self.pipeline: Pipeline = NativePipeline(
+                native, self.inst, self.pre, self.ctx, log, max_passes, tm
+            )
+            self.backend = "native"
+        else:
+            self.pipeline = Pipeline(self.inst, self.pre, self.ctx, log, max_passes, tm)
         self.tm = self.pipeline.tm
         self._tables = {t.name: t for t in program.tables}
 
@@ -104,9 +144,12 @@ class Switch:
         defines: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
         tm: TrafficManager | None = None,
+        backend: str = "python",
     ) -> Switch:
-        """Compile ``path`` (P4Error on a bad program) and build a switch running it."""
-        return cls(compile_file(path, include_dirs, defines, trace=log is not None), log, tm=tm)
+        """Compile ``path`` (P4Error on a bad program) and build a switch running it on
+        ``backend`` ("python", or "native": C, see p4sim/native/backend.py)."""
+        prog = compile_file(path, include_dirs, defines, trace=log is not None)
+        return cls(prog, log, tm=tm, backend=backend)
 
     @classmethod
     def from_source(
@@ -117,9 +160,10 @@ class Switch:
         defines: Mapping[str, str] | None = None,
         log: Callable[[str], None] | None = None,
         tm: TrafficManager | None = None,
+        backend: str = "python",
     ) -> Switch:
         prog = compile_text(text, filename, include_dirs, defines, trace=log is not None)
-        return cls(prog, log, tm=tm)
+        return cls(prog, log, tm=tm, backend=backend)
 
     # -- packets ------------------------------------------------------------------
 
@@ -146,6 +190,8 @@ class Switch:
     ) -> None:
         """Departures per second of a port's queue (all ports when None; one priority
         queue with ``priority``); 0 removes the limit, which is the default."""
+        if self.backend == "native" and rate_pps:
+            raise SwitchError("egress queue rates need the Python back end (--backend python)")
         try:
             self.tm.set_rate(rate_pps, port, priority)
         except QueueConfigError as exc:

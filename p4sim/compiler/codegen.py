@@ -174,6 +174,7 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
             trace=self.trace,
             controller_headers=self.controller_headers(),
             main_file=self.program.files[0] if self.program.files else "",
+            program_ast=self.program,
             newtypes={
                 n
                 for n, d in self.genv.type_decls.items()

@@ -164,6 +164,7 @@ class CompiledProgram:
     controller_headers: list = field(default_factory=list)  # [(name, [(field, width)], annos)]
     main_file: str = ""
     newtypes: set = field(default_factory=set)  # names declared with `type T name;`
+    program_ast: Any = None  # the parsed program (the native back end generates C from it)
     _code: Any = None
     _info: Any = None
 

@@ -1,0 +1,443 @@
+"""The native back end: the program's packet path as C, compiled at load time.
+
+Example::
+
+    sw = Switch.from_file("p4src/inc.p4", backend="native")
+    sw.backend                        # "native" (or "python" when the program uses a
+                                      # construct the C generator does not cover)
+    sw.send(1, frame)                 # the same outputs as the Python back end
+
+``build(program)`` generates C (``cgen.py``), compiles it with the system C compiler
+into a shared library cached by the source's hash (``$P4SIM_NATIVE_CACHE``, default
+``~/.cache/p4sim/native``) and loads it with ctypes. ``NativePipeline`` replaces the
+Python pipeline's ``process``; the control plane keeps using the same Python objects:
+
+* registers and indexed counters: their cells become numpy arrays the C code reads
+  and writes in place (the objects' methods return Python ints as before);
+* tables: every control-plane change (add/modify/delete/default/clear, and any read of
+  entries, which may write direct counters) marks the table; before the next packet
+  the table is laid out again for C (entries in lookup order, exact tables sorted for
+  binary search) with the direct counters carried over; C's counts are copied back
+  into ``Entry.counter`` before the control plane reads an entry;
+* multicast groups: the replication engine's changes are laid out the same way.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from p4sim.native.cgen import CGen, Unsupported
+from p4sim.runtime.externs import Counter, DirectCounter, Register
+from p4sim.runtime.pre import PacketReplicationEngine
+from p4sim.runtime.tables import Table
+from p4sim.v1model.pipeline import Pipeline
+
+log = logging.getLogger("p4sim.native")
+
+MAXPKT = 65600  # P4N_MAXPKT
+MAXOUT = 64  # P4N_MAXOUT
+U64 = ctypes.c_uint64
+P64 = ctypes.POINTER(ctypes.c_uint64)
+
+
+class NativeError(Exception):
+    """The native back end cannot run this program here (unsupported construct, no C
+    compiler, compile error); the message is one line."""
+
+
+class _CTable(ctypes.Structure):
+    _fields_ = [
+        ("n", ctypes.c_int64),
+        ("nkeys", ctypes.c_int64),
+        ("nargs", ctypes.c_int64),
+        ("exact", ctypes.c_int64),
+        ("vals", P64),
+        ("masks", P64),
+        ("action", ctypes.POINTER(ctypes.c_int64)),
+        ("args", P64),
+        ("counters", P64),
+        ("def_action", ctypes.c_int64),
+        ("def_args", P64),
+    ]
+
+
+class _CGroup(ctypes.Structure):
+    _fields_ = [("n", ctypes.c_int64), ("ports", P64), ("rids", P64)]
+
+
+def _ptr(a: np.ndarray) -> Any:
+    return a.ctypes.data_as(P64)
+
+
+def cache_dir() -> Path:
+    d = os.environ.get("P4SIM_NATIVE_CACHE")
+    return Path(d) if d else Path.home() / ".cache" / "p4sim" / "native"
+
+
+def compiler() -> str:
+    return os.environ.get("CC", "gcc")
+
+
+class Native:
+    """A program's generated C, compiled and loaded (one library per source hash; each
+    Native loads its own copy so that two switches never share state)."""
+
+    def __init__(self, compiled: Any) -> None:
+        if compiled.program_ast is None:
+            raise NativeError("the program was compiled without its syntax tree")
+        if compiled.trace:
+            raise NativeError("logging each packet (trace) needs the Python back end")
+        gen = CGen(compiled.program_ast, compiled)
+        try:
+            self.source = gen.generate()
+        except Unsupported as exc:
+            raise NativeError(f"not covered by the C generator: {exc}") from None
+        self.gen = gen
+        self.path = self._build(self.source)
+        # A private copy per switch: dlopen would hand back the same (shared) globals.
+        fd, tmp = tempfile.mkstemp(prefix="p4sim-native-", suffix=".so")
+        os.close(fd)
+        Path(tmp).write_bytes(self.path.read_bytes())
+        try:
+            self.lib = ctypes.CDLL(tmp)
+        finally:
+            os.unlink(tmp)
+        lib = self.lib
+        lib.p4n_process.argtypes = [
+            U64,
+            ctypes.c_char_p,
+            U64,
+            U64,
+            ctypes.c_void_p,
+            P64,
+            P64,
+            ctypes.c_int,
+        ]
+        lib.p4n_process.restype = ctypes.c_int
+        lib.p4n_set_register.argtypes = [ctypes.c_int, P64]
+        lib.p4n_set_counter.argtypes = [ctypes.c_int, P64]
+        lib.p4n_table_at.argtypes = [ctypes.c_int]
+        lib.p4n_table_at.restype = ctypes.POINTER(_CTable)
+        lib.p4n_set_groups.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+
+    @staticmethod
+    def _build(source: str) -> Path:
+        digest = hashlib.sha256((source + compiler()).encode()).hexdigest()[:24]
+        d = cache_dir()
+        so = d / f"p4n-{digest}.so"
+        if so.exists():
+            return so
+        d.mkdir(parents=True, exist_ok=True)
+        src = d / f"p4n-{digest}.c"
+        src.write_text(source)
+        tmp = d / f".p4n-{digest}-{os.getpid()}.so"
+        cmd = [compiler(), "-O2", "-shared", "-fPIC", "-w", "-o", str(tmp), str(src)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except FileNotFoundError:
+            raise NativeError(f"no C compiler ({compiler()}) on PATH") from None
+        if r.returncode != 0:
+            first = (r.stderr.strip().splitlines() or ["?"])[0]
+            raise NativeError(f"the C compiler failed on {src}: {first}")
+        os.replace(tmp, so)
+        return so
+
+
+# -- shared state: the Python objects, their cells in numpy --------------------------
+
+
+class NativeRegister(Register):
+    """A Register whose cells are a numpy array shared with the C code."""
+
+    values: Any
+
+    def read(self, i: int, default: int = 0) -> int:
+        return int(super().read(i, default))
+
+    def cp_read(self, i: int) -> int:
+        return int(super().cp_read(i))
+
+    def reset(self) -> None:
+        self.values[:] = 0
+
+
+class NativeCounter(Counter):
+    """A Counter whose (packets, bytes) cells are a numpy array shared with the C code."""
+
+    cells: Any
+    packets: Any
+    bytes: Any
+
+    def read(self, i: int) -> tuple[int, int]:
+        p, b = super().read(i)
+        return int(p), int(b)
+
+    def reset(self) -> None:
+        self.cells[:] = 0
+
+
+class NativeTable(Table):
+    """A Table that tells its NativePipeline when the control plane touched it."""
+
+    native_dirty: bool
+    native_flush: Any
+
+    def _touch(self) -> None:
+        if not self.native_dirty:
+            self.native_flush(self)  # C's direct counters into the entries, first
+            self.native_dirty = True
+
+    def add(self, entry: Any, canonicalize: bool = False) -> int:
+        self._touch()
+        return super().add(entry, canonicalize)
+
+    def modify(self, handle: int, action: str, args: tuple[int, ...]) -> None:
+        self._touch()
+        super().modify(handle, action, args)
+
+    def delete(self, handle: int) -> None:
+        self._touch()
+        super().delete(handle)
+
+    def set_default(self, action: str, args: tuple[int, ...] = ()) -> None:
+        self._touch()
+        super().set_default(action, args)
+
+    def clear(self) -> None:
+        if hasattr(self, "native_dirty"):
+            self._touch()
+        super().clear()
+
+    def get(self, handle: int) -> Any:
+        self._touch()
+        return super().get(handle)
+
+    def find(self, matches: tuple, priority: int = 0) -> Any:
+        self._touch()
+        return super().find(matches, priority)
+
+    def entries(self) -> list:
+        self._touch()
+        return super().entries()
+
+
+class NativePRE(PacketReplicationEngine):
+    """The replication engine, marking its NativePipeline's copy stale on any change."""
+
+    native_dirty: bool
+
+
+_PRE_MUTATORS = (
+    "reset",
+    "mc_group_set",
+    "mc_group_delete",
+    "group_create",
+    "group_destroy",
+    "node_create",
+    "node_update",
+    "node_destroy",
+    "node_associate",
+    "node_dissociate",
+)
+
+
+def _pre_wrap(name: str) -> Any:
+    base = getattr(PacketReplicationEngine, name)
+
+    def method(self: NativePRE, *args: Any, **kwargs: Any) -> Any:
+        self.native_dirty = True
+        return base(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+for _n in _PRE_MUTATORS:
+    if hasattr(PacketReplicationEngine, _n):
+        setattr(NativePRE, _n, _pre_wrap(_n))
+
+
+class NativePipeline(Pipeline):
+    """The v1model pipeline with ``process`` in C (see the module docstring). Egress
+    queue rates, clones, resubmit, recirculate and digests are not covered: the program
+    generator refuses programs using them, and ``Switch`` refuses queue rates."""
+
+    def __init__(self, native: Native, inst: Any, pre: Any, ctx: Any, *args: Any) -> None:
+        super().__init__(inst, pre, ctx, *args)
+        self.native = native
+        lib = native.lib
+        gen = native.gen
+        self._keep: list[Any] = []
+        for n, (fq, _w, size) in enumerate(gen.registers):
+            r = inst.externs[fq]
+            cells = np.zeros(size, dtype=np.uint64)
+            cells[:] = r.values
+            r.__class__ = NativeRegister
+            r.values = cells
+            lib.p4n_set_register(n, _ptr(cells))
+        for n, (fq, size) in enumerate(gen.counters):
+            c = inst.externs[fq]
+            cells = np.zeros((size, 2), dtype=np.uint64)
+            cells[:, 0] = c.packets
+            cells[:, 1] = c.bytes
+            c.__class__ = NativeCounter
+            c.cells, c.packets, c.bytes = cells, cells[:, 0], cells[:, 1]
+            lib.p4n_set_counter(n, cells.ctypes.data_as(P64))
+        for e in inst.externs.values():
+            if isinstance(e, DirectCounter) and not isinstance(e.table, NativeTable):
+                pass  # its table is converted below; reads go through Table.get
+        self.tables: list[NativeTable] = []
+        for n, fq in enumerate(gen.tables):
+            t = inst.tables[fq]
+            t.__class__ = NativeTable
+            t.native_dirty = True
+            t.native_flush = self._flush
+            t._native = {"n": n, "order": [], "arrays": None}  # type: ignore[attr-defined]
+            self.tables.append(t)
+        self.actions = {
+            fq: {a: i for i, a in enumerate(self._table_info(fq).actions)} for fq in gen.tables
+        }
+        pre.__class__ = NativePRE
+        self.pre: NativePRE = pre
+        self.pre.native_dirty = True
+        self.out = ctypes.create_string_buffer(MAXPKT * MAXOUT)
+        self.oports = np.zeros(MAXOUT, dtype=np.uint64)
+        self.olens = np.zeros(MAXOUT, dtype=np.uint64)
+        self._op, self._ol = _ptr(self.oports), _ptr(self.olens)
+
+    def _table_info(self, fq: str) -> Any:
+        return next(t for t in self.native.gen.compiled.tables if t.name == fq)
+
+    # -- table and group layout ------------------------------------------------------
+
+    def _flush(self, t: NativeTable) -> None:
+        """C's direct-counter counts into the entries (C holds the truth until the
+        table is touched)."""
+        st = t._native  # type: ignore[attr-defined]
+        arrays = st["arrays"]
+        if arrays is None:
+            return
+        counters = arrays[4]
+        for i, e in enumerate(st["order"]):
+            e.counter[0] = int(counters[2 * i])
+            e.counter[1] = int(counters[2 * i + 1])
+
+    def _layout(self, t: NativeTable) -> None:
+        st = t._native  # type: ignore[attr-defined]
+        entries = Table.entries(t)
+        keys = t.keys
+        nk = len(keys)
+        acts = self.actions[t.name]
+        nargs = max([1] + [len(self.native.gen.compiled.actions[a].params) for a in acts])
+        seq = getattr(t, "_seq_of", {})
+
+        def encode(e: Any) -> tuple[list[int], list[int]]:
+            vals, masks = [], []
+            for kf, m in zip(keys, e.matches, strict=True):
+                full = (1 << kf.width) - 1
+                if kf.match_kind == "exact":
+                    vals.append(m & full)
+                    masks.append(full)
+                elif kf.match_kind == "lpm":
+                    v, plen = m
+                    mk = ((1 << plen) - 1) << (kf.width - plen)
+                    vals.append(v & mk)
+                    masks.append(mk)
+                elif kf.match_kind == "ternary":
+                    v, mk = m
+                    vals.append(v & mk)
+                    masks.append(mk)
+                elif kf.match_kind == "optional":
+                    vals.append(0 if m is None else m & full)
+                    masks.append(0 if m is None else full)
+                else:
+                    raise NativeError(f"table {t.name}: {kf.match_kind} keys")
+            return vals, masks
+
+        enc = [(e, *encode(e)) for e in entries]
+        exact = t.mode == "exact"
+        if exact:
+            enc.sort(key=lambda x: tuple(x[1]))
+        elif t.mode == "lpm":
+            li = [k.match_kind for k in keys].index("lpm")
+            enc.sort(key=lambda x: -x[0].matches[li][1])
+        else:
+            enc.sort(key=lambda x: (-x[0].priority, seq.get(x[0].handle, 0)))
+        n = len(enc)
+        vals = np.zeros(max(1, n * nk), dtype=np.uint64)
+        masks = np.zeros(max(1, n * nk), dtype=np.uint64)
+        action = np.zeros(max(1, n), dtype=np.int64)
+        args = np.zeros(max(1, n * nargs), dtype=np.uint64)
+        counters = np.zeros(max(2, 2 * n), dtype=np.uint64)
+        for i, (e, v, m) in enumerate(enc):
+            vals[i * nk : (i + 1) * nk] = v
+            masks[i * nk : (i + 1) * nk] = m
+            action[i] = acts.get(e.action, -1)
+            args[i * nargs : i * nargs + len(e.args)] = e.args
+            counters[2 * i], counters[2 * i + 1] = e.counter[0], e.counter[1]
+        dargs = np.zeros(nargs, dtype=np.uint64)
+        dargs[: len(t.default_args)] = t.default_args
+        arrays = (vals, masks, action, args, counters, dargs)
+        c = self.native.lib.p4n_table_at(st["n"]).contents
+        c.n, c.nkeys, c.nargs, c.exact = n, nk, nargs, int(exact)
+        c.vals, c.masks, c.args, c.counters = _ptr(vals), _ptr(masks), _ptr(args), _ptr(counters)
+        c.action = action.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        c.def_action = acts.get(t.default_action, -1)
+        c.def_args = _ptr(dargs)
+        st["order"] = [x[0] for x in enc]
+        st["arrays"] = arrays
+
+    def _layout_groups(self) -> None:
+        pre = self.pre
+        gids = pre.groups()
+        ng = (max(gids) + 1) if gids else 0
+        groups = (_CGroup * max(1, ng))()
+        keep: list[Any] = [groups]
+        for gid in gids:
+            reps = pre.replicas(gid)
+            ports = np.array([p for p, _ in reps] or [0], dtype=np.uint64)
+            rids = np.array([r for _, r in reps] or [0], dtype=np.uint64)
+            keep += [ports, rids]
+            groups[gid].n = len(reps)
+            groups[gid].ports, groups[gid].rids = _ptr(ports), _ptr(rids)
+        self.native.lib.p4n_set_groups(ctypes.addressof(groups), ng)
+        self._keep = keep
+
+    def sync(self) -> None:
+        """Lay out for C whatever the control plane changed since the last packet."""
+        for t in self.tables:
+            if t.native_dirty:
+                self._layout(t)
+                t.native_dirty = False
+        if self.pre.native_dirty:
+            self._layout_groups()
+            self.pre.native_dirty = False
+
+    # -- packets ---------------------------------------------------------------------
+
+    def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
+        self.sync()
+        data = bytes(data)
+        n = self.native.lib.p4n_process(
+            port, data, len(data), self.now_us(), self.out, self._op, self._ol, MAXOUT
+        )
+        base = ctypes.addressof(self.out)
+        return [
+            (int(self.oports[i]), ctypes.string_at(base + i * MAXPKT, int(self.olens[i])))
+            for i in range(n)
+        ]
+
+    def release(self) -> list[tuple[int, bytes]]:
+        return []
+
+    def next_departure_us(self) -> int | None:
+        return None

@@ -1,0 +1,1112 @@
+"""C code generation for the native back end: a v1model program → one C source file.
+
+Example::
+
+    gen = CGen(program_ast, compiled)      # compiled: the Python back end's CompiledProgram
+    src = gen.generate()                   # Unsupported("...") for constructs not covered
+
+Covers what the repository's aggregation and forwarding programs use: fixed-width headers
+(fields of up to 64 bits) and structs, parsers with extract/select/verify, controls with
+locals, actions, exact/lpm/ternary/optional tables (direct counters), registers, indexed
+counters, sub-control instances, mark_to_drop, csum16 verify/update_checksum, multicast
+and ``exit``. Anything else raises :class:`Unsupported`, and the switch runs the program
+on the Python back end instead (one line says why).
+
+Every scalar is a ``uint64_t`` masked to its P4 width (``bool`` is 0/1), so that the
+arithmetic is the Python back end's (which keeps ints masked) modulo 2**64. Headers and
+structs are C structs of such fields; headers add ``valid_``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from p4sim.compiler.codegen import fq_name
+from p4sim.compiler.program import CompiledProgram
+from p4sim.compiler.typecheck import (
+    GlobalEnv,
+    T,
+    TBit,
+    TBool,
+    TComposite,
+    TEnum,
+    TError,
+    TExtern,
+    TInfInt,
+)
+from p4sim.frontend import ast
+
+
+class Unsupported(Exception):
+    """A construct the C generator does not cover (the program runs on Python)."""
+
+
+def _mask(w: int) -> int:
+    return (1 << w) - 1
+
+
+def _lit(v: int) -> str:
+    return f"{v:#x}ULL" if v > 9 else f"{v}ULL"
+
+
+@dataclass
+class V:
+    """A compiled expression: C code and P4 type; ``const`` for compile-time values."""
+
+    code: str
+    type: Any
+    const: int | None = None
+    obj: Any = None  # non-values: ("table", TableGen) | ("extern", ...) | ("instance", ...)
+
+
+@dataclass
+class Ctl:
+    """One parser/control instance being generated."""
+
+    decl: Any
+    path: str
+    ident: int
+    scope: dict[str, V] = field(default_factory=dict)
+    actions: dict[str, tuple[str, str, Any]] = field(default_factory=dict)  # name→(cfn,fq,decl)
+    fn: str = ""
+
+
+class CGen:
+    """Generates the C source of one program (see the module docstring)."""
+
+    def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
+        self.program = program
+        self.compiled = compiled
+        self.genv = GlobalEnv(program)
+        self.out: list[str] = []  # function definitions
+        self.decls: list[str] = []  # globals and prototypes
+        self.types: dict[int, str] = {}
+        self.type_src: list[str] = []
+        self.ids = 0
+        self.tables: list[str] = []  # fq names, index = C table number
+        self.registers: list[tuple[str, int, int]] = []  # (fq, width, size)
+        self.counters: list[tuple[str, int]] = []  # (fq, size)
+        self.errors = list(self.genv.errors)
+        self.table_names = {t.name: t for t in compiled.tables}
+        self.extern_names = {e.name: e for e in compiled.externs}
+        self.cur: Ctl | None = None
+        self.locals: list[dict[str, V]] = []
+        self.hdr_t: TComposite | None = None
+        self.meta_t: TComposite | None = None
+        self.sm_t: TComposite | None = None
+
+    # -- helpers --------------------------------------------------------------------
+
+    def new(self, base: str) -> str:
+        self.ids += 1
+        return f"{base}_{self.ids}"
+
+    def ctype(self, t: Any) -> str:
+        if isinstance(t, (TBit, TBool, TError)) or (
+            isinstance(t, TEnum) and getattr(t, "underlying", None) is not None
+        ):
+            if isinstance(t, TBit) and (t.signed or t.width > 64):
+                raise Unsupported(f"type {t.show()} (signed or wider than 64 bits)")
+            return "u64"
+        if isinstance(t, TComposite):
+            return self.struct(t)
+        raise Unsupported(f"type {t.show()}")
+
+    def struct(self, t: TComposite) -> str:
+        if t.kind == "union":
+            raise Unsupported("header unions")
+        got = self.types.get(id(t))
+        if got is not None:
+            return got
+        name = "s_" + re.sub(r"\W", "_", t.name) + f"_{len(self.types)}"
+        self.types[id(t)] = name
+        lines = [f"typedef struct {name} {{"]
+        for n, ft in t.fields:
+            lines.append(f"    {self.ctype(ft)} f_{n};")
+        if t.kind == "header":
+            if sum(_width(ft) for _, ft in t.fields) % 8:
+                raise Unsupported(f"header {t.name} is not a whole number of bytes")
+            lines.append("    u64 valid_;")
+        if len(lines) == 1:
+            lines.append("    u64 empty_;")
+        lines.append(f"}} {name};")
+        self.type_src.append("\n".join(lines))
+        return name
+
+    def lookup(self, name: str) -> V | None:
+        for sc in reversed(self.locals):
+            if name in sc:
+                return sc[name]
+        if self.cur is not None and name in self.cur.scope:
+            return self.cur.scope[name]
+        sym = self.genv.const_sym(name)
+        if sym is not None and sym.kind == "const":
+            v = sym.value
+            if isinstance(v, bool):
+                return V("1ULL" if v else "0ULL", sym.type, int(v))
+            if isinstance(v, int):
+                t = sym.type
+                if isinstance(t, TBit):
+                    v &= _mask(t.width)
+                return V(_lit(v) if v >= 0 else str(v), t, v)
+            raise Unsupported(f"constant {name} of type {sym.type.show()}")
+        return None
+
+    # -- program --------------------------------------------------------------------
+
+    def generate(self) -> str:
+        main = next((d for d in self.genv.instantiations if d.name == "main"), None)
+        if main is None or len(main.args) != 6:
+            raise Unsupported("no V1Switch main")
+        for inst in self.genv.instantiations:
+            if inst.name != "main":
+                raise Unsupported("top-level extern instances")
+        roles = []
+        for a in main.args:
+            e = a.value
+            if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.args):
+                raise Unsupported("V1Switch arguments other than Block()")
+            roles.append(self.genv.type_decls[e.func.name])
+        prs: Any = roles[0]
+        ts = [self.genv.resolve(p.type) for p in prs.params[1:]]
+        self.hdr_t, self.meta_t, self.sm_t = ts  # type: ignore[assignment]
+        hn, mn, sn = (self.ctype(t) for t in ts)
+        names = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
+        fns = {}
+        for role, d in zip(names, roles, strict=True):
+            fns[role] = self.instantiate(d, d.name, [])
+        return self.assemble(hn, mn, sn, fns)
+
+    def instantiate(self, decl: Any, path: str, args: list) -> Ctl:
+        if args or decl.ctor_params or decl.type_params:
+            raise Unsupported("parser/control constructor parameters")
+        self.ids += 1
+        c = Ctl(decl, path, self.ids)
+        saved, saved_locals = self.cur, self.locals
+        self.cur, self.locals = c, []
+        try:
+            if isinstance(decl, ast.ParserDecl):
+                self.gen_parser(c)
+            else:
+                self.gen_control(c)
+        finally:
+            self.cur, self.locals = saved, saved_locals
+        return c
+
+    def params(self, c: Ctl, params: list[ast.Param]) -> list[str | None]:
+        """Control/parser parameters become globals of the instance (pointers) set on
+        entry; None for the packet_in/packet_out parameter."""
+        sets: list[str | None] = []
+        for p in params:
+            t = self.genv.resolve(p.type)
+            if isinstance(t, TExtern) or (
+                isinstance(p.type, ast.NamedType)
+                and p.type.name
+                in (
+                    "packet_in",
+                    "packet_out",
+                )
+            ):
+                c.scope[p.name] = V("", t, obj=("packet",))
+                sets.append(None)
+                continue
+            g = f"P{c.ident}_{p.name}"
+            ct = self.ctype(t)
+            self.decls.append(f"static {ct} *{g};")
+            c.scope[p.name] = V(f"(*{g})", t)
+            sets.append(g)
+        return sets
+
+    def local_decls(self, c: Ctl, init: list[str]) -> None:
+        for d in c.decl.locals:
+            if isinstance(d, ast.ConstDecl):
+                t = self.genv.resolve(d.type)
+                v = self.expr(d.value, t)
+                if v.const is None:
+                    raise Unsupported("non-constant const")
+                c.scope[d.name] = V(_lit(v.const), t, v.const)
+            elif isinstance(d, ast.VarDecl):
+                t = self.genv.resolve(d.type)
+                g = f"L{c.ident}_{d.name}"
+                self.decls.append(f"static {self.ctype(t)} {g};")
+                c.scope[d.name] = V(g, t)
+                init.extend(self.var_init(g, t, d.init))
+            elif isinstance(d, ast.Instantiation):
+                self.local_instance(d, c)
+            elif isinstance(d, ast.ActionDecl):
+                self.gen_action(d, c)
+            elif isinstance(d, ast.TableDecl):
+                self.gen_table(d, c)
+            else:
+                raise Unsupported(f"declaration {type(d).__name__}")
+
+    def var_init(self, code: str, t: T, e: ast.Expr | None) -> list[str]:
+        if e is None:
+            if isinstance(t, TComposite):
+                return [f"memset(&{code}, 0, sizeof {code});"]
+            return [f"{code} = 0;"]
+        v = self.value(e, t)
+        return [f"{code} = {v.code};"]
+
+    def local_instance(self, d: ast.Instantiation, c: Ctl) -> None:
+        if not isinstance(d.type, ast.NamedType):
+            raise Unsupported("instantiation")
+        td = self.genv.type_decls.get(d.type.name)
+        if isinstance(td, ast.ControlDecl):
+            sub = self.instantiate(td, f"{c.path}.{d.name}", d.args)
+            c.scope[d.name] = V("", None, obj=("instance", sub))
+            return
+        kind = d.type.name
+        fq = fq_name(c.path, d.name, d.annotations)
+        info = self.extern_names.get(fq)
+        if info is None:
+            raise Unsupported(f"extern {fq}")
+        if kind == "register":
+            w = info.width
+            if w > 64:
+                raise Unsupported("registers wider than 64 bits")
+            n = len(self.registers)
+            self.registers.append((fq, w, info.size))
+            self.decls.append(f"static u64 *R{n};")
+            c.scope[d.name] = V(f"R{n}", None, obj=("register", n, w, info.size))
+        elif kind == "counter":
+            n = len(self.counters)
+            self.counters.append((fq, info.size))
+            self.decls.append(f"static u64 *K{n};")
+            c.scope[d.name] = V(f"K{n}", None, obj=("counter", n, info.size))
+        elif kind == "direct_counter":
+            c.scope[d.name] = V("", None, obj=("direct_counter",))
+        else:
+            raise Unsupported(f"extern {kind}")
+
+    # -- parser ---------------------------------------------------------------------
+
+    def gen_parser(self, c: Ctl) -> None:
+        d: ast.ParserDecl = c.decl
+        sets = self.params(c, d.params)
+        init: list[str] = []
+        body: list[str] = []
+        self.locals = [{}]
+        self.local_decls(c, init)
+        states = {s.name: i for i, s in enumerate(d.states)}
+        if "start" not in states:
+            raise Unsupported("parser without start")
+        for s in d.states:
+            body.append(f"st_{s.name}: ;")
+            self.locals.append({})
+            for st in s.stmts:
+                body.extend(self.stmt(st))
+            body.extend(self.transition(s))
+            self.locals.pop()
+        c.fn = f"prs_{c.ident}"
+        ps = ", ".join(f"void *a{i}" for i in range(len(sets))) or "void"
+        lines = [f"static void {c.fn}({ps}) {{"]
+        lines += [f"    {g} = a{i};" for i, g in enumerate(sets) if g]
+        lines += ["    " + x for x in init]
+        lines += ["    goto st_start;"] + ["    " + x for x in body]
+        lines += ["p_accept: return;", "}"]
+        self.out.append("\n".join(lines))
+
+    def transition(self, s: ast.ParserState) -> list[str]:
+        tr = s.transition
+        if isinstance(tr, ast.DirectTransition):
+            return [self.goto(tr.state)]
+        if not isinstance(tr, ast.SelectTransition):
+            raise Unsupported("transition")
+        keys = [self.expr(e) for e in tr.exprs]
+        out = []
+        kn = []
+        for k in keys:
+            n = self.new("k")
+            out.append(f"{{ u64 {n} = {k.code};")
+            kn.append(n)
+        for case in tr.cases:
+            cond = self.keyset(case.keyset, keys, kn)
+            out.append(f"if ({cond}) {self.goto(case.state)}")
+        out.append(f"p4n_perr = {self.error_code('NoMatch')}; return;")
+        out.append("}" * len(keys))
+        return out
+
+    def goto(self, state: str) -> str:
+        if state == "accept":
+            return "goto p_accept;"
+        if state == "reject":
+            return "return;"
+        return f"goto st_{state};"
+
+    def keyset(self, ks: ast.Expr, keys: list[V], kn: list[str]) -> str:
+        if isinstance(ks, (ast.Default, ast.DontCare)):
+            return "1"
+        if len(keys) > 1:
+            if not isinstance(ks, ast.ListExpr) or len(ks.elems) != len(keys):
+                raise Unsupported("keyset")
+            conds = [self.one_key(x, k, n) for x, k, n in zip(ks.elems, keys, kn, strict=True)]
+            return " && ".join(conds)
+        if isinstance(ks, ast.ListExpr) and len(ks.elems) == 1:
+            ks = ks.elems[0]
+        return self.one_key(ks, keys[0], kn[0])
+
+    def one_key(self, ks: ast.Expr, k: V, n: str) -> str:
+        if isinstance(ks, (ast.Default, ast.DontCare)):
+            return "1"
+        if isinstance(ks, ast.Mask):
+            v, m = self.value(ks.value, k.type), self.value(ks.mask, k.type)
+            return f"(({n} & {m.code}) == ({v.code} & {m.code}))"
+        if isinstance(ks, ast.Range):
+            lo, hi = self.value(ks.lo, k.type), self.value(ks.hi, k.type)
+            return f"({lo.code} <= {n} && {n} <= {hi.code})"
+        if isinstance(ks, ast.Name) and self.lookup(ks.name) is None:
+            raise Unsupported("parser value sets")
+        v = self.value(ks, k.type)
+        return f"({n} == {v.code})"
+
+    def error_code(self, name: str) -> str:
+        if name not in self.errors:
+            self.errors.append(name)
+        return str(self.errors.index(name))
+
+    # -- controls -------------------------------------------------------------------
+
+    def gen_control(self, c: Ctl) -> None:
+        d: ast.ControlDecl = c.decl
+        sets = self.params(c, d.params)
+        init: list[str] = []
+        self.locals = [{}]
+        self.local_decls(c, init)
+        body = self.block(d.body)
+        c.fn = f"ctl_{c.ident}"
+        ps = ", ".join(f"void *a{i}" for i in range(len(sets))) or "void"
+        lines = [f"static void {c.fn}({ps}) {{"]
+        lines += [f"    {g} = a{i};" for i, g in enumerate(sets) if g]
+        lines += ["    " + x for x in init + body]
+        lines.append("}")
+        self.out.append("\n".join(lines))
+
+    def gen_action(self, d: ast.ActionDecl, c: Ctl) -> tuple[str, str, Any]:
+        local = any(x is d for x in c.decl.locals)
+        path = c.path if local else ""
+        fq = fq_name(path, d.name, d.annotations)
+        cfn = self.new(f"act_{re.sub(r'[^A-Za-z0-9_]', '_', d.name)}")
+        self.locals.append({})
+        ps = []
+        for p in d.params:
+            t = self.genv.resolve(p.type)
+            if p.direction in ("out", "inout"):
+                raise Unsupported("action out/inout parameters")
+            self.ctype(t)
+            if isinstance(t, TComposite):
+                raise Unsupported("composite action parameters")
+            n = f"a_{p.name}"
+            ps.append(f"u64 {n}")
+            self.locals[-1][p.name] = V(n, t)
+        body = self.block(d.body)
+        self.locals.pop()
+        self.decls.append(f"static void {cfn}({', '.join(ps) or 'void'});")
+        self.out.append(
+            f"static void {cfn}({', '.join(ps) or 'void'}) {{\n"
+            + "\n".join("    " + x for x in body)
+            + "\n}"
+        )
+        c.actions[d.name] = (cfn, fq, d)
+        return c.actions[d.name]
+
+    def action_ref(self, name: str) -> tuple[str, str, Any]:
+        c = self.cur
+        assert c is not None
+        if name in c.actions:
+            return c.actions[name]
+        d = self.genv.actions.get(name)
+        if d is None:
+            raise Unsupported(f"action {name}")
+        saved = self.locals
+        self.locals = []
+        try:
+            return self.gen_action(d, c)
+        finally:
+            self.locals = saved
+
+    def gen_table(self, d: ast.TableDecl, c: Ctl) -> None:
+        fq = fq_name(c.path, d.name, d.annotations)
+        info = self.table_names.get(fq)
+        if info is None:
+            raise Unsupported(f"table {fq}")
+        if info.implementation or info.direct_meter:
+            raise Unsupported(f"table {fq}: action profiles / direct meters")
+        for p in d.properties:
+            if p.name not in ("size", "counters", "support_timeout"):
+                raise Unsupported(f"table property {p.name}")
+        keys = []
+        for k, kf in zip(d.keys, info.keys, strict=True):
+            if kf.match_kind not in ("exact", "lpm", "ternary", "optional") or kf.width > 64:
+                raise Unsupported(f"table {fq}: {kf.match_kind} key of {kf.width} bits")
+            v = self.expr(k.expr)
+            if isinstance(v.type, TBool):
+                v = V(v.code, TBit(1))
+            if not isinstance(v.type, TBit):
+                raise Unsupported(f"table {fq}: key of type {v.type.show()}")
+            keys.append(v.code)
+        acts = []
+        for ref, afq in zip(d.actions, info.actions, strict=True):
+            cfn, got, decl = self.action_ref(ref.name)
+            if got != afq:
+                raise Unsupported(f"table {fq}: action {afq} named {got}")
+            acts.append((cfn, decl))
+        n = len(self.tables)
+        self.tables.append(fq)
+        cases = []
+        for i, (cfn, decl) in enumerate(acts):
+            args = ", ".join(f"A[{j}]" for j in range(len(decl.params)))
+            cases.append(f"    case {i}: {cfn}({args}); break;")
+        kcode = ", ".join(keys)
+        fn = f"tbl_{n}"
+        src = [
+            f"static int {fn}(void) {{",
+            f"    u64 key[{max(1, len(keys))}] = {{{kcode or '0'}}};",
+            f"    p4n_table *T = &p4n_tables[{n}];",
+            "    int64_t e = p4n_lookup(T, key);",
+            "    int64_t a; const u64 *A;",
+            "    if (e < 0) { a = T->def_action; A = T->def_args; }",
+            "    else { a = T->action[e]; A = T->args + e * T->nargs;"
+            + (
+                " T->counters[2 * e] += 1; T->counters[2 * e + 1] += p4n_pktlen;"
+                if info.direct_counter
+                else ""
+            )
+            + " }",
+            "    switch (a) {",
+            *cases,
+            "    default: break;",
+            "    }",
+            "    return e >= 0;",
+            "}",
+        ]
+        self.decls.append(f"static int {fn}(void);")
+        self.out.append("\n".join(src))
+        c.scope[d.name] = V("", None, obj=("table", fn))
+
+    # -- statements -----------------------------------------------------------------
+
+    def block(self, b: ast.Stmt) -> list[str]:
+        if not isinstance(b, ast.Block):
+            return self.stmt(b)
+        self.locals.append({})
+        out = []
+        for s in b.stmts:
+            out.extend(self.stmt(s))
+        self.locals.pop()
+        return ["{"] + ["    " + x for x in out] + ["}"]
+
+    def stmt(self, s: ast.Stmt) -> list[str]:
+        if isinstance(s, ast.Block):
+            return self.block(s)
+        if isinstance(s, ast.Empty):
+            return []
+        if isinstance(s, ast.Assign) and isinstance(s.target, ast.Slice):
+            base = self.expr(s.target.expr)
+            if isinstance(s.target.expr, ast.Slice) or not isinstance(base.type, TBit):
+                raise Unsupported("assignment to a slice of a slice")
+            hi, lo = self.genv.const_int(s.target.hi), self.genv.const_int(s.target.lo)
+            w = hi - lo + 1
+            v = self.value(s.value, TBit(w))
+            keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
+            return [
+                f"{base.code} = ({base.code} & {keep}) | (({v.code} & {_lit(_mask(w))}) << {lo});"
+            ]
+        if isinstance(s, ast.Assign):
+            tgt = self.expr(s.target)
+            v = self.value(s.value, tgt.type)
+            return [f"{tgt.code} = {v.code};"]
+        if isinstance(s, ast.If):
+            c = self.value(s.cond, TBool())
+            out = [f"if ({c.code})"] + self.block(s.then)
+            if s.other is not None:
+                out += ["else"] + self.block(s.other)
+            return out
+        if isinstance(s, ast.VarDeclStmt):
+            d = s.decl
+            t = self.genv.resolve(d.type)
+            n = self.new(f"v_{d.name}")
+            lines = [f"{self.ctype(t)} {n};"] + self.var_init(n, t, d.init)
+            self.locals[-1][d.name] = V(n, t)
+            return lines
+        if isinstance(s, ast.ConstDeclStmt):
+            cd = s.decl
+            t = self.genv.resolve(cd.type)
+            v = self.value(cd.value, t)
+            if v.const is None:
+                raise Unsupported("non-constant const")
+            self.locals[-1][cd.name] = V(_lit(v.const), t, v.const)
+            return []
+        if isinstance(s, ast.CallStmt):
+            return self.call_stmt(s.call)
+        if isinstance(s, ast.Exit):
+            return ["longjmp(p4n_exit, 1);"]
+        raise Unsupported(f"statement {type(s).__name__}")
+
+    def call_stmt(self, call: ast.Call) -> list[str]:
+        f = call.func
+        args = [a.value for a in call.args]
+        if isinstance(f, ast.Name):
+            if f.name == "mark_to_drop":
+                sm = self.expr(args[0])
+                return [f"{sm.code}.f_egress_spec = 511; {sm.code}.f_mcast_grp = 0;"]
+            if f.name in ("verify_checksum", "update_checksum"):
+                return self.checksum(f.name, args)
+            if (
+                f.name == "verify"
+                and self.cur is not None
+                and isinstance(self.cur.decl, ast.ParserDecl)
+            ):
+                c = self.value(args[0], TBool())
+                e = args[1]
+                if not isinstance(e, ast.ErrorMember):
+                    raise Unsupported("verify with a non-constant error")
+                return [f"if (!({c.code})) {{ p4n_perr = {self.error_code(e.name)}; return; }}"]
+            sym = self.lookup(f.name)
+            if sym is None and (
+                f.name in self.genv.actions or (self.cur is not None and f.name in self.cur.actions)
+            ):
+                cfn, _, decl = self.action_ref(f.name)
+                vals = []
+                for p, a in zip(decl.params, args, strict=True):
+                    vals.append(self.value(a, self.genv.resolve(p.type)).code)
+                return [f"{cfn}({', '.join(vals)});"]
+            raise Unsupported(f"call of {f.name}")
+        if isinstance(f, ast.Member):
+            return [self.method(f, args) + ";"]
+        raise Unsupported("call")
+
+    def checksum(self, name: str, args: list[ast.Expr]) -> list[str]:
+        if len(args) != 4:
+            raise Unsupported(f"{name} with {len(args)} arguments")
+        algo = args[3]
+        if not (isinstance(algo, ast.Member) and algo.name == "csum16"):
+            raise Unsupported(f"{name} with an algorithm other than csum16")
+        cond = self.value(args[0], TBool())
+        if not isinstance(args[1], ast.ListExpr):
+            raise Unsupported(f"{name} over a non-list")
+        vals, widths = [], []
+        for e in args[1].elems:
+            v = self.expr(e)
+            if not isinstance(v.type, TBit):
+                raise Unsupported(f"{name} field of type {v.type.show()}")
+            vals.append(v.code)
+            widths.append(str(v.type.width))
+        dst = self.expr(args[2])
+        if not isinstance(dst.type, TBit):
+            raise Unsupported("checksum destination")
+        n = len(vals)
+        calc = (
+            f"u64 cv_[{n}] = {{{', '.join(vals)}}}; static const int cw_[{n}] = "
+            f"{{{', '.join(widths)}}}; u64 cs_ = p4n_csum16(cv_, cw_, {n});"
+        )
+        if name == "verify_checksum":
+            return [
+                f"if ({cond.code}) {{ {calc} "
+                f"if (cs_ != {dst.code}) p4n_sm->f_checksum_error = 1; }}"
+            ]
+        m = _mask(dst.type.width)
+        return [f"if ({cond.code}) {{ {calc} {dst.code} = cs_ & {_lit(m)}; }}"]
+
+    def method(self, f: ast.Member, args: list[ast.Expr]) -> str:
+        """A method call used as a statement (or, for ``apply().hit``, an expression)."""
+        base = f.expr
+        name = f.name
+        if isinstance(base, ast.Name):
+            sym = self.lookup(base.name)
+            if sym is not None and sym.obj is not None:
+                return self.obj_method(sym, name, args)
+        b = self.expr(base)
+        if isinstance(b.type, TComposite) and b.type.kind == "header":
+            if name == "isValid":
+                return f"{b.code}.valid_"
+            if name == "setInvalid":
+                return f"{b.code}.valid_ = 0"
+            if name == "setValid":
+                zero = f"memset(&{b.code}, 0, sizeof {b.code});"
+                return f"if (!{b.code}.valid_) {{ {zero} {b.code}.valid_ = 1; }}"
+        raise Unsupported(f"method {name}")
+
+    def obj_method(self, sym: V, name: str, args: list[ast.Expr]) -> str:
+        kind = sym.obj[0]
+        if kind == "packet":
+            if name == "extract" and len(args) == 1:
+                h = self.expr(args[0])
+                if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
+                    raise Unsupported("extract of a non-header")
+                return self.extract(h)
+            if name == "emit" and len(args) == 1:
+                h = self.expr(args[0])
+                if isinstance(h.type, TComposite) and h.type.kind == "header":
+                    return self.emit(h)
+                if isinstance(h.type, TComposite) and h.type.kind == "struct":
+                    return "; ".join(
+                        self.emit(V(f"{h.code}.f_{n}", ft))
+                        for n, ft in h.type.fields
+                        if isinstance(ft, TComposite) and ft.kind == "header"
+                    )
+            raise Unsupported(f"packet {name}")
+        if kind == "table":
+            if name != "apply" or args:
+                raise Unsupported(f"table {name}")
+            return f"{sym.obj[1]}()"
+        if kind == "instance":
+            sub: Ctl = sym.obj[1]
+            if name != "apply":
+                raise Unsupported("instance method")
+            ptrs = []
+            for p, a in zip(sub.decl.params, args, strict=True):
+                t = self.genv.resolve(p.type)
+                v = self.expr(a)
+                if isinstance(t, TComposite) or p.direction in ("out", "inout"):
+                    ptrs.append(f"&{v.code}")
+                else:  # an `in` scalar: a copy that lives for the call
+                    tmp = self.new("in")
+                    self.decls.append(f"static u64 {tmp};")
+                    ptrs.append(f"({tmp} = {self.value(a, t).code}, &{tmp})")
+            return f"{sub.fn}({', '.join(ptrs)})"
+        if kind == "register":
+            _, n, w, size = sym.obj
+            if name == "read" and len(args) == 2:
+                dst = self.expr(args[0])
+                i = self.index(args[1])
+                return f"{{ u64 ri_ = {i}; if (ri_ < {size}) {dst.code} = R{n}[ri_]; }}"
+            if name == "write" and len(args) == 2:
+                i = self.index(args[0])
+                val = self.value(args[1], TBit(w)).code
+                return f"{{ u64 ri_ = {i}; if (ri_ < {size}) R{n}[ri_] = {val}; }}"
+        if kind == "direct_counter" and name == "count" and not args:
+            return "(void)0"  # counted by the table on a hit, as BMv2 does
+        if kind == "counter" and name == "count" and len(args) == 1:
+            _, n, size = sym.obj
+            i = self.index(args[0])
+            return (
+                f"{{ u64 ci_ = {i}; if (ci_ < {size}) "
+                f"{{ K{n}[2 * ci_] += 1; K{n}[2 * ci_ + 1] += p4n_pktlen; }} }}"
+            )
+        raise Unsupported(f"{kind}.{name}")
+
+    def index(self, e: ast.Expr) -> str:
+        """An extern's index: any bit<W> value, or a constant."""
+        v = self.expr(e, TBit(32))
+        if isinstance(v.type, TInfInt) and v.const is not None and v.const >= 0:
+            return _lit(v.const)
+        if not isinstance(v.type, TBit):
+            raise Unsupported(f"index of type {v.type.show()}")
+        return v.code
+
+    def extract(self, h: V) -> str:
+        t: TComposite = h.type
+        w = sum(_width(ft) for _, ft in t.fields)
+        short = self.error_code("PacketTooShort")
+        parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
+        off = 0
+        for n, ft in t.fields:
+            fw = _width(ft)
+            parts.append(f"{h.code}.f_{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
+            off += fw
+        parts.append(f"{h.code}.valid_ = 1; p4n_off += {w};")
+        return "{ " + " ".join(parts) + " }"
+
+    def emit(self, h: V) -> str:
+        t: TComposite = h.type
+        parts = [f"if ({h.code}.valid_) {{"]
+        off = 0
+        for n, ft in t.fields:
+            fw = _width(ft)
+            parts.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.f_{n}, {fw});")
+            off += fw
+        parts.append(f"p4n_ooff += {off}; }}")
+        return " ".join(parts)
+
+    # -- expressions ----------------------------------------------------------------
+
+    def value(self, e: ast.Expr, t: T) -> V:
+        v = self.expr(e, t)
+        return self.coerce(v, t)
+
+    def coerce(self, v: V, t: T) -> V:
+        if isinstance(t, TBit) and isinstance(v.type, TInfInt):
+            c = v.const & _mask(t.width)  # type: ignore[operator]
+            return V(_lit(c), t, c)
+        if isinstance(t, TBool) and isinstance(v.type, TBool):
+            return v
+        if isinstance(t, TBit) and isinstance(v.type, TBit):
+            if t.width != v.type.width:
+                raise Unsupported(f"implicit width change {v.type.show()} → {t.show()}")
+            return v
+        if isinstance(t, TEnum) and isinstance(v.type, (TEnum, TBit)):
+            return v
+        if isinstance(t, TError) and isinstance(v.type, TError):
+            return v
+        if isinstance(t, TComposite) and v.type is t:
+            return v
+        raise Unsupported(f"conversion {v.type.show()} → {t.show()}")
+
+    def expr(self, e: ast.Expr, expect: T | None = None) -> V:
+        m = getattr(self, "_e_" + type(e).__name__, None)
+        if m is None:
+            raise Unsupported(f"expression {type(e).__name__}")
+        v = m(e, expect)
+        if isinstance(v.type, TBit) and (v.type.signed or v.type.width > 64):
+            raise Unsupported(f"values of type {v.type.show()}")
+        return v
+
+    def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
+        if e.signed:
+            raise Unsupported("signed literals")
+        if e.width is not None:
+            c = e.value & _mask(e.width)
+            return V(_lit(c), TBit(e.width), c)
+        if isinstance(expect, TBit):
+            c = e.value & _mask(expect.width)
+            return V(_lit(c), expect, c)
+        return V(_lit(e.value) if e.value >= 0 else str(e.value), TInfInt(), e.value)
+
+    def _e_BoolLit(self, e: ast.BoolLit, expect: T | None) -> V:
+        return V("1ULL" if e.value else "0ULL", TBool(), int(e.value))
+
+    def _e_ErrorMember(self, e: ast.ErrorMember, expect: T | None) -> V:
+        return V(self.error_code(e.name), TError())
+
+    def _e_Name(self, e: ast.Name, expect: T | None) -> V:
+        v = self.lookup(e.name)
+        if v is None:
+            raise Unsupported(f"name {e.name}")
+        return v
+
+    def _e_Member(self, e: ast.Member, expect: T | None) -> V:
+        if isinstance(e.expr, ast.Name):
+            d = self.genv.type_decls.get(e.expr.name)
+            if isinstance(d, ast.EnumDecl) and self.lookup(e.expr.name) is None:
+                t = self.genv.resolve(ast.NamedType(e.expr.name))
+                if not isinstance(t, TEnum) or t.underlying is None:
+                    raise Unsupported("plain enums")
+                val = self.genv.const_value(e, t)
+                return V(_lit(int(val)), t.underlying, int(val))
+        if isinstance(e.expr, ast.Call):  # t.apply().hit / .miss
+            call = e.expr
+            if (
+                isinstance(call.func, ast.Member)
+                and call.func.name == "apply"
+                and e.name in ("hit", "miss")
+            ):
+                code = self.method(call.func, [a.value for a in call.args])
+                return V(f"({code})" if e.name == "hit" else f"(!{code})", TBool())
+            raise Unsupported(f"member {e.name} of a call")
+        b = self.expr(e.expr)
+        if isinstance(b.type, TComposite):
+            ft = b.type.field_type(e.name)
+            if ft is None:
+                raise Unsupported(f"field {e.name}")
+            if isinstance(ft, TEnum) and ft.underlying is not None:
+                ft = ft.underlying
+            return V(f"{b.code}.f_{e.name}", ft)
+        raise Unsupported(f"member {e.name} of {b.type}")
+
+    def _e_Call(self, e: ast.Call, expect: T | None) -> V:
+        f = e.func
+        if isinstance(f, ast.Member) and f.name == "isValid" and not e.args:
+            b = self.expr(f.expr)
+            if isinstance(b.type, TComposite) and b.type.kind == "header":
+                return V(f"{b.code}.valid_", TBool())
+        raise Unsupported("call in an expression")
+
+    def _e_Slice(self, e: ast.Slice, expect: T | None) -> V:
+        b = self.expr(e.expr)
+        if not isinstance(b.type, TBit):
+            raise Unsupported("slice")
+        hi, lo = self.genv.const_int(e.hi), self.genv.const_int(e.lo)
+        w = hi - lo + 1
+        return V(f"(({b.code} >> {lo}) & {_lit(_mask(w))})", TBit(w))
+
+    def _e_Cast(self, e: ast.Cast, expect: T | None) -> V:
+        t = self.genv.resolve(e.type)
+        if isinstance(t, TEnum) and t.underlying is not None:
+            t = t.underlying
+        v = self.expr(e.expr, t if isinstance(t, TBit) else None)
+        if isinstance(t, TBit):
+            if isinstance(v.type, TInfInt):
+                return self.coerce(v, t)
+            if isinstance(v.type, TBool):
+                return V(f"({v.code} ? 1ULL : 0ULL)", t)
+            if isinstance(v.type, TBit):
+                if t.width >= v.type.width:
+                    return V(v.code, t, v.const)
+                return V(f"({v.code} & {_lit(_mask(t.width))})", t)
+        if isinstance(t, TBool) and isinstance(v.type, TBit) and v.type.width == 1:
+            return V(f"({v.code} != 0)", TBool())
+        raise Unsupported(f"cast {v.type.show()} → {t.show()}")
+
+    def _e_Unary(self, e: ast.Unary, expect: T | None) -> V:
+        v = self.expr(e.expr, expect)
+        if e.op == "!":
+            return V(f"(!{v.code})", TBool())
+        if isinstance(v.type, TInfInt) and v.const is not None:
+            c = {"-": -v.const, "~": ~v.const, "+": v.const}.get(e.op)
+            if c is None:
+                raise Unsupported(f"unary {e.op}")
+            return V(str(c), TInfInt(), c)
+        if not isinstance(v.type, TBit):
+            raise Unsupported(f"unary {e.op}")
+        m = _lit(_mask(v.type.width))
+        if e.op == "~":
+            return V(f"((~{v.code}) & {m})", v.type)
+        if e.op == "-":
+            return V(f"((0ULL - {v.code}) & {m})", v.type)
+        if e.op == "+":
+            return v
+        raise Unsupported(f"unary {e.op}")
+
+    def _e_Ternary(self, e: ast.Ternary, expect: T | None) -> V:
+        c = self.value(e.cond, TBool())
+        a = self.expr(e.then, expect)
+        b = self.expr(e.other, expect)
+        if isinstance(a.type, TInfInt) and isinstance(b.type, TBit):
+            a = self.coerce(a, b.type)
+        if isinstance(b.type, TInfInt) and isinstance(a.type, TBit):
+            b = self.coerce(b, a.type)
+        if type(a.type) is not type(b.type) or isinstance(a.type, TComposite):
+            raise Unsupported("conditional expression types")
+        return V(f"({c.code} ? {a.code} : {b.code})", a.type)
+
+    def _e_Binary(self, e: ast.Binary, expect: T | None) -> V:
+        op = e.op
+        if op in ("&&", "||"):
+            a, b = self.value(e.left, TBool()), self.value(e.right, TBool())
+            return V(f"({a.code} {op} {b.code})", TBool())
+        a = self.expr(e.left, expect if op not in _CMP else None)
+        b = self.expr(
+            e.right, a.type if isinstance(a.type, TBit) and op not in ("<<", ">>") else None
+        )
+        if isinstance(b.type, TBit) and isinstance(a.type, TInfInt) and op not in ("<<", ">>"):
+            a = self.coerce(a, b.type)
+        if a.const is not None and b.const is not None and isinstance(a.type, TInfInt):
+            c = _fold(op, a.const, b.const)
+            return V(str(c) if c < 0 else _lit(c), TBool() if op in _CMP else TInfInt(), c)
+        if op in ("==", "!="):
+            if isinstance(a.type, TComposite):
+                raise Unsupported("comparison of headers/structs")
+            if isinstance(a.type, TBit) and isinstance(b.type, TInfInt):
+                b = self.coerce(b, a.type)
+            return V(f"({a.code} {op} {b.code})", TBool())
+        if not isinstance(a.type, TBit):
+            raise Unsupported(f"operator {op} on {a.type.show()}")
+        w = a.type.width
+        m = _lit(_mask(w))
+        if op in ("<<", ">>"):
+            if isinstance(b.type, TInfInt):
+                s = b.const
+                if s is None or s < 0:
+                    raise Unsupported("shift")
+                if op == "<<":
+                    return V("0ULL" if s >= w else f"(({a.code} << {s}) & {m})", a.type)
+                return V("0ULL" if s >= w else f"({a.code} >> {s})", a.type)
+            if not isinstance(b.type, TBit):
+                raise Unsupported("shift amount")
+            if op == "<<":
+                return V(f"p4n_shl({a.code}, {b.code}, {m})", a.type)
+            return V(f"p4n_shr({a.code}, {b.code})", a.type)
+        if op == "++":
+            if not isinstance(b.type, TBit) or w + b.type.width > 64:
+                raise Unsupported("concatenation wider than 64 bits")
+            return V(f"(({a.code} << {b.type.width}) | {b.code})", TBit(w + b.type.width))
+        b = self.coerce(b, a.type)
+        if op in _CMP:
+            return V(f"({a.code} {op} {b.code})", TBool())
+        if op in ("&", "|", "^"):
+            return V(f"({a.code} {op} {b.code})", a.type)
+        if op in ("+", "-", "*"):
+            return V(f"(({a.code} {op} {b.code}) & {m})", a.type)
+        if op == "/":
+            return V(f"p4n_div({a.code}, {b.code})", a.type)
+        if op == "%":
+            return V(f"p4n_mod({a.code}, {b.code})", a.type)
+        raise Unsupported(f"operator {op}")
+
+    # -- assembly -------------------------------------------------------------------
+
+    def assemble(self, hn: str, mn: str, sn: str, fns: dict[str, Ctl]) -> str:
+        smf = {n for n, _ in self.sm_t.fields}  # type: ignore[union-attr]
+        need = {
+            "ingress_port",
+            "egress_spec",
+            "egress_port",
+            "instance_type",
+            "packet_length",
+            "mcast_grp",
+            "egress_rid",
+            "checksum_error",
+            "parser_error",
+        }
+        if not need <= smf:
+            raise Unsupported(f"standard_metadata_t lacks {sorted(need - smf)}")
+        has = lambda f: f in smf  # noqa: E731
+        ts = "p4n_sm->f_ingress_global_timestamp = now;" if has("ingress_global_timestamp") else ""
+        ets = "s->f_egress_global_timestamp = now;" if has("egress_global_timestamp") else ""
+        enq = "s->f_enq_timestamp = now & 0xFFFFFFFFULL;" if has("enq_timestamp") else ""
+        p, v, i, eg, c, d = (
+            fns[k].fn for k in ("parser", "verify", "ingress", "egress", "compute", "deparser")
+        )
+        nerr = self.error_code("NoError")
+        head = [
+            "/* Generated by p4sim.native.cgen - do not edit. */",
+            RUNTIME,
+            *self.type_src,
+            f"static p4n_table p4n_tables[{max(1, len(self.tables))}];",
+            "static p4n_group *p4n_groups; static int64_t p4n_ngroups;",
+            "static const uint8_t *p4n_in; static u64 p4n_inlen, p4n_off, p4n_perr;",
+            "static uint8_t *p4n_out; static u64 p4n_ooff;",
+            "static u64 p4n_pktlen;",
+            "static jmp_buf p4n_exit;",
+            f"static {sn} *p4n_sm;",
+            *self.decls,
+        ]
+        pipeline = PIPELINE.format(
+            H=hn,
+            M=mn,
+            S=sn,
+            parser=p,
+            verify=v,
+            ingress=i,
+            egress=eg,
+            compute=c,
+            deparser=d,
+            noerror=nerr,
+            ingress_ts=ts,
+            egress_ts=ets,
+            enq_ts=enq,
+            nregs=len(self.registers),
+            ncounters=len(self.counters),
+        )
+        regs = ", ".join(f"&R{n}" for n in range(len(self.registers))) or "NULL"
+        cnts = ", ".join(f"&K{n}" for n in range(len(self.counters))) or "NULL"
+        pipeline = pipeline.replace("REGS_", regs).replace("CNTS_", cnts)
+        return "\n".join(head + self.out + [pipeline]) + "\n"
+
+
+_CMP = ("<", "<=", ">", ">=")
+
+
+def _width(t: T) -> int:
+    if isinstance(t, TBit):
+        return t.width
+    if isinstance(t, TBool):
+        return 1
+    if isinstance(t, TEnum) and t.underlying is not None:
+        return t.underlying.width  # type: ignore[no-any-return]
+    raise Unsupported(f"header field of type {t.show()}")
+
+
+def _fold(op: str, a: int, b: int) -> int:
+    ops: dict[str, Any] = {
+        "+": lambda: a + b,
+        "-": lambda: a - b,
+        "*": lambda: a * b,
+        "&": lambda: a & b,
+        "|": lambda: a | b,
+        "^": lambda: a ^ b,
+        "<<": lambda: a << b,
+        ">>": lambda: a >> b,
+        "<": lambda: int(a < b),
+        "<=": lambda: int(a <= b),
+        ">": lambda: int(a > b),
+        ">=": lambda: int(a >= b),
+        "==": lambda: int(a == b),
+        "!=": lambda: int(a != b),
+        "/": lambda: a // b,
+        "%": lambda: a % b,
+    }
+    if op not in ops:
+        raise Unsupported(f"constant operator {op}")
+    return int(ops[op]())
+
+
+def _runtime() -> str:
+    from pathlib import Path
+
+    return (Path(__file__).with_name("runtime.h")).read_text()
+
+
+RUNTIME = _runtime()
+
+PIPELINE = """
+/* ---- the v1model pipeline (p4sim/v1model/pipeline.py, without clone/resubmit/
+ * recirculate/digests/queues, which the generator refuses) ---- */
+typedef struct {{ {H} h; {M} m; {S} s; }} p4n_state;
+static p4n_state p4n_ing, p4n_eg;
+
+/* Register cells, counters, tables and groups: pointers set by the Python side. */
+int p4n_nregs = {nregs}, p4n_ncounters = {ncounters};
+void p4n_set_register(int n, u64 *cells) {{
+    u64 **r[] = {{ REGS_ }}; if (n < {nregs}) *r[n] = cells; }}
+void p4n_set_counter(int n, u64 *cells) {{
+    u64 **k[] = {{ CNTS_ }}; if (n < {ncounters}) *k[n] = cells; }}
+p4n_table *p4n_table_at(int n) {{ return &p4n_tables[n]; }}
+void p4n_set_groups(p4n_group *g, int64_t n) {{ p4n_groups = g; p4n_ngroups = n; }}
+
+/* One egress pass of the state in p4n_eg to port; 1 and the frame in out when it leaves. */
+static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
+                           uint8_t *out, u64 *olen) {{
+    {S} *s = &p4n_eg.s;
+    s->f_egress_port = port; s->f_egress_spec = 0;
+    {egress_ts}
+    {enq_ts}
+    p4n_sm = s; p4n_pktlen = s->f_packet_length;
+    if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
+    if (s->f_egress_spec == 511) return 0;
+    if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
+    memset(out, 0, 2048);
+    p4n_out = out; p4n_ooff = 0;
+    {deparser}(NULL, &p4n_eg.h);
+    u64 hb = (p4n_ooff + 7) >> 3;
+    if (hb + plen > P4N_MAXPKT) return 0;
+    memcpy(out + hb, payload, plen);
+    *olen = hb + plen;
+    return 1;
+}}
+
+/* Run one packet to completion: up to max outputs, frame i at out + i * P4N_MAXPKT.
+ * Returns the number of frames out. */
+int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
+                u64 *oports, u64 *olens, int max) {{
+    memset(&p4n_ing, 0, sizeof p4n_ing);
+    {S} *s0 = &p4n_ing.s;
+    s0->f_ingress_port = port; s0->f_packet_length = len; s0->f_instance_type = 0;
+    s0->f_parser_error = {noerror};
+    p4n_sm = s0; p4n_pktlen = len;
+    {ingress_ts}
+    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror};
+    {parser}(NULL, &p4n_ing.h, &p4n_ing.m, s0);
+    if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
+    u64 pstart = p4n_off >> 3;
+    const uint8_t *payload = data + (pstart < len ? pstart : len);
+    u64 plen = pstart < len ? len - pstart : 0;
+    if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
+    if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
+    int n = 0;
+    if (s0->f_mcast_grp != 0) {{
+        u64 g = s0->f_mcast_grp;
+        if ((int64_t)g >= p4n_ngroups) return 0;
+        p4n_group *grp = &p4n_groups[g];
+        for (int64_t r = 0; r < grp->n && n < max; r++) {{
+            p4n_eg = p4n_ing;
+            p4n_eg.s.f_egress_rid = grp->rids[r];
+            p4n_eg.s.f_instance_type = 5;
+            if (p4n_egress_pass(grp->ports[r], now, payload, plen,
+                                out + (u64)n * P4N_MAXPKT, &olens[n])) {{
+                oports[n] = grp->ports[r]; n++;
+            }}
+        }}
+        return n;
+    }}
+    if (s0->f_egress_spec == 511 || max < 1) return 0;
+    p4n_eg = p4n_ing;
+    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0])) {{
+        oports[0] = s0->f_egress_spec; n = 1;
+    }}
+    return n;
+}}
+"""

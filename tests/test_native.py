@@ -1,0 +1,191 @@
+"""The native back end (p4sim/native) against the Python back end, its reference.
+
+* every P4 program in the repository: either the native back end runs it and gives the
+  same outputs as Python on the same fuzzed packets, or the switch says in one line why
+  it runs on Python;
+* inc.p4 with both jobs installed by the controller's own code: the inc.p4 fuzzer's
+  stream (valid contributions and mutations of them) gives identical outputs, registers
+  and counters on both back ends;
+* every STF script passes on a switch asked for the native back end;
+* the control plane keeps working: direct counters, register and counter reads and
+  writes, entries changed between packets, multicast groups.
+"""
+
+from __future__ import annotations
+
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from p4sim.runtime.tables import Entry
+from p4sim.stf import parse_stf, run_stf
+from p4sim.switch import Switch, SwitchError
+from tests.bench.programs import CASES
+from tests.test_stf_programs import STF_FILES, program_for
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = sorted(
+    p
+    for p in subprocess.run(
+        ["git", "ls-files", "*.p4"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    if "frontend/include" not in p and "V1Switch(" in (ROOT / p).read_text()
+)
+#: The programs whose speed matters: the native back end must cover them.
+MUST_RUN_NATIVE = {"p4src/inc.p4", "topologies/basic/basic.p4", "tests/bench/register_heavy.p4"}
+
+
+def fuzz_frames(rng: random.Random, n: int, seeds: list[bytes]) -> list[bytes]:
+    """Frames that reach deep into parsers: seeds with bytes flipped and cut, plus
+    Ethernet frames of common and random types with random contents."""
+    out = []
+    for _ in range(n):
+        r = rng.random()
+        if seeds and r < 0.6:
+            f = bytearray(rng.choice(seeds))
+            for _ in range(rng.randrange(0, 4)):
+                if f:
+                    f[rng.randrange(len(f))] = rng.randrange(256)
+            if rng.random() < 0.15:
+                f = f[: rng.randrange(len(f) + 1)]
+            out.append(bytes(f))
+        else:
+            et = rng.choice([0x0800, 0x0800, 0x1212, 0x86DD, rng.randrange(65536)])
+            body = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 120)))
+            ip = bytes([0x45, 0, 0, 40, 0, 1, 0, 0, 64, rng.choice([6, 17, 0x8F])]) + body
+            out.append(bytes(rng.randrange(256) for _ in range(12)) + et.to_bytes(2) + ip)
+    return out
+
+
+def state(sw: Switch) -> dict[str, list[int]]:
+    """Every register cell and counter of a switch, as plain ints."""
+    got: dict[str, list[int]] = {}
+    for e in sw.externs():
+        if e.kind == "register":
+            got[e.name] = [sw.register_read(e.name, i) for i in range(e.size)]
+        elif e.kind == "counter":
+            got[e.name] = [x for i in range(e.size) for x in sw.counter_read(e.name, i)]
+    return got
+
+
+def copy_control_plane(src: Switch, dst: Switch) -> None:
+    """Every table entry, default action and multicast group of ``src`` into ``dst``."""
+    for info in src.tables():
+        t = src.table(info.name)
+        for e in t.entries():
+            dst.table(info.name).add(Entry(e.matches, e.action, e.args, e.priority))
+        if not info.default_const:
+            dst.table(info.name).set_default(t.default_action, t.default_args)
+    for gid in src.pre.groups():
+        dst.mc_group_create(gid, src.pre.replicas(gid))
+
+
+def run_both(py: Switch, nat: Switch, frames: list[tuple[int, bytes]]) -> int:
+    """Send every frame to both; the outputs must be equal. Returns frames out."""
+    total = 0
+    for i, (port, f) in enumerate(frames):
+        a, b = py.send(port, f), nat.send(port, f)
+        assert a == b, f"frame {i} on port {port} ({f.hex()}): python {a} native {b}"
+        total += len(a)
+    return total
+
+
+@pytest.mark.parametrize("path", PROGRAMS)
+def test_native_matches_python_on_every_program(path: str) -> None:
+    nat = Switch.from_file(str(ROOT / path), backend="native")
+    if nat.backend != "native":
+        assert path not in MUST_RUN_NATIVE, nat.backend_notice
+        notice = nat.backend_notice
+        assert notice.startswith("p4sim: native back end unavailable") and "\n" not in notice
+        return
+    py = Switch.from_file(str(ROOT / path))
+    case = next((c for c in CASES.values() if c.program == ROOT / path), None)
+    seeds: list[bytes] = []
+    if case is not None:
+        case.install(py)
+        case.install(nat)
+        seeds = [f for _, f in case.frames(16)]
+    rng = random.Random(17)
+    frames = [(rng.randrange(0, 8), f) for f in fuzz_frames(rng, 300, seeds)]
+    if case is not None:  # the program's own traffic first, whole
+        frames = case.frames(64) + frames
+    run_both(py, nat, frames)
+    assert state(py) == state(nat)
+
+
+def test_native_covers_the_aggregation_and_forwarding_programs() -> None:
+    for path in sorted(MUST_RUN_NATIVE):
+        sw = Switch.from_file(str(ROOT / path), backend="native")
+        assert sw.backend == "native", sw.backend_notice
+
+
+def test_inc_fuzz_stream_is_identical_on_both_back_ends(tmp_path: Path) -> None:
+    from tests import test_fuzz_inc as fz
+
+    gen = fz.program(tmp_path)
+    py = next(gen)
+    try:
+        nat = Switch(py.program, backend="native")
+        assert nat.backend == "native", nat.backend_notice
+        copy_control_plane(py, nat)
+        rng = random.Random(fz.SEED)
+        stream = fz.valid_stream(rng) + fz.other_traffic()
+        frames = list(stream)
+        for _ in range(1500):
+            port, f = rng.choice(stream)
+            frames.append((rng.randrange(0, 8) if rng.random() < 0.2 else port, fz.mutate(f, rng)))
+        assert run_both(py, nat, frames) > 0
+        assert state(py) == state(nat)
+        for info in py.tables():  # direct counters, through the entries
+            got = [tuple(e.counter) for e in nat.table(info.name).entries()]
+            assert got == [tuple(e.counter) for e in py.table(info.name).entries()], info.name
+    finally:
+        gen.close()
+
+
+@pytest.mark.parametrize(
+    "stf", STF_FILES, ids=[str(p.relative_to(ROOT / "tests/p4")) for p in STF_FILES]
+)
+def test_stf_script_passes_on_native(stf: Path) -> None:
+    commands = parse_stf(stf.read_text(), str(stf))
+    prog = program_for(stf)
+    sw = Switch.from_file(str(prog), include_dirs=(str(stf.parent),), backend="native")
+    result = run_stf(sw, commands)
+    assert result.passed, f"{sw.backend}: {result.report}"
+
+
+def test_control_plane_changes_between_packets_reach_native() -> None:
+    case = CASES["inc.p4 aggregation round"]
+    sw = case.switch(backend="native")
+    frames = case.frames(8)
+    outs = [o for p, f in frames[:4] for o in sw.send(p, f)]
+    assert sorted(p for p, _ in outs) == [1, 2, 3, 4]  # the round's result to every worker
+    jobs = sw.table("job_region.jobs")
+    (entry,) = jobs.entries()
+    assert tuple(entry.counter) == (4, 4 * len(frames[0][1]))  # direct counter, from C
+    # the job's entry goes: the next round is dropped and counted as an unknown job
+    sw.table_delete("job_region.jobs", entry.handle)
+    assert [o for p, f in frames[4:8] for o in sw.send(p, f)] == []
+    assert sw.counter_read("inc_drops", 0)[0] == 4
+    # registers: what C wrote is what the control plane reads, and the reverse
+    addr = 2 * 0 + 0
+    assert sw.register_read("agg_count", addr) == 4
+    sw.register_write("agg_job", addr, 0)
+    sw.register_reset("agg_value_00")
+    assert sw.register_read("agg_value_00", 1) == 0
+    # multicast groups replaced while running
+    case.install(sw.__class__.from_file(str(case.program)))  # unaffected other switch
+    sw.table_add("job_region.jobs", {"hdr.inc.job_id": 7}, "set_region",
+                 {"offset": 0, "size": 64, "quorum": 4, "mcast_grp": 7})  # fmt: skip
+    sw.mc_group_create(7, [(2, 2)])
+    outs = [o for p, f in frames[:4] for o in sw.send(p, f)]
+    assert [p for p, _ in outs] == [2]
+    with pytest.raises(SwitchError, match="Python back end"):
+        sw.set_queue_rate(100, port=2)
+
+
+def test_unknown_back_end_is_a_one_line_error() -> None:
+    with pytest.raises(SwitchError, match="unknown back end 'fast'"):
+        Switch.from_file(str(ROOT / "topologies/basic/basic.p4"), backend="fast")
