@@ -6,7 +6,7 @@ Example:
     >>> kind_of("gossip")
     Traceback (most recent call last):
     ...
-    controller.job.JobError: unknown job kind 'gossip' (known: netreduce)
+    controller.job.JobError: unknown job kind 'gossip' (known: ask, netreduce)
 
 The job manager (``controller/jobs.py``) does what every kind shares: pick the switch and
 a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
@@ -27,7 +27,7 @@ from controller.figures import JobStats
 from controller.job import Job, JobError, JobRequest
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection
-from wire.header import INC_UDP_PORT
+from wire.header import AGG_POOL_SIZE, INC_UDP_PORT
 
 AGG_POOL = "agg"  # the aggregator pool of p4src/aggregator.p4 (AGG_POOL_SIZE aggregators)
 
@@ -38,6 +38,7 @@ class JobKind(ABC):
     name: ClassVar[str]
     request: ClassVar[type[JobRequest]]
     pool: ClassVar[str] = AGG_POOL
+    pool_units: ClassVar[int] = AGG_POOL_SIZE  # size of ``pool`` in each switch
 
     @abstractmethod
     def region_size(self, req: JobRequest) -> int:
@@ -97,9 +98,10 @@ class JobKind(ABC):
 
 
 def _registry() -> Mapping[str, JobKind]:
+    from controller.ask import Ask
     from controller.netreduce import NetReduce
 
-    kinds: list[JobKind] = [NetReduce()]
+    kinds: list[JobKind] = [NetReduce(), Ask()]
     return {k.name: k for k in kinds}
 
 
@@ -111,6 +113,11 @@ def kinds() -> Mapping[str, JobKind]:
     if _KINDS is None:
         _KINDS = _registry()
     return _KINDS
+
+
+def kind_pools() -> dict[str, int]:
+    """Every memory pool a registered kind draws from, with its size in units."""
+    return {k.pool: k.pool_units for k in kinds().values()}
 
 
 def kind_of(name: Any) -> JobKind:

@@ -25,7 +25,7 @@ from typing import Any
 
 from controller.events import EventLog
 from controller.job import MAX_JOB_ID, Job, JobError, JobRequest
-from controller.job_kinds import AGG_POOL, JobKind, kind_of
+from controller.job_kinds import AGG_POOL, JobKind, kind_of, kind_pools
 from controller.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
 from controller.p4runtime_client import SwitchConnection, SwitchError
 from controller.scheduled_jobs import ScheduledJobs, SchedulingOptions
@@ -56,7 +56,8 @@ class JobManager:
             raise ValueError("a JobManager needs at least one switch")
         self.switches = dict(switches)
         self.store = store
-        self.pool_sizes = {AGG_POOL: pool_size, **(pools or {})}  # pool name -> units
+        # pool name -> units: every kind's pool, the aggregator pool as given
+        self.pool_sizes = {**kind_pools(), AGG_POOL: pool_size, **(pools or {})}
         self.reserved_groups = set(reserved_groups)  # multicast groups not ours to use
         self.memory: dict[int, dict[str, MemoryManager]] = {}
         self._jobs: dict[int, Job] = {}

@@ -18,6 +18,9 @@
 #define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
 #define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
 #define JOB_DROP_CELLS 32768     // JOB_DROP_JOBS * DROP_STRIDE: size of job_drops
+#define ASK_ROWS 4096            // rows of the key-value aggregator array (ask.p4)
+#define ASK_TUPLES 16            // its columns: (key, value) tuples per packet, INC_SLOTS / 2
+#define ASK_COPIES 8192          // ASK_ROWS * AGG_VERSIONS: size of every ask.p4 cell register
 
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024
@@ -46,6 +49,7 @@ const bit<8> FLAG_RESULT = 0x02;
 const bit<8> FLAG_ACK = 0x04;
 const bit<8> FLAG_COLLISION = 0x08;
 const bit<8> FLAG_FALLBACK = 0x10;
+const bit<8> FLAG_DRAIN = 0x20;
 
 // index of the inc_drops counter
 const bit<8> DROP_UNKNOWN_JOB = 0;

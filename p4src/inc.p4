@@ -3,7 +3,7 @@
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK flag) go through
-// JobRegion (admission) and Aggregator; everything else, including the op codes reserved
+// JobRegion (admission) and Aggregator; key-value packets (op AGG_KV) through Ask; everything else, including the op codes reserved
 // for later systems, is forwarded as ordinary traffic by Forwarder. Packets refused by
 // admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
 // job, in job_drops.
@@ -18,6 +18,7 @@
 #include "forwarder.p4"
 #include "job_region.p4"
 #include "aggregator.p4"
+#include "ask.p4"
 #include "result_rewrite.p4"
 #include "deparser.p4"
 
@@ -44,6 +45,7 @@ control IncIngress(inout headers_t hdr,
     JobRegion() job_region;
     Aggregator() aggregator;
     Forwarder() forwarder;
+    Ask() ask;
 
     apply {
         if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
@@ -54,6 +56,15 @@ control IncIngress(inout headers_t hdr,
             }
             if (meta.drop == 1) {
                 drop_and_count();
+            }
+        } else if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_KV
+                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
+            // ASK: a reply (ACK, drained row) goes back by itself; the rest to the reducer.
+            ask.apply(hdr, meta, standard_metadata);
+            if (meta.drop == 1) {
+                drop_and_count();
+            } else if ((hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) == 0) {
+                forwarder.apply(hdr, meta, standard_metadata);
             }
         } else {
             forwarder.apply(hdr, meta, standard_metadata);

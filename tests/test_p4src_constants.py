@@ -50,6 +50,9 @@ def expected_constants() -> dict[str, int]:
         "JOB_DROP_CELLS": protocol.JOB_DROP_JOBS * protocol.DROP_STRIDE,
         "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
         "IP_PROTO_UDP": protocol.UDP_PROTO,
+        "ASK_ROWS": protocol.ASK_ROWS,
+        "ASK_TUPLES": protocol.ASK_TUPLES,
+        "ASK_COPIES": protocol.ASK_ROWS * protocol.AGG_VERSIONS,
     }
     exp |= {f"OP_{o.name}": o.value for o in Op}
     exp |= {f"FLAG_{f.name}": f.value for f in Flag if f.value}

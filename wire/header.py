@@ -38,6 +38,9 @@ MAX_WORKERS = 32  # workers per job: one bit each in the 32-bit contributor bitm
 AGG_POOL_SIZE = 32768  # aggregators in the switch pool; each holds two versions
 AGG_VERSIONS = 2  # shadow copies per aggregator (switch memory = 2 x window)
 VALUE_DTYPE = np.dtype(">i4")
+# Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
+ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)
+ASK_TUPLES = SLOTS // 2  # columns: (key, value) tuples per packet, slots (2j, 2j + 1)
 IPV4_ETHERTYPE = 0x0800
 UDP_PROTO = 17
 
@@ -64,6 +67,7 @@ class Flag(IntFlag):
     ACK = 0x04  # acknowledgement (ATP: releases the aggregator on the way back)
     COLLISION = 0x08  # set by the switch: the aggregator belonged to another (job, psn)
     FALLBACK = 0x10  # set by the switch: forwarded to the PS unaggregated
+    DRAIN = 0x20  # AGG_KV: the reducer reads a row of the key-value array (ASK)
 
 
 class DropReason(IntEnum):

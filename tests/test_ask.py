@@ -1,0 +1,192 @@
+"""ASK (key-value aggregation, p4src/ask.p4) on p4sim in this process: exact results.
+
+Every run goes through ``inc.p4`` on p4sim with the job installed by ``controller.ask``
+(``hosts/ask_local.py``); results are compared with ``collections.Counter`` over the same
+input. The Mininet run of the same hosts is tests/test_mininet_ask.py.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from controller.ask import SEEN_MASK, AskRequest
+from hosts.ask_local import AskBench, Impairment, _ip, _mac, chunks
+from hosts.ask_mapper import MapperFlow
+from hosts.ask_wire import fingerprint, kv_packet, parse, place
+from wire.framing import decapsulate, encapsulate
+from wire.header import ASK_TUPLES, DropReason, Flag, Header, Op
+
+
+def zipf_words(rng: random.Random, n: int, vocab: int = 400) -> list[str]:
+    return [f"w{int(rng.paretovariate(1.0)) % vocab}" for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[AskBench]:
+    with AskBench(mappers=2, rows=32, window=4) as b:
+        yield b
+
+
+def drops(b: AskBench) -> dict[str, int]:
+    out = {}
+    for r in DropReason:
+        n = b.sw.counter_read("inc_drops", int(r))[0]
+        if n:
+            out[r.name] = n
+    return out
+
+
+def ask_registers(b: AskBench) -> dict[str, list[int]]:
+    return {
+        e.name: list(b.sw.extern(e.name).values)
+        for e in b.sw.externs()
+        if e.kind == "register" and ".ask." in e.name
+    }
+
+
+def test_word_count_is_exact_across_array_swaps(bench: AskBench) -> None:
+    rng = random.Random(1)
+    words = [zipf_words(rng, 1500) for _ in range(2)]
+    out = bench.run([[(w, 1) for w in ws] for ws in words], swap_every=2, tuples_per_packet=4)
+    assert out.result == Counter(words[0] + words[1])
+    assert out.epochs >= 3, "the run must cross array swaps"
+    st = out.reducer_stats
+    assert st.drained_tuples > 0 and st.passed_tuples > 0
+    assert st.collisions == 0
+
+
+def test_forced_fingerprint_collisions_are_detected_and_results_stay_exact(
+    bench: AskBench,
+) -> None:
+    rng = random.Random(2)
+    words = [zipf_words(rng, 800, vocab=300) for _ in range(2)]
+    out = bench.run([[(w, 1) for w in ws] for ws in words], fp_bits=6)  # 63 fingerprints
+    assert out.reducer_stats.collisions > 0
+    assert out.result == Counter(words[0] + words[1])
+
+
+@pytest.mark.parametrize("rate", [0.01, 0.05])
+def test_exact_under_loss_duplication_and_reordering(bench: AskBench, rate: float) -> None:
+    rng = random.Random(3)
+    words = [zipf_words(rng, 3000, vocab=2000) for _ in range(2)]
+    imp = Impairment(loss=rate, dup=rate, reorder=rate, seed=int(rate * 1000))
+    out = bench.run(
+        [[(w, 1) for w in ws] for ws in words], impair=imp, swap_every=3, tuples_per_packet=2
+    )
+    assert out.result == Counter(words[0] + words[1])
+    assert min(out.impaired.values()) > 0, out.impaired  # every impairment happened
+    assert sum(s.retransmissions for s in out.mapper_stats) > 0
+    assert out.epochs >= 3
+
+
+def test_group_by_sum_and_count_with_negative_values_and_hot_keys_first(
+    bench: AskBench,
+) -> None:
+    rng = random.Random(4)
+    rows = [[(rng.randrange(50), rng.randrange(-1000, 1000)) for _ in range(600)] for _ in (0, 1)]
+    sums: Counter[object] = Counter()
+    for part in rows:
+        for k, v in part:
+            sums[("sum", k)] += v
+            sums[("count", k)] += 1
+    inputs = [
+        [{("sum", k): v for k, v in part[i : i + 1]} | {("count", part[i][0]): 1}
+         for i in range(len(part))]
+        for part in rows
+    ]  # fmt: skip
+    out = bench.run(inputs, chunked=True, hot_threshold=2)
+    assert out.result == sums
+    assert out.reducer_stats.bypass_tuples > 0
+
+
+def send(b: AskBench, port: int, payload: bytes) -> list[tuple[int, Header]]:
+    dst = b.n + 1
+    frame = encapsulate(payload, _mac(port), _mac(dst), _ip(port), _ip(dst))
+    return [(p, parse(bytes(decapsulate(d) or b""))[0]) for p, d in b.sw.send(port, frame)]
+
+
+def test_seen_bits_keep_a_duplicated_packets_tuples_from_being_counted_twice(
+    bench: AskBench,
+) -> None:
+    bench.clear()
+    m = MapperFlow(bench.mapper_config(0))
+    fp_a = fingerprint("a")
+    m.add("a", 5)
+    m.flush()
+    (payload,) = m.to_send(0.0)
+    row, col = place(fp_a, m.cfg.part_base, m.cfg.part_size)
+    key_reg = bench.sw.extern(f"IncIngress.ask.ask_key_{col:02d}")
+    val_reg = bench.sw.extern(f"IncIngress.ask.ask_val_{col:02d}")
+    addr = 2 * row + 1  # epoch 1: copy 1
+    first = send(bench, 1, payload)
+    assert [(p, h.flags & Flag.ACK, h.slot_count) for p, h in first] == [(1, Flag.ACK, 0)]
+    assert (key_reg.values[addr], val_reg.values[addr]) == (fp_a, 5)
+    again = send(bench, 1, payload)  # the duplicate: acknowledged, absorbs nothing
+    assert [(p, h.psn, h.slot_count) for p, h in again] == [(1, 0, 0)]
+    assert val_reg.values[addr] == 5
+    seen = bench.sw.extern(SEEN_MASK).values[m.cfg.flow * m.cfg.window]
+    assert seen & (1 << col)
+    # A tuple the switch could not take (its cell holds another key) reaches the reducer,
+    # and so does its duplicate, unchanged: the reducer counts the psn once.
+    h = Header(op=Op.AGG_KV, job_id=1, worker_id=0, psn=1, agg_idx=row, epoch=1, ver=1)
+    keys, vals = [0] * ASK_TUPLES, [0] * ASK_TUPLES
+    keys[col], vals[col] = fp_a ^ (1 << 20), 7  # same column, another key
+    assert (fp_a ^ (1 << 20)) % ASK_TUPLES == col
+    out1 = send(bench, 1, kv_packet(h, keys, vals))
+    out2 = send(bench, 1, kv_packet(h, keys, vals))
+    assert [p for p, _ in out1] == [bench.n + 1] == [p for p, _ in out2]
+    assert val_reg.values[addr] == 5
+
+
+def test_forged_flows_cannot_touch_another_jobs_rows(bench: AskBench) -> None:
+    bench.clear()
+    before = ask_registers(bench)
+    d0 = drops(bench)
+    m = MapperFlow(bench.mapper_config(0))
+    m.add("x", 1)
+    m.flush()
+    (payload,) = m.to_send(0.0)
+    h, keys, vals = parse(payload)
+    keys, vals = keys.tolist(), vals.tolist()
+    cases = {
+        "UNKNOWN_WORKER": (2, payload),  # mapper 0's flow from mapper 1's port
+        "UNKNOWN_JOB": (1, kv_packet(Header(op=Op.AGG_KV, job_id=9, psn=0, epoch=1), keys, vals)),
+        "OUT_OF_REGION": (
+            1,
+            kv_packet(
+                Header(op=Op.AGG_KV, job_id=1, worker_id=0, agg_idx=(h.agg_idx + 16) % 32, epoch=1),
+                keys,
+                vals,
+            ),
+        ),  # fmt: skip
+    }
+    for reason, (port, p) in cases.items():
+        assert send(bench, port, p) == [], reason
+    # a mapper may not drain, the reducer may not send tuples
+    drain = Header(op=Op.AGG_KV, flags=Flag.DRAIN, job_id=1, worker_id=0, agg_idx=h.agg_idx)
+    assert send(bench, 1, kv_packet(drain, keys, vals)) == []
+    tuples = Header(op=Op.AGG_KV, job_id=1, worker_id=2, agg_idx=h.agg_idx, epoch=1)
+    assert send(bench, 3, kv_packet(tuples, keys, vals)) == []
+    after = ask_registers(bench)
+    assert after == before
+    d1 = drops(bench)
+    grew = {k: d1.get(k, 0) - d0.get(k, 0) for k in d1}
+    assert grew == {
+        "UNKNOWN_WORKER": 3, "UNKNOWN_JOB": 1, "OUT_OF_REGION": 1,
+        **{k: 0 for k in d1 if k not in ("UNKNOWN_WORKER", "UNKNOWN_JOB", "OUT_OF_REGION")},
+    }  # fmt: skip
+
+
+def test_request_checks() -> None:
+    with pytest.raises(ValueError, match="power of two"):
+        AskRequest(workers=2, rows=64, window=6)
+    with pytest.raises(ValueError, match="seen entries"):
+        AskRequest(workers=4, rows=16, window=8)
+
+
+def test_chunks_count_consecutive_words() -> None:
+    assert list(chunks("ababc", 2)) == [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"c": 1}]
