@@ -3,7 +3,8 @@
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK flag) go through
-// JobRegion (admission) and Aggregator; key-value packets (op AGG_KV) through Ask; everything else, including the op codes reserved
+// JobRegion (admission) and Aggregator; key-value packets (op AGG_KV) through Ask;
+// everything else, including the op codes reserved
 // for later systems, is forwarded as ordinary traffic by Forwarder. Packets refused by
 // admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
 // job, in job_drops.
