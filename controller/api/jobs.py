@@ -27,7 +27,9 @@ def _kind_tag(value: Any) -> str | None:
     if isinstance(value, dict):
         kind = value.get("kind", DEFAULT_KIND)
         return kind if isinstance(kind, str) else None
-    return getattr(value, "kind", None)
+    # anything else (an array, a number) is checked against the default kind, whose model
+    # then says that a request is an object
+    return getattr(value, "kind", DEFAULT_KIND)
 
 
 def request_type() -> Any:
