@@ -100,6 +100,10 @@ class ControllerApi:
     def cancel(self, job_id: int) -> dict[str, Any]:
         return self._call("DELETE", f"/jobs/{job_id}")["job"]
 
+    def set_mode(self, job_id: int, mode: str) -> dict[str, Any]:
+        """Change a serene job's synchronisation mode (``incctl job mode``)."""
+        return self._call("POST", f"/jobs/{job_id}/mode", {"mode": mode})
+
     def worker_config(self, job_id: int, worker_id: int) -> dict[str, Any]:
         return self._call("GET", f"/jobs/{job_id}/workers/{worker_id}")
 

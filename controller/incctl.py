@@ -9,6 +9,8 @@ Example::
     incctl job list
     incctl job worker 1 0          # what worker 0 of job 1 is told at start (JSON)
     incctl job cancel 1
+    incctl job submit --kind serene --workers 4 --window 64 --mode "partial 3"
+    incctl job mode 2 bounded 2    # serene: sync | partial K [bound S] | bounded S | async
     incctl switch memory
 
 ``--controller URL`` (or ``INCCTL_CONTROLLER``) picks the daemon, http://127.0.0.1:7070 by
@@ -118,10 +120,12 @@ def parser() -> argparse.ArgumentParser:
     top = p.add_subparsers(dest="group", metavar="{job,switch,sched}", required=True)
 
     job = top.add_parser("job", help="admit, list, cancel jobs").add_subparsers(
-        dest="command", metavar="{submit,list,show,worker,cancel}", required=True
+        dest="command", metavar="{submit,list,show,worker,cancel,mode}", required=True
     )
     sub = job.add_parser("submit", help="admit a synchronous aggregation job")
     sub.add_argument("--workers", type=_positive, required=True, help="number of workers")
+    sub.add_argument("--kind", help="job kind (netreduce by default; serene: with --mode)")
+    sub.add_argument("--mode", help="serene: sync | 'partial K [bound S]' | 'bounded S' | async")
     sub.add_argument(
         "--window",
         type=_positive,
@@ -159,6 +163,10 @@ def parser() -> argparse.ArgumentParser:
     wk.add_argument("worker_id", type=int)
     cancel = job.add_parser("cancel", help="cancel a job and free its switch memory")
     cancel.add_argument("job_id", type=int)
+    mode = job.add_parser("mode", help="change a serene job's synchronisation mode")
+    mode.add_argument("job_id", type=int)
+    mode.add_argument("mode", nargs="+", help="sync | partial K [bound S] | bounded S | async")
+    mode.add_argument("--json", action="store_true")
 
     sw = top.add_parser("switch", help="switch state").add_subparsers(
         dest="command", metavar="{memory,list}", required=True
@@ -177,6 +185,10 @@ def parser() -> argparse.ArgumentParser:
 
 def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
     body: dict[str, Any] = {"workers": args.workers}
+    if args.kind is not None:
+        body["kind"] = args.kind
+    if args.mode is not None:
+        body["mode"] = args.mode
     if args.window is not None:
         body["window"] = args.window
     body |= {"slots": args.slots, "name": args.name}
@@ -282,6 +294,14 @@ def cmd_cancel(api: ControllerApi, args: argparse.Namespace, out: Console) -> No
     )
 
 
+def cmd_mode(api: ControllerApi, args: argparse.Namespace, out: Console) -> None:
+    got = api.set_mode(args.job_id, " ".join(args.mode))
+    if args.json:
+        _print_json(out, got)
+        return
+    out.print(f"job {got['job_id']}: {got['mode']} from epoch {got['boundary_epoch']}")
+
+
 def cmd_memory(api: ControllerApi, args: argparse.Namespace, out: Console) -> None:
     switches = api.memory()
     if args.json:
@@ -371,6 +391,7 @@ COMMANDS: dict[tuple[str, str], Handler] = {
     ("job", "show"): cmd_show,
     ("job", "worker"): cmd_worker,
     ("job", "cancel"): cmd_cancel,
+    ("job", "mode"): cmd_mode,
     ("switch", "memory"): cmd_memory,
     ("switch", "list"): cmd_switches,
     ("sched", "show"): cmd_sched,

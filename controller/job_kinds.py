@@ -6,7 +6,7 @@ Example:
     >>> kind_of("gossip")
     Traceback (most recent call last):
     ...
-    controller.job.JobError: unknown job kind 'gossip' (known: ask, netreduce)
+    controller.job.JobError: unknown job kind 'gossip' (known: ask, netreduce, serene)
 
 The job manager (``controller/jobs.py``) does what every kind shares: pick the switch and
 a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
@@ -100,8 +100,9 @@ class JobKind(ABC):
 def _registry() -> Mapping[str, JobKind]:
     from controller.ask import Ask
     from controller.netreduce import NetReduce
+    from controller.serene import Serene
 
-    kinds: list[JobKind] = [NetReduce(), Ask()]
+    kinds: list[JobKind] = [NetReduce(), Ask(), Serene()]
     return {k.name: k for k in kinds}
 
 

@@ -133,6 +133,7 @@ class ClientStats:
     fast_retransmissions: int = 0
     results: int = 0
     duplicate_results: int = 0
+    waits: int = 0  # packets the switch sent back with FLAG_WAIT (sync_modes.p4)
 
 
 class AllReduceClient:
@@ -167,6 +168,9 @@ class AllReduceClient:
         self._probes: dict[int, float] = {}  # psn -> send time of its first transmission
         self._min_rtt: float | None = None
         self.last_scale = 1.0
+        # Per packet of the last call, the result's contributor bitmap (partial
+        # synchronisation: the workers whose values are in that packet's sums).
+        self.last_bitmaps = np.zeros(0, dtype=np.uint32)
         self.stats = ClientStats()
 
     def take_min_rtt(self) -> float | None:
@@ -205,6 +209,7 @@ class AllReduceClient:
         wire = packets.astype(">i4")
         window = _Window(first, count, self.window, self.timeout, max_retries=self.max_retries)
         results = ResultAssembler(first, count, self.slots, length=v.size)
+        self.last_bitmaps = np.zeros(count, dtype=np.uint32)
         self._run(window, results, wire)
         return results.result()
 
@@ -257,6 +262,12 @@ class AllReduceClient:
                 h, values = unpack(payload)
             except ProtocolError:
                 continue  # not ours: a stray datagram on the port
+            if h.op == Op.AGG_SYNC and h.flags & Flag.WAIT and h.job_id == self.job_id:
+                # The switch holds this worker back (bounded staleness, a mode swap's
+                # fence): resend at the timeout, without spending a retry.
+                window.waited(h.psn)
+                self.stats.waits += 1
+                continue
             if (
                 h.op != Op.AGG_SYNC
                 or not h.flags & Flag.RESULT
@@ -265,6 +276,7 @@ class AllReduceClient:
             ):
                 continue
             if results.accept(h.psn, values):
+                self.last_bitmaps[h.psn - window.first_psn] = h.bitmap
                 sent = self._probes.pop(h.psn, None)
                 if sent is not None:
                     rtt = time.monotonic() - sent

@@ -115,6 +115,13 @@ class SendWindow:
             self._base += 1
         return True
 
+    def waited(self, psn: int) -> None:
+        """The switch told ``psn`` to wait (FLAG_WAIT, bounded staleness): that send was
+        answered, so it does not count towards ``max_retries``; it goes again at its
+        timeout."""
+        if self._tries.get(psn, 0) > 0:
+            self._tries[psn] -= 1
+
     def make_due(self, psn: int) -> bool:
         """Make ``psn`` due for retransmission at the next poll (fast retransmission);
         False when it is not in flight or already due."""

@@ -206,6 +206,9 @@ control Aggregator(inout headers_t hdr,
             meta.drop_reason = DROP_STALE;
         } else if (same_job && delta == 0 && st_count >= meta.quorum) {
             // Finished use: the sender lost the result (or is late); serve it again.
+            if ((st_bitmap & meta.worker_bit) == 0) {
+                meta.late = 1;  // partial synchronisation: the round completed without it
+            }
             read_result();
             make_result();
             unicast_result();

@@ -14,13 +14,17 @@
 #define AGG_POOL_SIZE 32768      // aggregators shared by all jobs (tens of thousands)
 #define AGG_VERSIONS 2           // two copies per aggregator: switch memory = 2 x window
 #define AGG_COPIES 65536         // AGG_POOL_SIZE * AGG_VERSIONS: size of every aggregator register
-#define DROP_REASONS 6           // entries of the inc_drops counter
+#define DROP_REASONS 7           // entries of the inc_drops counter
 #define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
 #define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
 #define JOB_DROP_CELLS 32768     // JOB_DROP_JOBS * DROP_STRIDE: size of job_drops
 #define ASK_ROWS 4096            // rows of the key-value aggregator array (ask.p4)
 #define ASK_TUPLES 16            // its columns: (key, value) tuples per packet, INC_SLOTS / 2
 #define ASK_COPIES 8192          // ASK_ROWS * AGG_VERSIONS: size of every ask.p4 cell register
+#define SYNC_JOBS 64             // jobs with a synchronisation mode (sync_modes.p4)
+#define SYNC_RING 8              // epochs above the slowest one the clocks track (power of 2)
+#define SYNC_CLOCKS 2048         // SYNC_JOBS * MAX_WORKERS: one clock per worker
+#define SYNC_REACHED 512         // SYNC_JOBS * SYNC_RING
 
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024
@@ -50,6 +54,13 @@ const bit<8> FLAG_ACK = 0x04;
 const bit<8> FLAG_COLLISION = 0x08;
 const bit<8> FLAG_FALLBACK = 0x10;
 const bit<8> FLAG_DRAIN = 0x20;
+const bit<8> FLAG_WAIT = 0x40;
+
+// sync_modes.p4: a job's synchronisation mode (Serene)
+const bit<8> SYNC_MODE_SYNC = 0;
+const bit<8> SYNC_MODE_PARTIAL = 1;
+const bit<8> SYNC_MODE_BOUNDED = 2;
+const bit<8> SYNC_MODE_ASYNC = 3;
 
 // index of the inc_drops counter
 const bit<8> DROP_UNKNOWN_JOB = 0;
@@ -58,6 +69,7 @@ const bit<8> DROP_OUT_OF_REGION = 2;
 const bit<8> DROP_BAD_SLOT_COUNT = 3;
 const bit<8> DROP_STALE = 4;
 const bit<8> DROP_DUPLICATE = 5;
+const bit<8> DROP_OLD_EPOCH = 6;
 
 // Serial-number arithmetic on 32-bit PSNs: psn - stored >= PSN_HALF means "older".
 const bit<32> PSN_HALF = 0x80000000;

@@ -81,6 +81,12 @@ struct inc_metadata_t {
     bit<1>  epoch_slot;    // parity of hdr.inc.epoch: which epoch slot configures the job
     bit<1>  drop;
     bit<8>  drop_reason;   // DROP_*
+    bit<8>  worker_index;  // the worker's bit position (set with worker_bit)
+    bit<1>  sync_on;       // the job has a sync_modes entry (sync_modes.p4)
+    bit<32> sync_slot;     // its index in the synchronisation clocks
+    bit<8>  sync_mode;     // SYNC_MODE_* of this packet's epoch
+    bit<1>  sync_wait;     // told to wait: sent back unaggregated with FLAG_WAIT
+    bit<1>  late;          // a contribution that found its round already complete
 }
 
 #endif  // _HEADERS_P4_

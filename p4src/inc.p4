@@ -2,8 +2,9 @@
 //
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
-// Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK flag) go through
-// JobRegion (admission) and Aggregator; key-value packets (op AGG_KV) through Ask;
+// Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
+// JobRegion (admission), SyncModes (the job's synchronisation mode, sync_modes.p4) and
+// Aggregator; key-value packets (op AGG_KV) through Ask;
 // everything else, including the op codes reserved
 // for later systems, is forwarded as ordinary traffic by Forwarder. Packets refused by
 // admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
@@ -19,6 +20,7 @@
 #include "forwarder.p4"
 #include "job_region.p4"
 #include "aggregator.p4"
+#include "sync_modes.p4"
 #include "ask.p4"
 #include "result_rewrite.p4"
 #include "deparser.p4"
@@ -45,15 +47,21 @@ control IncIngress(inout headers_t hdr,
 
     JobRegion() job_region;
     Aggregator() aggregator;
+    SyncModes() sync_modes;
+    SyncLate() sync_late;
     Forwarder() forwarder;
     Ask() ask;
 
     apply {
         if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
-                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
+                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0) {
             job_region.apply(hdr, meta, standard_metadata);
             if (meta.drop == 0) {
+                sync_modes.apply(hdr, meta, standard_metadata);  // may say wait: no aggregation
+            }
+            if (meta.drop == 0 && meta.sync_wait == 0) {
                 aggregator.apply(hdr, meta, standard_metadata);
+                sync_late.apply(hdr, meta, standard_metadata);
             }
             if (meta.drop == 1) {
                 drop_and_count();

@@ -56,6 +56,7 @@ control JobRegion(inout headers_t hdr,
     // bit_index: the worker's position (0 .. MAX_WORKERS-1) in the contributor bitmap.
     action set_worker(bit<8> bit_index) {
         meta.worker_bit = 32w1 << bit_index;
+        meta.worker_index = bit_index;
     }
 
     table workers {

@@ -24,6 +24,7 @@ from controller.p4runtime_client import (
 )
 from controller.runtime_config import apply_runtime_config
 from p4sim.runtime_json import load_runtime_json
+from wire.header import DROP_REASONS
 
 JOBS = "IncIngress.job_region.jobs"
 
@@ -167,7 +168,7 @@ def test_registers_are_filled_and_read_and_counters_read(
 
     vals, drops = run(scenario())
     assert vals == [0, 9, 9, 9, 9, 0, 0xFFFFFFFF]
-    assert sorted(drops) == list(range(6)) and all(v == (0, 0) for v in drops.values())
+    assert sorted(drops) == list(range(DROP_REASONS)) and all(v == (0, 0) for v in drops.values())
 
 
 def test_connecting_to_nothing_is_a_switch_error() -> None:

@@ -63,7 +63,7 @@ INC_P4 = Path(__file__).resolve().parents[1] / "p4src" / "inc.p4"
 SEED = int(os.environ.get("INC_FUZZ_SEED", "16"))
 PACKETS = 2000  # ~6 ms each: comparing every register cell dominates
 AGG_HOST = 6
-NOT_AGGREGATED = Flag.RESULT | Flag.ACK | Flag.FALLBACK
+NOT_AGGREGATED = Flag.RESULT | Flag.ACK | Flag.FALLBACK | Flag.WAIT
 FRAME_LEN = FRAME_OVERHEAD + HEADER_LEN + SLOTS * VALUE_BYTES
 
 
@@ -318,5 +318,7 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
             seen["result"] += 1
     print(dict(seen))
     # The run reached every verdict, or it proved less than it claims.
-    reasons = {r.name for r in DropReason}
+    # OLD_EPOCH needs a job with a synchronisation mode (kind serene), which the two
+    # NetReduce jobs here are not: its rule is covered by tests/ptf/sync_modes.py.
+    reasons = {r.name for r in DropReason} - {DropReason.OLD_EPOCH.name}
     assert reasons | {"admitted", "result", "not aggregated"} <= set(seen), dict(seen)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wire import header as protocol
-from wire.header import FIELDS, SLOTS, DropReason, Flag, Op
+from wire.header import FIELDS, SLOTS, DropReason, Flag, Op, SyncMode
 
 P4SRC = Path(__file__).resolve().parents[1] / "p4src"
 _DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0x[0-9a-fA-F]+|\d+)\b", re.M)
@@ -48,6 +48,10 @@ def expected_constants() -> dict[str, int]:
         "DROP_STRIDE": protocol.DROP_STRIDE,
         "JOB_DROP_JOBS": protocol.JOB_DROP_JOBS,
         "JOB_DROP_CELLS": protocol.JOB_DROP_JOBS * protocol.DROP_STRIDE,
+        "SYNC_JOBS": protocol.SYNC_JOBS,
+        "SYNC_RING": protocol.SYNC_RING,
+        "SYNC_CLOCKS": protocol.SYNC_JOBS * protocol.MAX_WORKERS,
+        "SYNC_REACHED": protocol.SYNC_JOBS * protocol.SYNC_RING,
         "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
         "IP_PROTO_UDP": protocol.UDP_PROTO,
         "ASK_ROWS": protocol.ASK_ROWS,
@@ -57,6 +61,7 @@ def expected_constants() -> dict[str, int]:
     exp |= {f"OP_{o.name}": o.value for o in Op}
     exp |= {f"FLAG_{f.name}": f.value for f in Flag if f.value}
     exp |= {f"DROP_{d.name}": d.value for d in DropReason}
+    exp |= {f"SYNC_MODE_{m.name}": m.value for m in SyncMode}
     return exp
 
 

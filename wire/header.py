@@ -37,6 +37,8 @@ MAX_JOBS = 1 << 16  # job_id is 16 bits; job 0 is reserved ("no job") in switch 
 MAX_WORKERS = 32  # workers per job: one bit each in the 32-bit contributor bitmap
 AGG_POOL_SIZE = 32768  # aggregators in the switch pool; each holds two versions
 AGG_VERSIONS = 2  # shadow copies per aggregator (switch memory = 2 x window)
+SYNC_JOBS = 64  # jobs that can have a synchronisation mode at once (p4src/sync_modes.p4)
+SYNC_RING = 8  # epochs above the slowest worker's that the switch's clocks track
 VALUE_DTYPE = np.dtype(">i4")
 # Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
 ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)
@@ -68,6 +70,16 @@ class Flag(IntFlag):
     COLLISION = 0x08  # set by the switch: the aggregator belonged to another (job, psn)
     FALLBACK = 0x10  # set by the switch: forwarded to the PS unaggregated
     DRAIN = 0x20  # AGG_KV: the reducer reads a row of the key-value array (ASK)
+    WAIT = 0x40  # set by the switch: not aggregated, resend later (bounded staleness, fence)
+
+
+class SyncMode(IntEnum):
+    """A job's synchronisation mode in ``p4src/sync_modes.p4`` (Serene)."""
+
+    SYNC = 0  # a round completes with all N workers
+    PARTIAL = 1  # a round completes at the first k contributions
+    BOUNDED = 2  # stale synchronous parallel: at most `bound` epochs past the slowest
+    ASYNC = 3  # no bound between workers beyond the clock ring (SYNC_RING - 1 epochs)
 
 
 class DropReason(IntEnum):
@@ -79,6 +91,7 @@ class DropReason(IntEnum):
     BAD_SLOT_COUNT = 3  # slot_count != SLOTS: the switch cannot parse the values
     STALE = 4  # psn older than the use held by the aggregator copy
     DUPLICATE = 5  # contribution already counted, aggregation still in progress
+    OLD_EPOCH = 6  # epoch further below the worker's clock than its mode allows (sync_modes)
 
 
 DROP_REASONS = len(DropReason)

@@ -7,12 +7,13 @@ OpenAPI description (``/openapi.json``, ``/docs``) lists each kind's fields.
 
 from typing import Annotated, Any, Union
 
-from fastapi import APIRouter, Body, Depends, Path
-from pydantic import Discriminator, Tag
+from fastapi import APIRouter, Body, Depends, HTTPException, Path
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from controller import sync_modes
 from controller.api.context import ApiContext, context
 from controller.api.limits import local_only
-from controller.job import MAX_JOB_ID, JobRequest
+from controller.job import MAX_JOB_ID, JobError, JobRequest
 from controller.job_kinds import kinds
 from controller.jobs import UnknownJob
 from controller.worker_reports import ProgressReport
@@ -47,6 +48,14 @@ def request_type() -> Any:
             custom_error_message=f"kind: unknown job kind (known: {known})",
         ),
     ]
+
+
+class ModeChange(BaseModel):
+    """``POST /jobs/{id}/mode``: the new synchronisation mode of a serene job."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str = Field(max_length=64, description="sync | partial K [bound S] | bounded S | async")
 
 
 def router() -> APIRouter:
@@ -102,5 +111,23 @@ def router() -> APIRouter:
         except KeyError as err:
             raise UnknownJob(str(err.args[0])) from None
         ctx.reports.put(job_id, worker_id, report)
+
+    @r.post("/jobs/{job_id}/mode", dependencies=[Depends(local_only)])
+    async def change_mode(job_id: JobId, change: ModeChange, ctx: Ctx) -> dict[str, Any]:
+        """Hot swap of a serene job's synchronisation mode at an epoch boundary that no
+        worker has reached (``controller/sync_modes.py``); 409 while the previous change is
+        still in progress."""
+        job = ctx.manager.get(job_id)
+        if job.kind != "serene":
+            raise JobError(f"job {job_id} is a {job.kind} job: only serene jobs have modes")
+        mode = sync_modes.Mode.parse(change.mode, job.n_workers)
+        conn = ctx.switches.connections.get(job.device_id)
+        if conn is None:
+            raise JobError(f"switch {job.device_id} of job {job_id} is not connected")
+        try:
+            boundary = await sync_modes.swap(conn, job, mode)
+        except sync_modes.SwapRefused as err:
+            raise HTTPException(409, str(err)) from None
+        return {"job_id": job_id, "mode": str(mode), "boundary_epoch": boundary}
 
     return r

@@ -1,0 +1,162 @@
+// sync_modes.p4: Serene's synchronisation modes, per job, changed at an epoch boundary.
+//
+// A job with an entry in `sync_modes` aggregates under one of four modes (SYNC_MODE_*):
+//   SYNC     a round completes when all N workers contributed (the jobs entry's quorum);
+//   PARTIAL  a round completes at the first k contributions (quorum k); a later
+//            contribution is not added: its sender is served the finished result, whose
+//            bitmap names the k contributors, and it is counted in `sync_late`;
+//   BOUNDED  stale synchronous parallel with bound S: a worker may start epoch e only while
+//            e - (slowest worker's epoch) <= lead = S + 1; otherwise its packet comes back
+//            with FLAG_WAIT (not aggregated, counted in `sync_waits`) and it resends later;
+//   ASYNC    no bound between the workers but the clock ring's (lead < SYNC_RING).
+// Every mode carries its largest lead (lockstep SYNC: 1; PARTIAL: it limits how far the
+// fast workers run ahead of a straggler, so that the rounds the straggler still needs
+// stay in switch memory).
+//
+// Clocks ("efficient data structure"): per worker, the newest epoch it was admitted with
+// (`sync_clock`); per job, the slowest worker's epoch (`sync_min`) and, in a ring of
+// SYNC_RING cells, how many workers have reached each epoch above it (`sync_reached`).
+// A worker's clock moves one epoch at a time (epoch clock + 1 starts its next epoch; a
+// packet further ahead is told to wait until its earlier epoch is in), and the slowest
+// epoch moves when the last worker reaches min + 1: O(1) register accesses per packet,
+// no scan over the workers. Packets of an epoch at or below the worker's clock
+// (retransmissions, late contributions) pass unchanged, unless the epoch is more than the
+// mode's lead below it: no round the worker can still need, dropped as DROP_OLD_EPOCH.
+//
+// Hot swap: the entry holds the mode before and after a boundary epoch. Packets with
+// epoch < boundary use the old mode, the others the new one, so every round (all packets
+// of one epoch) is aggregated under one mode. The controller moves the boundary in two
+// writes: first a fence (`fence` = 1: epochs >= boundary wait), then, once the clocks show
+// that no worker was admitted at or past the boundary, the new mode with the fence lifted
+// (controller/sync_modes.py). Programmed and read by controller/sync_modes.py.
+#ifndef _SYNC_MODES_P4_
+#define _SYNC_MODES_P4_
+
+control SyncModes(inout headers_t hdr,
+                  inout inc_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    register<bit<32>>(SYNC_CLOCKS) sync_clock;    // (sync slot, worker): newest epoch admitted
+    register<bit<32>>(SYNC_JOBS) sync_min;        // sync slot: the slowest worker's epoch
+    register<bit<8>>(SYNC_REACHED) sync_reached;  // (sync slot, epoch % SYNC_RING): workers there
+    counter(SYNC_JOBS, CounterType.packets) sync_waits;  // packets told to wait, per job
+
+    bit<32> slot;
+    bit<8>  n_workers;
+    bit<32> boundary;
+    bit<8>  fence;
+    bit<8>  old_mode;
+    bit<8>  old_quorum;
+    bit<8>  old_lead;
+    bit<8>  new_mode;
+    bit<8>  new_quorum;
+    bit<8>  new_lead;
+
+    // sync_slot: the job's index (0 .. SYNC_JOBS-1) in the clock registers; workers: N.
+    action set_modes(bit<32> sync_slot, bit<8> workers, bit<32> boundary_epoch,
+                     bit<8> fence_on, bit<8> mode_before, bit<8> quorum_before,
+                     bit<8> lead_before, bit<8> mode_after, bit<8> quorum_after,
+                     bit<8> lead_after) {
+        slot = sync_slot;
+        n_workers = workers;
+        boundary = boundary_epoch;
+        fence = fence_on;
+        old_mode = mode_before;
+        old_quorum = quorum_before;
+        old_lead = lead_before;
+        new_mode = mode_after;
+        new_quorum = quorum_after;
+        new_lead = lead_after;
+    }
+
+    table sync_modes {
+        key = { hdr.inc.job_id: exact; }
+        actions = { set_modes; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = SYNC_JOBS;
+    }
+
+    // Send the packet back to its sender, unaggregated, with FLAG_WAIT.
+    action wait_reply() {
+        bit<48> mac = hdr.ethernet.dstAddr;
+        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
+        hdr.ethernet.srcAddr = mac;
+        bit<32> ip = hdr.ipv4.dstAddr;
+        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
+        hdr.ipv4.srcAddr = ip;
+        hdr.ipv4.ttl = 64;
+        hdr.udp.checksum = 0;
+        hdr.inc.flags = hdr.inc.flags | FLAG_WAIT;
+        standard_metadata.egress_spec = standard_metadata.ingress_port;
+        meta.sync_wait = 1;
+        sync_waits.count(slot);
+    }
+
+    apply {
+        if (sync_modes.apply().hit) {
+            meta.sync_on = 1;
+            meta.sync_slot = slot;
+            bit<32> e = hdr.inc.epoch;
+            bool after = e - boundary < PSN_HALF;  // serial arithmetic: e >= boundary
+            bit<8> mode = old_mode;
+            bit<8> quorum = old_quorum;
+            bit<8> max_lead = old_lead;
+            if (after) {
+                mode = new_mode;
+                quorum = new_quorum;
+                max_lead = new_lead;
+            }
+            meta.sync_mode = mode;
+            if (mode == SYNC_MODE_PARTIAL) {
+                meta.quorum = quorum;
+            }
+            bit<32> idx = slot * MAX_WORKERS + (bit<32>)meta.worker_index;
+            bit<32> clock;
+            bit<32> slowest;
+            sync_clock.read(clock, idx);
+            sync_min.read(slowest, slot);
+            bit<32> ahead = e - clock;        // 1: the worker's next epoch
+            bit<32> lead = e - slowest;       // how far e is past the slowest worker
+            if (fence == 1 && after) {
+                wait_reply();
+            } else if (ahead >= PSN_HALF && clock - e > (bit<32>)max_lead) {
+                // Older than any round the worker can still need (it holds their results):
+                // a forged or corrupted epoch, which could pick another epoch's mode.
+                meta.drop = 1;
+                meta.drop_reason = DROP_OLD_EPOCH;
+            } else if (ahead == 0 || ahead >= PSN_HALF) {
+                // An epoch the worker already started (a retransmission): nothing moves.
+            } else if (ahead != 1 || (mode != SYNC_MODE_ASYNC && lead > (bit<32>)max_lead)
+                       || lead >= SYNC_RING) {
+                wait_reply();
+            } else {
+                sync_clock.write(idx, e);
+                bit<32> cell = slot * SYNC_RING + (e & (SYNC_RING - 1));
+                bit<8> reached;
+                sync_reached.read(reached, cell);
+                reached = reached + 1;
+                if (reached == n_workers && lead == 1) {
+                    // The last worker left the slowest epoch: e is the new slowest, and
+                    // its ring cell is free for epoch e + SYNC_RING.
+                    sync_min.write(slot, e);
+                    reached = 0;
+                }
+                sync_reached.write(cell, reached);
+            }
+        }
+    }
+}
+
+// After the aggregator: count contributions that came after their round was complete.
+control SyncLate(inout headers_t hdr,
+                 inout inc_metadata_t meta,
+                 inout standard_metadata_t standard_metadata) {
+    counter(SYNC_JOBS, CounterType.packets) sync_late;
+
+    apply {
+        if (meta.sync_on == 1 && meta.late == 1) {
+            sync_late.count(meta.sync_slot);
+        }
+    }
+}
+
+#endif  // _SYNC_MODES_P4_
