@@ -10,6 +10,7 @@ call on each other so that the type checker can follow them. Example::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -59,6 +60,15 @@ class CompilerBase:
         raise NotImplementedError
 
     def fresh(self, code: str, t: T, e: ast.Node) -> str:
+        raise NotImplementedError
+
+    def slice_store(self, tgt: ast.Slice, fn: Fn, value: Callable[[int], str]) -> str:
+        raise NotImplementedError
+
+    def pin(self, ev: EV, fn: Fn, at: int) -> EV:
+        raise NotImplementedError
+
+    def reach(self, d: ast.ActionDecl, inst: Any) -> frozenset[str]:
         raise NotImplementedError
 
     def gen_action(self, d: ast.ActionDecl, inst: CtlInst | None) -> str:

@@ -9,6 +9,8 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from p4sim.compiler.cg_base import CompilerBase
@@ -214,16 +216,29 @@ class CallMixin(CompilerBase):
         stmt: bool,
         loc: ast.SourceLoc,
         exits: bool = False,
+        reach: frozenset[str] | None = None,
     ) -> EV:
         """Copy-in/copy-out call of a generated function (see codegen's docstring).
-        ``exits``: the callee is an action, whose ``exit`` still copies out."""
+        ``exits``: the callee is an action, whose ``exit`` still copies out.
+        ``reach``: names the callee's body can use besides its parameters (an action's
+        view of its control), None when it can reach nothing else (functions, controls).
+
+        A header, struct or stack argument is passed by reference unless the callee could
+        see it under a second name (the same variable passed twice, or used by the action
+        directly): then it gets a copy, so that the parameter stays a copy of the value at
+        the call and the copy-out overwrites the direct writes, as the spec says."""
         codes = list(first)
         outs: list[tuple[EV, ast.Expr]] = []
-        for p, t, a in zip(params, ptypes, args, strict=False):
+        roots = [_root_name(a) for a in args]
+        ends: list[tuple[int, int, T]] = []  # (index in codes, len(fn.lines) after it, type)
+        for i, (p, t, a) in enumerate(zip(params, ptypes, args, strict=False)):
             d = p.direction
             if a is None or isinstance(a, ast.DontCare):
                 codes.append(self.default(t))
                 continue
+            shared = roots[i] is not None and (
+                roots.count(roots[i]) > 1 or (reach is not None and roots[i] in reach)
+            )
             if d in ("out", "inout"):
                 lv = self.expr(a, fn, t)
                 if not lv.lval:
@@ -232,9 +247,18 @@ class CallMixin(CompilerBase):
                     )
                 self.coerce(lv, t, a)
                 outs.append((lv, a))
-                codes.append(lv.code if d == "inout" else self.default(t))
+                if d == "out":
+                    codes.append(self.default(t))
+                else:
+                    codes.append(self.fresh(lv.code, t, a) if shared else lv.code)
             else:
-                codes.append(self.value(a, fn, t).code)
+                v = self.value(a, fn, t).code
+                codes.append(self.fresh(v, t, a) if shared else v)
+            if d != "out":
+                ends.append((len(codes) - 1, len(fn.lines), t))
+        for k, end, t in reversed(ends):  # arguments are evaluated left to right
+            if end < len(fn.lines) and not codes[k].isdigit():
+                codes[k] = self.pin(EV(codes[k], t), fn, end).code
         call = f"{pyfn}({', '.join(codes)})"
         if not outs:
             return EV(call, ret)
@@ -242,7 +266,12 @@ class CallMixin(CompilerBase):
         # happens there and the expression uses the returned value.
         r = fn.new("r")
         k = 0 if ret == VOID else 1
-        copy_out = [self.assign_code(lv, f"{r}[{i + k}]", a, fn) for i, (lv, a) in enumerate(outs)]
+        copy_out = [
+            self.slice_store(a, fn, lambda _w, i=i: f"{r}[{i + k}]")  # type: ignore[misc]
+            if isinstance(a, ast.Slice)
+            else self.assign_code(lv, f"{r}[{i + k}]", a, fn)
+            for i, (lv, a) in enumerate(outs)
+        ]
         if exits:
             fn.emit("try:")
             fn.emit(f"    {r} = {call}")
@@ -287,8 +316,25 @@ class CallMixin(CompilerBase):
         ptypes = [self.genv.resolve(p.type) for p in d.params]
         args = self.bind(d.params, e, f"action {name}")
         return self.call_with_dirs(
-            py, d.params, ptypes, args, fn, ["F"], VOID, stmt, e.loc, exits=True
+            py, d.params, ptypes, args, fn, ["F"], VOID, stmt, e.loc, True, self.reach(d, fn.ctl)
         )
+
+    def reach(self, d: ast.ActionDecl, inst: Any) -> frozenset[str]:
+        """Every name the body of action ``d`` uses, through the actions it calls too
+        (a superset of the control's variables it can read or write)."""
+        memo: dict[int, frozenset[str]] = self.__dict__.setdefault("_reach", {})
+        if id(d) in memo:
+            return memo[id(d)]
+        memo[id(d)] = frozenset()  # actions do not recurse; this ends a malformed cycle
+        names = set(_names_in(d.body))
+        for n in list(names):
+            sym = inst.scope.lookup(n) if inst is not None else None
+            callee = sym.decl if sym is not None and sym.kind == "action" else None
+            callee = callee or self.genv.actions.get(n)
+            if isinstance(callee, ast.ActionDecl) and callee is not d:
+                names |= self.reach(callee, inst)
+        memo[id(d)] = frozenset(names)
+        return memo[id(d)]
 
     def user_function(self, d: ast.FunctionDecl, e: ast.Call, fn: Fn, stmt: bool) -> EV:
         tvars = self.function_type_args(d, e, fn) if d.type_params else {}
@@ -914,3 +960,23 @@ def _mentions(t: ast.Type, names: set[str]) -> bool:
 
 
 __all__ = ["CallMixin", "expr_text", "TDontCare", "TTypeVar", "DROP_PORT"]
+
+
+def _root_name(e: ast.Expr | None) -> str | None:
+    """``hdr`` for ``hdr.h.f``, ``hdr.s[i]``, ``hdr.f[3:0]``; None for other expressions."""
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+        e = e.expr
+    return e.name if isinstance(e, ast.Name) else None
+
+
+def _names_in(node: Any) -> Iterator[str]:
+    """Every ``ast.Name`` inside an AST node (generic walk over the dataclass fields)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, ast.Name):
+            yield x.name
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+        elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")

@@ -13,6 +13,7 @@ and errors are member-name strings, serializable enums are ints.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,6 +92,9 @@ class ExprMixin(CompilerBase):
 
     def expr(self, e: ast.Expr, fn: Fn, expect: T | None = None) -> EV:
         """Compile ``e``; ``expect`` gives unsized literals and lists their type."""
+        known = self.__dict__.get("_known")
+        if known and id(e) in known:  # the target of `a op= b`, evaluated once
+            return known[id(e)]  # type: ignore[no-any-return]
         meth = getattr(self, "_e_" + type(e).__name__, None)
         if meth is None:
             raise P4Error(e.loc, f"unsupported expression {type(e).__name__}")
@@ -334,7 +338,7 @@ class ExprMixin(CompilerBase):
         if op in ("<<", ">>"):
             return self.shift(e, fn, expect)
         sub = expect if op not in ("==", "!=", "<", ">", "<=", ">=") else None
-        a, b = self.expr(e.left, fn, sub), self.expr(e.right, fn, sub)
+        a, b = self.operands(e, fn, sub, sub)
         if isinstance(a.type, TInfInt) and isinstance(b.type, TInfInt):
             return self.fold_infint(e, a, b)
         a, b = self.unify(a, b, e)
@@ -385,8 +389,7 @@ class ExprMixin(CompilerBase):
         raise P4Error(e.loc, f"unsupported operator '{op}'")
 
     def shift(self, e: ast.Binary, fn: Fn, expect: T | None) -> EV:
-        a = self.expr(e.left, fn, expect)
-        b = self.expr(e.right, fn)
+        a, b = self.operands(e, fn, expect, None)
         if isinstance(b.type, TBit) and b.type.signed:
             raise P4Error(e.right.loc, "shift amount must be unsigned")
         if not is_int(b.type):
@@ -420,7 +423,7 @@ class ExprMixin(CompilerBase):
         return self.fold(EV(code, t), [a, b])
 
     def concat(self, e: ast.Binary, fn: Fn) -> EV:
-        a, b = self.expr(e.left, fn), self.expr(e.right, fn)
+        a, b = self.operands(e, fn, None, None)
         for x, n in ((a, e.left), (b, e.right)):
             if not isinstance(x.type, TBit):
                 raise P4Error(
@@ -516,12 +519,12 @@ class ExprMixin(CompilerBase):
                     f"{expect.name} has {len(expect.fields)} fields, the list has {len(e.elems)}",
                 )
             pairs = zip(e.elems, expect.fields, strict=False)
-            vals = [self.value(x, fn, ft) for x, (_, ft) in pairs]
+            vals = self.in_order([(x, ft) for x, (_, ft) in pairs], fn)
             return EV(self.construct(expect, [v.code for v in vals]), expect)
         if isinstance(expect, TTuple) and len(expect.elems) == len(e.elems):
-            vals = [self.value(x, fn, t) for x, t in zip(e.elems, expect.elems, strict=False)]
+            vals = self.in_order(list(zip(e.elems, expect.elems, strict=False)), fn)
             return EV("(" + "".join(v.code + ", " for v in vals) + ")", expect)
-        vals = [self.expr(x, fn) for x in e.elems]
+        vals = self.in_order([(x, None) for x in e.elems], fn)
         ev = EV(
             "(" + "".join(v.code + ", " for v in vals) + ")", TList(tuple(v.type for v in vals))
         )
@@ -538,12 +541,43 @@ class ExprMixin(CompilerBase):
         for n in given:
             if t.field_type(n) is None:
                 raise P4Error(e.loc, f"{t.name} has no field '{n}'")
-        codes = []
-        for n, ft in t.fields:
+        for n, _ in t.fields:
             if n not in given:
                 raise P4Error(e.loc, f"initializer of {t.name} lacks field '{n}'")
-            codes.append(self.value(given[n], fn, ft).code)
-        return EV(self.construct(t, codes), t)
+        # written order is evaluation order; the constructor takes declaration order
+        evs = self.in_order([(x, t.field_type(n)) for n, x in given.items()], fn)
+        vals = dict(zip(given, evs, strict=True))
+        return EV(self.construct(t, [vals[n].code for n, _ in t.fields]), t)
+
+    # -- evaluation order ----------------------------------------------------------
+
+    def operands(self, e: ast.Binary, fn: Fn, ta: T | None, tb: T | None) -> tuple[EV, EV]:
+        """Both operands of ``e``, the left one evaluated first also when the right one
+        runs statements (a call with out/inout arguments that may change the left's value)."""
+        a, b = self.in_order([(e.left, ta), (e.right, tb)], fn, coerce=False)
+        return a, b
+
+    def in_order(
+        self, items: list[tuple[ast.Expr, T | None]], fn: Fn, coerce: bool = True
+    ) -> list[EV]:
+        """Expressions evaluated left to right: an operand followed by others that emit
+        statements is first stored in a temporary, just where its own statements end."""
+        evs: list[EV] = []
+        ends: list[int] = []
+        for x, t in items:
+            evs.append(self.value(x, fn, t) if coerce and t is not None else self.expr(x, fn, t))
+            ends.append(len(fn.lines))
+        for i in range(len(evs) - 2, -1, -1):  # right to left: insertions keep marks valid
+            if ends[i] < len(fn.lines) and not evs[i].is_const and evs[i].sym is None:
+                evs[i] = self.pin(evs[i], fn, ends[i])
+        return evs
+
+    def pin(self, ev: EV, fn: Fn, at: int) -> EV:
+        """``ev`` stored in a new temporary by a statement inserted at ``fn.lines[at]``."""
+        tmp = fn.new("o")
+        val = self.fresh(ev.code, ev.type, None)  # type: ignore[arg-type]
+        fn.lines.insert(at, "    " * fn.ind + f"{tmp} = {val}")
+        return dataclasses.replace(ev, code=tmp, lval=False)
 
     def construct(self, t: TComposite, codes: list[str]) -> str:
         return f"mk_{self.class_of(t)}({', '.join(codes)})"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from p4sim.compiler.cg_base import CompilerBase
@@ -240,7 +241,16 @@ class StmtMixin(CompilerBase):
                 "cannot assign to this expression (not a variable, field or out/inout parameter)",
             )
         mark = len(fn.lines)
-        v = self.value(s.value, fn, lv.type)
+        if s.compound and isinstance(s.value, ast.Binary):
+            # `a[g(i)].f |= v`: the value reads the target already evaluated, g runs once
+            known = self.__dict__.setdefault("_known", {})
+            known[id(s.value.left)] = dataclasses.replace(lv, lval=False)
+            try:
+                v = self.value(s.value, fn, lv.type)
+            finally:
+                del known[id(s.value.left)]
+        else:
+            v = self.value(s.value, fn, lv.type)
         if len(fn.lines) > mark and "_stack_at(" in lv.code:
             # the value emitted statements (calls with out/inout arguments): the target's
             # run-time stack indices were computed first, as p4c orders `a[i] = f(i)`
@@ -264,6 +274,10 @@ class StmtMixin(CompilerBase):
 
     def assign_slice(self, s: ast.Assign, fn: Fn) -> None:
         tgt: ast.Slice = s.target  # type: ignore[assignment]
+        fn.emit(self.slice_store(tgt, fn, lambda sw: self.value(s.value, fn, TBit(sw)).code))
+
+    def slice_store(self, tgt: ast.Slice, fn: Fn, value: Callable[[int], str]) -> str:
+        """The statement storing ``value(slice width)`` into the bits ``tgt`` names."""
         hi, lo = self.genv.const_int(tgt.hi), self.genv.const_int(tgt.lo)
         inner = tgt.expr
         while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
@@ -278,10 +292,10 @@ class StmtMixin(CompilerBase):
         if not (0 <= lo <= hi < w):
             raise P4Error(tgt.loc, f"slice [{hi}:{lo}] out of range for {base.type.show()}")
         sw = hi - lo + 1
-        v = self.value(s.value, fn, TBit(sw))
+        v = value(sw)
         keep = ((1 << w) - 1) ^ (((1 << sw) - 1) << lo)
-        new = f"({base.code} & {keep}) | (({v.code} & {(1 << sw) - 1}) << {lo})"
-        fn.emit(self.assign_code(base, new, inner, fn))
+        new = f"({base.code} & {keep}) | (({v} & {(1 << sw) - 1}) << {lo})"
+        return self.assign_code(base, new, inner, fn)
 
     def _s_Switch(self, s: ast.Switch, fn: Fn) -> None:
         e = self.expr(s.expr, fn)

@@ -264,7 +264,17 @@ class TableMixin(CompilerBase):
                 )
         ptypes = [self.genv.resolve(p.type) for p in adecl.params]
         ev = self.call_with_dirs(  # type: ignore[attr-defined]
-            py, adecl.params, ptypes, args, fn, ["F"], VOID, True, ar.loc, exits=True
+            py,
+            adecl.params,
+            ptypes,
+            args,
+            fn,
+            ["F"],
+            VOID,
+            True,
+            ar.loc,
+            True,
+            self.reach(adecl, inst),
         )
         if ev.code:
             fn.emit(ev.code)

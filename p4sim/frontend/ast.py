@@ -316,8 +316,12 @@ class Stmt(Node):
 
 @dataclass
 class Assign(Stmt):
+    """``target = value``; ``a op= b`` is ``a = a op b`` with ``compound`` set: the
+    target is evaluated once (``value.left`` is a copy of it in the AST)."""
+
     target: Expr
     value: Expr
+    compound: bool = False
 
 
 @dataclass

@@ -1004,7 +1004,8 @@ class _AstBuilder(Transformer_NonRecursive):
         target, op, value = ch
         loc = self._loc(meta)
         left = copy.deepcopy(target)
-        return ast.Assign(target, ast.Binary(str(op)[:-1], left, value, loc=loc), loc=loc)
+        binary = ast.Binary(str(op)[:-1], left, value, loc=loc)
+        return ast.Assign(target, binary, compound=True, loc=loc)
 
     def call_statement(self, meta: Any, ch: list) -> ast.CallStmt:
         loc = self._loc(meta)
