@@ -195,6 +195,9 @@ def controller_headers_from_source(
 
     prog = parse_program(path, include_dirs, defines)
     typedefs = {d.name: d.type for d in prog.declarations if isinstance(d, ast.TypedefDecl)}
+    for d in prog.declarations:  # a serializable enum's field has its underlying width
+        if isinstance(d, ast.EnumDecl) and d.underlying is not None:
+            typedefs[d.name] = d.underlying
     out: list[pi.ControllerHeaderInfo] = []
     for d in prog.declarations:
         if not isinstance(d, ast.HeaderDecl):
@@ -470,6 +473,14 @@ def _add_controller_headers(p4info: p4i.P4Info, info: ProgramInfo, st: SymbolTab
             md.id = i + 1
             md.name = f.name
             md.bitwidth = f.width
+            if f.type_name:
+                md.type_name.name = f.type_name
+    for e in info.serializable_enums:
+        pe = p4info.type_info.serializable_enums[e.name]
+        pe.underlying_type.bitwidth = e.width
+        for member, value in e.members:
+            raw = (value & ((1 << e.width) - 1)).to_bytes((e.width + 7) // 8, "big")
+            pe.members.add(name=member, value=raw)
 
 
 def build_p4info(info: ProgramInfo) -> p4i.P4Info:

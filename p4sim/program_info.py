@@ -122,6 +122,16 @@ class ActionProfileInfo(Annotated):
 class FieldInfo:
     name: str
     width: int
+    type_name: str | None = None  # a serializable enum's name (P4Info type_name), if any
+
+
+@dataclass(frozen=True)
+class SerializableEnumInfo:
+    """``enum bit<W> name { member = value, ... }`` as P4Info's type_info lists it."""
+
+    name: str
+    width: int
+    members: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -140,9 +150,10 @@ class ValueSetInfo(Annotated):
 @dataclass(frozen=True)
 class ControllerHeaderInfo(Annotated):
     """A header annotated ``@controller_header("packet_in")`` / ``("packet_out")``;
-    ``name`` is that string."""
+    ``name`` is that string; ``type_name`` the header type's name (p4c hashes it)."""
 
     fields: tuple[FieldInfo, ...]
+    type_name: str = ""
 
 
 @dataclass
@@ -161,6 +172,7 @@ class ProgramInfo:
     value_sets: list[ValueSetInfo] = field(default_factory=list)
     controller_headers: list[ControllerHeaderInfo] = field(default_factory=list)
     action_profiles: list[ActionProfileInfo] = field(default_factory=list)
+    serializable_enums: list[SerializableEnumInfo] = field(default_factory=list)  # named
 
     def table(self, name: str) -> TableInfo:
         return _find(self.tables, name, "table")

@@ -56,6 +56,26 @@ def test_exit_in_action_still_copies_out_inout_parameters() -> None:
     _run("exit_copy_out")
 
 
+def test_inout_and_in_parameters_are_copies_also_when_the_callee_writes_the_argument() -> None:
+    _run("copy_in_copy_out")
+
+
+def test_operands_and_arguments_are_evaluated_left_to_right_around_inout_calls() -> None:
+    _run("eval_order_calls")
+
+
+def test_compound_assignment_evaluates_its_target_once() -> None:
+    _run("compound_assign_once")
+
+
+def test_bit_slice_as_out_or_inout_argument_is_written_back_to_its_bits() -> None:
+    _run("inout_slice_argument")
+
+
+def test_newtype_fields_error_keys_enum_entry_keys_and_dont_care_arguments_are_accepted() -> None:
+    _run("accepted_constructs")
+
+
 def test_action_with_directional_parameter_unbound_in_table_is_an_error() -> None:
     src = (REG_DIR / "bound_action_args.p4").read_text()
     bad = src.replace("actions = { put(h.d.lo); bump(h.d.hi); }", "actions = { put; }")

@@ -553,3 +553,14 @@ def test_p4info_equals_p4cs(program: Path, tmp_path: Path) -> None:
     for p in (theirs, ours):
         p.ClearField("pkg_info")  # p4c names its own version and the architecture there
     assert text_format.MessageToString(ours) == text_format.MessageToString(theirs)
+
+
+def test_serializable_enum_in_controller_header_is_named_with_its_width() -> None:
+    p4info = compile_outputs(str(P4INFO_DIR / "controller_enum.p4"))
+    (pin,) = p4info.controller_packet_metadata
+    fields = {m.name: (m.bitwidth, m.type_name.name) for m in pin.metadata}
+    assert fields == {"port": (9, ""), "k": (8, "Kind"), "pad": (7, "")}
+    kind = p4info.type_info.serializable_enums["Kind"]
+    assert kind.underlying_type.bitwidth == 8
+    assert [(m.name, m.value) for m in kind.members] == [("A", b"\x01"), ("B", b"\x02")]
+    assert pin.preamble.id == hashed(0x04, "pin_t")  # p4c hashes the header type's name

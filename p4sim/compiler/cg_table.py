@@ -23,7 +23,7 @@ from p4sim.compiler.cg_base import CompilerBase
 from p4sim.compiler.cg_call import expr_text
 from p4sim.compiler.cg_expr import lit, pyname
 from p4sim.compiler.program import TableInfo
-from p4sim.compiler.typecheck import VOID, Sym, TBit, TBool, TEnum, TObject, annotation
+from p4sim.compiler.typecheck import VOID, Sym, TBit, TBool, TEnum, TError, TObject, annotation
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.runtime.tables import Entry, KeyField, Table, TableError
@@ -40,6 +40,7 @@ class TableMixin(CompilerBase):
     src: list[str]
     ids: Any
     _implicit_noaction: str | None
+    _errno: dict[str, int]
 
     def gen_table(self, d: ast.TableDecl, inst: CtlInst) -> None:
         from p4sim.compiler.codegen import Fn, fq_name
@@ -62,6 +63,12 @@ class TableMixin(CompilerBase):
                 code, w = ev.code, ev.type.width
             elif isinstance(ev.type, TEnum) and ev.type.underlying is not None:
                 code, w = ev.code, ev.type.underlying.width
+            elif isinstance(ev.type, TError):
+                # p4c numbers errors in declaration order and BMv2 matches them as 32 bits
+                if not self.__dict__.get("_errno"):
+                    self._errno = {n: i for i, n in enumerate(self.genv.errors)}
+                    self.src.append(f"ERRNO = {self._errno!r}\n")
+                code, w = f"ERRNO[{ev.code}]", 32
             else:
                 raise P4Error(k.expr.loc, f"a table key cannot have type {ev.type.show()}")
             kname = None
@@ -392,10 +399,18 @@ class TableMixin(CompilerBase):
             return (v & m, m)
         if isinstance(x, ast.Range):
             return (int(self.value(x.lo, fn, t).const), int(self.value(x.hi, fn, t).const))
-        ev = self.value(x, fn, t) if not isinstance(x, ast.BoolLit) else lit(int(x.value), t)
-        if not ev.is_const:
-            raise P4Error(x.loc, "entry key values must be constants")
-        v = int(ev.const)
+        named = self.expr(x, fn) if isinstance(x, (ast.Member, ast.ErrorMember)) else None
+        if named is not None and named.is_const and isinstance(named.type, TError):
+            v = self.genv.errors.index(named.const)  # p4c's error number
+        elif named is not None and named.is_const and isinstance(named.type, TEnum):
+            if named.type.underlying is None:
+                raise P4Error(x.loc, f"enum {named.type.name} has no bit<W> values to match")
+            v = int(named.const)  # a serializable enum's member: its value
+        else:
+            ev = self.value(x, fn, t) if not isinstance(x, ast.BoolLit) else lit(int(x.value), t)
+            if not ev.is_const:
+                raise P4Error(x.loc, "entry key values must be constants")
+            v = int(ev.const)
         return {
             "exact": v,
             "lpm": (v, k.width),

@@ -183,7 +183,8 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         )
 
     def controller_headers(self) -> list:
-        """``@controller_header("packet_in")`` headers: (name, [(field, width)], annos)."""
+        """``@controller_header("packet_in")`` headers: (name, [(field, width, serializable
+        enum or None)], annos, header type name)."""
         out = []
         for d in self.program.declarations:
             if not isinstance(d, ast.HeaderDecl):
@@ -197,8 +198,11 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
                 else (a.raw.strip().strip('"'))
             )
             t = self.genv.resolve(ast.NamedType(d.name, loc=d.loc))
-            fields = [(n, type_width(ft)) for n, ft in t.fields]  # type: ignore[attr-defined]
-            out.append((name, fields, list(d.annotations)))
+            fields = [
+                (n, type_width(ft), ft if isinstance(ft, TEnum) and ft.underlying else None)
+                for n, ft in t.fields  # type: ignore[attr-defined]
+            ]
+            out.append((name, fields, list(d.annotations), d.name))
         return out
 
     def find_main(self) -> ast.Instantiation:

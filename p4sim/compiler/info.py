@@ -113,12 +113,18 @@ def program_info(prog: CompiledProgram) -> pi.ProgramInfo:
         out.value_sets.append(
             pi.ValueSetInfo(v.name, size=v.size, fields=keys, **_annos(v.annotations))
         )
-    for name, fields, annos in prog.controller_headers:
+    enums: dict[str, pi.SerializableEnumInfo] = {}
+    for name, fields, annos, type_name in prog.controller_headers:
+        infos = []
+        for n, w, enum in fields:
+            if enum is not None:  # p4c names the enum and lists it in type_info
+                width = enum.underlying.width
+                enums[enum.name] = pi.SerializableEnumInfo(enum.name, width, enum.values)
+            infos.append(pi.FieldInfo(n, w, enum.name if enum is not None else None))
         out.controller_headers.append(
-            pi.ControllerHeaderInfo(
-                name, tuple(pi.FieldInfo(n, w) for n, w in fields), **_annos(annos)
-            )
+            pi.ControllerHeaderInfo(name, tuple(infos), type_name=type_name, **_annos(annos))
         )
+    out.serializable_enums = list(enums.values())
     return out
 
 

@@ -161,7 +161,7 @@ class CompiledProgram:
     sm_class: str
     errors: list[str]
     trace: bool = False
-    controller_headers: list = field(default_factory=list)  # [(name, [(field, width)], annos)]
+    controller_headers: list = field(default_factory=list)  # see Compiler.controller_headers
     main_file: str = ""
     newtypes: set = field(default_factory=set)  # names declared with `type T name;`
     program_ast: Any = None  # the parsed program (the native back end generates C from it)
