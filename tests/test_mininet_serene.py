@@ -1,0 +1,149 @@
+"""Serene's synchronisation modes through the switch in Mininet, with 1% loss on every
+link (root): partial rounds with a straggler, and the mode swapped back and forth while
+the workers run, every round checked.
+
+Three workers (``python -m hosts.serene_worker``, worker 2 a straggler) all-reduce seeded
+vectors, one all-reduce per epoch; each packet's result must be exactly the sum of the
+workers its bitmap names, the same on every worker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from topologies.impair_relay import Impairment
+from wire.header import SLOTS
+
+pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(300)]
+RUN_DIR = Path("run/serene-test")
+WORKERS, SIZE, SEED = 3, 64, 5
+
+
+@pytest.fixture(scope="module")
+def net() -> Iterator[Any]:
+    from topologies.experiment import Experiment, ExperimentConfig, star
+
+    cfg = ExperimentConfig(
+        star(WORKERS + 1),
+        impairment=Impairment(loss=0.01, seed=3),
+        run_dir=RUN_DIR,
+        log=lambda s: None,
+    )
+    ex = Experiment(cfg).__enter__()
+    try:
+        yield ex
+    finally:
+        ex.close()
+
+
+def run_workers(net: Any, job: int, out: Path, epochs: int, slow: float) -> list[dict[str, Any]]:
+    procs = []
+    for w in range(WORKERS):
+        cmd = [sys.executable, "-m", "hosts.serene_worker", "--controller", net.controller_url,
+               "--job-id", str(job), "--worker-id", str(w), "--epochs", str(epochs),
+               "--size", str(SIZE), "--seed", str(SEED), "--out", str(out / f"w{w}")]  # fmt: skip
+        if w == WORKERS - 1:
+            cmd += ["--slow", str(slow)]
+        procs.append(net.popen(f"h{w + 1}", cmd))
+    got = []
+    for w, p in enumerate(procs):
+        code = p.wait(timeout=240)
+        rec = json.loads((out / f"w{w}.json").read_text())
+        assert code == 0, f"worker {w}: {rec.get('error')}"
+        data = np.load(out / f"w{w}.npz")
+        got.append({"rec": rec, "results": data["results"], "bitmaps": data["bitmaps"]})
+    return got
+
+
+def check_every_packet(got: list[dict[str, Any]], epochs: int) -> np.ndarray:
+    """Each packet's sums are exactly those of the workers its bitmap names, and every
+    worker got the same; returns the bitmaps (epoch x packet)."""
+    from hosts.vector_job import make_vector
+
+    bitmaps = got[0]["bitmaps"]
+    for g in got[1:]:
+        assert np.array_equal(g["results"], got[0]["results"])
+        assert np.array_equal(g["bitmaps"], bitmaps)
+    for e in range(epochs):
+        for j, bm in enumerate(bitmaps[e]):
+            want = np.zeros(SLOTS, dtype=np.int32)
+            for w in range(WORKERS):
+                if int(bm) >> w & 1:
+                    want += make_vector(SEED, w, e, SIZE)[j * SLOTS : (j + 1) * SLOTS]
+            assert np.array_equal(got[0]["results"][e, j * SLOTS : (j + 1) * SLOTS], want), (e, j)
+    return bitmaps
+
+
+def popcount(bitmaps: np.ndarray) -> np.ndarray:
+    return np.vectorize(lambda b: bin(int(b)).count("1"))(bitmaps)
+
+
+def incctl(net: Any, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "controller.incctl", "--controller", net.controller_url]
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, check=False)
+
+
+def test_partial_rounds_complete_without_the_straggler_and_name_their_contributors(
+    net: Any, tmp_path: Path
+) -> None:
+    job = net.submit("partial", kind="serene", workers=WORKERS, window=8, mode="partial 2")
+    epochs = 8
+    got = run_workers(net, job, tmp_path, epochs, slow=0.3)
+    bitmaps = check_every_packet(got, epochs)
+    assert (popcount(bitmaps) == 2).all(), bitmaps
+    straggler = WORKERS - 1
+    without = sum(1 for bm in bitmaps.ravel() if not int(bm) >> straggler & 1)
+    assert without >= bitmaps.size // 2, bitmaps  # the rounds mostly went on without it
+    assert incctl(net, "job", "cancel", str(job)).returncode == 0
+
+
+def test_mode_swapped_repeatedly_under_traffic_never_splits_a_round(
+    net: Any, tmp_path: Path
+) -> None:
+    job = net.submit("swap", kind="serene", workers=WORKERS, window=8, mode="sync")
+    epochs = 24
+    swaps: list[tuple[int, str]] = []  # (boundary epoch, mode from there on)
+    done = threading.Event()
+
+    def swapper() -> None:
+        modes = ["partial 2", "sync"]
+        while not done.is_set():
+            res = incctl(net, "job", "mode", str(job), *modes[0].split(), "--json")
+            if res.returncode == 0:
+                got = json.loads(res.stdout)
+                swaps.append((int(got["boundary_epoch"]), got["mode"]))
+                modes.reverse()
+            else:
+                assert "in progress" in res.stderr or "racing" in res.stderr, res.stderr
+            time.sleep(0.2)
+
+    t = threading.Thread(target=swapper, daemon=True)
+    t.start()
+    try:
+        got = run_workers(net, job, tmp_path, epochs, slow=0.1)
+    finally:
+        done.set()
+        t.join(30)
+    bitmaps = check_every_packet(got, epochs)
+    assert len(swaps) >= 3 and {m for _, m in swaps} == {"partial 2", "sync"}, swaps
+    boundaries = [b for b, _ in swaps]
+    assert boundaries == sorted(set(boundaries)), swaps
+    counts = popcount(bitmaps)
+    for e in range(epochs):
+        mode = "sync"
+        for b, m in swaps:
+            if b <= e:
+                mode = m
+        want = WORKERS if mode == "sync" else 2
+        assert (counts[e] == want).all(), (e, mode, counts[e], swaps)
+    assert incctl(net, "job", "cancel", str(job)).returncode == 0
