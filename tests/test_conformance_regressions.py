@@ -76,6 +76,10 @@ def test_newtype_fields_error_keys_enum_entry_keys_and_dont_care_arguments_are_a
     _run("accepted_constructs")
 
 
+def test_header_unions_in_a_stack_extract_validate_and_assign() -> None:
+    _run("union_stack")
+
+
 def test_action_with_directional_parameter_unbound_in_table_is_an_error() -> None:
     src = (REG_DIR / "bound_action_args.p4").read_text()
     bad = src.replace("actions = { put(h.d.lo); bump(h.d.hi); }", "actions = { put; }")

@@ -558,9 +558,10 @@ def test_block_statement_annotations_and_compound_assignment() -> None:
     body = stmts("@atomic { x = 1; } x += 2; x |+|= 1; x >>= 3; x <<= 1;")
     assert isinstance(body[0], ast.Block) and body[0].annotations[0].name == "atomic"
     assert body[1] == ast.Assign(
-        ast.Name("x"), ast.Binary("+", ast.Name("x"), ast.IntLit(2, text="2"))
+        ast.Name("x"), ast.Binary("+", ast.Name("x"), ast.IntLit(2, text="2")), compound=True
     )
     assert [b.value.op for b in body[2:]] == ["|+|", ">>", "<<"]
+    assert all(b.compound for b in body[2:])
 
 
 def test_named_and_dontcare_arguments_and_dot_prefixed_names() -> None:

@@ -457,7 +457,8 @@ class CallMixin(CompilerBase):
         h = fn.new("h")
         stack = None
         if hv.code.startswith("_stack_next("):
-            stack = hv.code[len("_stack_next(") : -1]
+            # `stack.next` or, in a stack of header unions, `stack.next.member`
+            stack = _call_argument(hv.code, len("_stack_next"))
         fn.emit(f"{h} = {hv.code}")
         o, end = fn.new("o"), fn.new("e")
         fn.emit(f"{o} = {pk}.off")
@@ -980,3 +981,13 @@ def _names_in(node: Any) -> Iterator[str]:
             stack.extend(x)
         elif dataclasses.is_dataclass(x) and not isinstance(x, type):
             stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "loc")
+
+
+def _call_argument(code: str, at: int) -> str:
+    """The text between the parenthesis at ``code[at]`` and the one that closes it."""
+    depth = 0
+    for i in range(at, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return code[at + 1 : i]
+    raise ValueError(f"unbalanced generated code: {code}")
