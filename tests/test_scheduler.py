@@ -401,3 +401,16 @@ def test_every_policy_finishes_every_job_of_a_trace(policy: str) -> None:
     assert sorted(f.job_id for f in out.jobs) == list(range(1, 41))
     for f, tj in zip(out.jobs, trace, strict=True):
         assert f.finish >= tj.arrival + job_time(tj.profile, 12.5e9) * (1 - 1e-9)
+
+
+def test_headline_says_where_edf_misses_the_goal() -> None:
+    from controller.sched_sim import headline
+
+    def row(load, policy, met, jct):
+        return {"load": load, "policy": policy, "deadline_ratio": met, "avg_jct": jct}
+
+    rows = [row(1.0, "edf", 0.9, 100.0), row(1.0, "fifo", 0.8, 120.0), row(1.0, "mlfq", 0.85, 99.0)]
+    rows += [row(2.0, "edf", 0.9, 100.0), row(2.0, "fifo", 0.95, 150.0)]
+    rows += [row(3.0, "edf", 0.9, 100.0), row(3.0, "rr", 0.9, 100.0)]
+    goal = {h["load"]: h["goal"] for h in headline(rows)}
+    assert goal == {1.0: False, 2.0: False, 3.0: True}  # lower JCT; more deadlines; a tie

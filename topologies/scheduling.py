@@ -4,24 +4,28 @@ completion times next to the simulator's prediction for the same arrivals.
 Example (root)::
 
     python -m topologies.scheduling run                     # EDF, then FIFO, same trace
-    python -m topologies.scheduling run --jobs 4 --policies edf --pool 8 --bw 1
+    python -m topologies.scheduling run --jobs 4 --policies edf,rr --pool 3 --bw 1
 
 Network (``topologies/experiment.py``): one switch ``s1``, two worker hosts per job on
-links shaped to ``--bw`` Mbit/s. The daemon runs with ``--policy`` and a pool of ``--pool``
-aggregators. A seeded trace of ``--jobs`` training jobs (``trace``: Poisson arrivals,
-MD or BE, gradient sizes, epochs, compute time, MD deadlines of ``slack x`` the time alone
-at line rate) is played: at each arrival the job is submitted with ``incctl job submit
---class ...`` and its workers (``hosts/scheduled_job.py``) start; they ask for each
-epoch's region, compute, all-reduce through the switch and check every sum bit for bit,
-while the scheduler resizes, moves and pauses regions as jobs come and go.
+links shaped to ``--bw`` Mbit/s. The daemon runs with ``--policy`` and a small pool of
+``--pool`` aggregators (2: with the sub-millisecond RTT of p4sim and 1 Mbit/s links one
+aggregator already carries a job at line rate, so two jobs run at a time and the others
+wait). A seeded trace of ``--jobs`` training jobs (``trace``: Poisson arrivals, MD or BE,
+gradient sizes, epochs, compute time, MD deadlines of ``slack x`` the time alone at line
+rate) is played: at each arrival the job is submitted with ``incctl job submit --class
+...`` and its workers (``hosts/scheduled_job.py``) start; they ask for each epoch's region,
+compute, all-reduce through the switch and check every sum bit for bit, while the
+scheduler resizes, moves and pauses regions as jobs come and go.
 
 The job completion time (JCT) is measured by the daemon, from submission to the last
-worker's done. The prediction runs ``controller.sched_sim`` (the same scheduler and memory
-manager) on the same trace with the path measured in the run: the median of the RTTs the
-workers reported, and the line rate of the links (``--bw`` x 128 / 194, the share of a
-frame that is values). It prints one table per policy (measured and predicted JCT, the
-error, deadline met) and writes ``results/scheduling.json`` and
-``results/scheduling_jct.png``.
+worker's done. Two predictions run ``controller.sched_sim`` (the same scheduler and memory
+manager) on the same arrivals, each job with the RTT its own workers measured (median of
+their reports): *model* with the links' line rate (``--bw`` x 128 / 194, the share of a
+frame that is values), *predicted* with the all-reduce rate each job achieved (p4sim, a
+Python switch on a shared machine, may deliver less than the links carry; the model has no
+term for that). The stated tolerance (``TOLERANCE``) applies to *predicted*;
+docs/architecture.md ("Scheduling on Mininet") explains what the residual is. It prints one
+table per policy and writes ``results/scheduling.json`` and ``results/scheduling_jct.png``.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ import statistics
 import sys
 import threading
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +59,9 @@ RUN_DIR = Path("run/scheduling")
 FRAME_BYTES = 14 + 20 + 8 + 24 + 128  # Ethernet, IPv4, UDP, INC header, 32 values
 VALUE_SHARE = 128 / FRAME_BYTES
 MODELS = {"small": 24 * 1024, "medium": 48 * 1024, "large": 96 * 1024}  # bytes per epoch
+# A measured JCT agrees with the simulator's when it is within 10 % of it, or 1.5 s for
+# short jobs: what the model leaves out (docs/architecture.md, "Scheduling on Mininet").
+TOLERANCE = (0.10, 1.5)
 
 
 def line_rate(bw_mbps: float) -> float:
@@ -181,6 +188,8 @@ def run_policy(
     jcts, rtts = {}, []
     for i, p in played.items():
         f = finished[p["job_id"]]
+        mine = [e["rtt_s"] for w in p["workers"] for e in w.get("epochs", []) if e["rtt_s"]]
+        starts = [w["start"] for w in p["workers"] if "start" in w]
         jcts[i] = {
             "jct": f["jct"],
             "met": f["met"],
@@ -188,22 +197,67 @@ def run_policy(
             "regions": sorted(
                 {tuple(e["region"]) for w in p["workers"] for e in w.get("epochs", [])}
             ),
+            "rtt_s": statistics.median(mine) if mine else None,
+            # submission to the last worker's first request: process start, not scheduling
+            "startup_s": max(starts) - f["submitted"] if starts else None,
+            "paused_s": max(
+                (sum(e["wait_s"] for e in w.get("epochs", [])) for w in p["workers"]),
+                default=0.0,
+            ),
         }
-        rtts += [e["rtt_s"] for w in p["workers"] for e in w.get("epochs", []) if e["rtt_s"]]
+        jcts[i]["rate"] = achieved_rate(jobs[i], p["workers"])
+        rtts += mine
     return {"jobs": jcts, "rtt_samples": rtts, "drops": drops}
 
 
+def achieved_rate(tj: TraceJob, workers: list[dict[str, Any]]) -> float | None:
+    """Bytes/s of values the job's all-reduces moved (its slowest worker's view)."""
+    rates = []
+    for w in workers:
+        epochs = w.get("epochs", [])
+        busy = sum(e["allreduce_s"] for e in epochs)
+        if epochs and busy > 0:
+            rates.append(len(epochs) * tj.profile.wire_bytes / busy)
+    return min(rates) if rates else None
+
+
 def predict(
-    jobs: list[TraceJob], policy: str, pool: int, net: Network, quantum: float
+    jobs: list[TraceJob],
+    policy: str,
+    pool: int,
+    net: Network,
+    quantum: float,
+    rtts: dict[int, float | None],
+    rates: dict[int, float | None] | None = None,
 ) -> dict[int, float]:
-    o = simulate(jobs, policy, pool=pool, net=net, quantum=quantum)
+    """The simulator's JCTs for the same arrivals, each job with the RTT its own workers
+    measured (``rtts``, by trace index; None: ``net``'s) and, given ``rates``, the
+    all-reduce rate it achieved as its line rate."""
+    mine = [
+        replace(tj, rtt_s=rtts.get(i) or tj.rtt_s, line_rate=(rates or {}).get(i) or tj.line_rate)
+        for i, tj in enumerate(jobs)
+    ]
+    o = simulate(mine, policy, pool=pool, net=net, quantum=quantum)
     return {f.job_id - 1: f.jct for f in o.jobs}
+
+
+def predicted_met(jobs: list[TraceJob], predicted: dict[int, float]) -> dict[int, bool | None]:
+    return {
+        i: None if tj.deadline_s is None else predicted[i] <= tj.deadline_s + 1e-6
+        for i, tj in enumerate(jobs)
+    }
+
+
+def within(measured: float, predicted: float) -> bool:
+    """The stated tolerance (``TOLERANCE``): relative, or absolute for short jobs."""
+    rel, abs_s = TOLERANCE
+    return abs(measured - predicted) <= max(rel * predicted, abs_s)
 
 
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)
     log = console.print if sys.stdout.isatty() else print
     out = Path(args.results)
     guess = Network(rtt_s=args.rtt_ms / 1e3, line_rate=line_rate(args.bw))
@@ -225,52 +279,77 @@ def run(args: argparse.Namespace) -> int:
         measured = run_policy(args, policy, jobs, guess, out, log)
         rtt = statistics.median(measured["rtt_samples"]) if measured["rtt_samples"] else guess.rtt_s
         net = Network(rtt_s=rtt, line_rate=guess.line_rate)
-        predicted = predict(jobs, policy, args.pool, net, args.quantum)
-        rows, errs = [], []
+        per_job = {i: j["rtt_s"] for i, j in measured["jobs"].items()}
+        rates = {i: j["rate"] for i, j in measured["jobs"].items()}
+        model = predict(jobs, policy, args.pool, net, args.quantum, per_job)
+        predicted = predict(jobs, policy, args.pool, net, args.quantum, per_job, rates)
+        met_model = predicted_met(jobs, predicted)
+        rows, errs, ok = [], [], 0
         for i, tj in enumerate(jobs):
-            m, p = measured["jobs"][i]["jct"], predicted[i]
+            mj = measured["jobs"][i]
+            m, p = mj["jct"], predicted[i]
             errs.append(abs(m - p) / p)
-            met = measured["jobs"][i]["met"]
+            ok += within(m, p)
             rows.append(
                 [
                     f"{i} {tj.job_class} {tj.model}",
-                    f"{tj.arrival:.1f} s",
-                    "-" if tj.deadline_s is None else f"{tj.deadline_s:.1f} s",
-                    f"{m:.1f} s",
-                    f"{p:.1f} s",
-                    f"{100 * (m - p) / p:+.0f} %",
-                    {None: "-", True: "yes", False: "no"}[met],
-                    str(len(measured["jobs"][i]["regions"])),
-                    str(measured["jobs"][i]["inexact"]),
+                    f"{tj.arrival:.1f}",
+                    "-" if tj.deadline_s is None else f"{tj.deadline_s:.1f}",
+                    "-" if mj["rtt_s"] is None else f"{mj['rtt_s'] * 1e3:.2f}",
+                    "-" if mj["rate"] is None else f"{mj['rate'] / 1e3:.1f}",
+                    f"{m:.1f}",
+                    f"{model[i]:.1f}",
+                    f"{p:.1f}",
+                    f"{m - p:+.1f} ({100 * (m - p) / p:+.0f} %)",
+                    "yes" if within(m, p) else "NO",
+                    "-" if mj["startup_s"] is None else f"{mj['startup_s']:.1f}",
+                    {None: "-", True: "yes", False: "no"}[mj["met"]]
+                    + {None: "", True: " (yes)", False: " (no)"}[met_model[i]],
+                    str(len(mj["regions"])),
+                    str(mj["inexact"]),
                 ]
             )
-            if measured["jobs"][i]["inexact"]:
+            if mj["inexact"]:
                 code = 1
         md = [measured["jobs"][i]["met"] for i, tj in enumerate(jobs) if tj.job_class == "md"]
         summary = {
             "deadlines_met": sum(1 for x in md if x),
+            "deadlines_met_predicted": sum(1 for x in met_model.values() if x),
             "md_jobs": len(md),
             "avg_jct": statistics.fmean(j["jct"] for j in measured["jobs"].values()),
             "avg_predicted_jct": statistics.fmean(predicted.values()),
+            "avg_model_jct": statistics.fmean(model.values()),
             "mean_abs_error": statistics.fmean(errs),
             "max_abs_error": max(errs),
+            "within_tolerance": ok,
+            "tolerance": {"relative": TOLERANCE[0], "seconds": TOLERANCE[1]},
             "rtt_s": rtt,
+            "line_rate": guess.line_rate,
         }
         console.print(
             table(
-                f"{policy}: measured JCT vs simulator (RTT {rtt * 1e3:.2f} ms measured), deadlines"
-                f" met {summary['deadlines_met']}/{len(md)}, mean |error|"
-                f" {100 * summary['mean_abs_error']:.0f} %",
+                f"{policy}: measured JCT vs the simulator's (seconds), {ok}/{len(jobs)} within"
+                f" {100 * TOLERANCE[0]:g} % or {TOLERANCE[1]:g} s; deadlines met"
+                f" {summary['deadlines_met']}/{len(md)} (predicted"
+                f" {summary['deadlines_met_predicted']}); mean |error| "
+                f"{100 * summary['mean_abs_error']:.0f} %. model: each job's measured RTT and"
+                f" the links' {guess.line_rate / 1e3:.1f} kB/s; predicted: its measured RTT and"
+                " all-reduce rate",
                 [
                     "job",
                     "arrival",
                     "deadline",
+                    "RTT ms",
+                    "kB/s",
                     "JCT",
+                    "model",
                     "predicted",
                     "error",
-                    "met",
+                    "within",
+                    "start-up",
+                    "met (pred.)",
                     "regions",
-                    "inexact epochs",
+                    "inexact",
                 ],
                 rows,
             )
@@ -279,6 +358,7 @@ def run(args: argparse.Namespace) -> int:
             "summary": summary,
             "jobs": measured["jobs"],
             "predicted": predicted,
+            "model": model,
             "drops": measured["drops"],
         }
     written = [write_record(out / "scheduling.json", record)]
@@ -304,9 +384,9 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="play the trace on Mininet under each policy")
     r.add_argument("--jobs", type=int, default=5, help="jobs in the trace (5)")
     r.add_argument("--policies", type=lambda s: s.split(","), default=["edf", "fifo"])
-    r.add_argument("--pool", type=int, default=8, help="aggregators the daemon may hand out")
+    r.add_argument("--pool", type=int, default=2, help="aggregators the daemon may hand out")
     r.add_argument("--bw", type=float, default=1.0, help="link Mbit/s")
-    r.add_argument("--rtt-ms", type=float, default=6.0, help="RTT assumed until measured")
+    r.add_argument("--rtt-ms", type=float, default=0.5, help="RTT assumed until measured")
     r.add_argument("--gap", type=float, default=8.0, help="mean seconds between arrivals")
     r.add_argument("--quantum", type=float, default=10.0, help="RR/MLFQ seconds")
     r.add_argument("--seed", type=int, default=1)

@@ -37,4 +37,10 @@ def headline_lines(heads: list[dict[str, Any]]) -> list[str]:
             f" baseline {100 * h['best_baseline_met']:.1f} % ({h['best_met_policy']});"
             f" average JCT best baseline / EDF = {h['jct_ratio']:.2f}x ({h['best_jct_policy']})"
         )
+    held = sum(1 for h in heads if h["goal"])
+    out.append(
+        f"goal (no baseline meets more deadlines or has a lower average JCT than EDF): held at"
+        f" {held} of {len(heads)} loads"
+        + ("" if held == len(heads) else f", NOT at {[h['load'] for h in heads if not h['goal']]}")
+    )
     return out
