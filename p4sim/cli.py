@@ -129,6 +129,14 @@ def _switch_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start without a program (a controller pushes it later)",
     )
+    p.add_argument(
+        "--backend",
+        choices=("python", "native"),
+        default=os.environ.get("P4SIM_BACKEND", "python"),
+        help="packet path: python (the reference) or native (C generated from the program "
+        "and compiled at load; a program it does not cover runs on python with a notice); "
+        "default $P4SIM_BACKEND or python",
+    )
     p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
     p.add_argument(
         "--cpu-port",
@@ -273,7 +281,14 @@ def run_switch(argv: Sequence[str]) -> int:
         )
     loaded = {}
     if not args.no_p4:
-        loaded = program_args(args.program, args.include, _defines(args.defines), log=trace, tm=tm)
+        loaded = program_args(
+            args.program,
+            args.include,
+            _defines(args.defines),
+            log=trace,
+            tm=tm,
+            backend=args.backend,
+        )
         if args.runtime_json:
             try:
                 apply_to_switch(loaded["switch"], load_runtime_json(args.runtime_json))
@@ -281,7 +296,9 @@ def run_switch(argv: Sequence[str]) -> int:
                 log.error("%s", e)
                 return 1
     server = P4RuntimeServer(
-        switch_factory=lambda config: load_switch_from_device_config(config, log=trace, tm=tm),
+        switch_factory=lambda config: load_switch_from_device_config(
+            config, log=trace, tm=tm, backend=args.backend
+        ),
         device_id=args.device_id,
         address=args.grpc_server_addr,
         cpu_port=args.cpu_port,
@@ -321,7 +338,10 @@ def run_switch(argv: Sequence[str]) -> int:
                     args.grpc_server_addr,
                     args.device_id,
                 )
-                portset.serve(server.inject, timer=server.release)
+                native = None
+                if args.backend == "native" and args.cpu_port is None:
+                    native = lambda: server.switch  # noqa: E731 - the switch installed now
+                portset.serve(server.inject, timer=server.release, native=native)
             finally:
                 server.stop()
                 if commands is not None:

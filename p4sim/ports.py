@@ -138,12 +138,23 @@ class PortSet:
         return True
 
     def serve(
-        self, process: Process, poll_interval: float = 0.5, timer: Timer | None = None
+        self,
+        process: Process,
+        poll_interval: float = 0.5,
+        timer: Timer | None = None,
+        native: Callable[[], object] | None = None,
     ) -> None:
         """Run the packet loop until :meth:`stop`. Exceptions raised by ``process`` for one
         packet are logged and the packet is dropped; the loop goes on. ``timer()`` (the
         egress queues) returns the packets due now and the seconds until the next ones; the
-        loop calls it after each round and wakes up in time for them."""
+        loop calls it after each round and wakes up in time for them. ``native()`` returns
+        the switch now running (p4sim.native.backend.NativeLoop): while it is on the native
+        back end, ready ports are drained by its C loop instead of ``process``."""
+        loop = None
+        if native is not None:
+            from p4sim.native.backend import NativeLoop
+
+            loop = NativeLoop(self, native)
         by_fd = {p.sock.fileno(): p for p in self.ports.values()}
         poller = select.poll()
         for fd in by_fd:
@@ -151,10 +162,18 @@ class PortSet:
         poller.register(self._wake_r, select.POLLIN)
         wait = poll_interval
         while not self._stop.is_set():
-            for fd, _ in poller.poll(wait * 1000):
-                p = by_fd.get(fd)
-                if p is not None:
-                    self._drain(p, process)
+            sw = loop.usable() if loop is not None else None
+            if loop is not None and sw is not None:
+                if loop.serve(sw, self._wake_r, wait) == 1:
+                    try:
+                        os.read(self._wake_r, 4096)
+                    except BlockingIOError:
+                        pass
+            else:
+                for fd, _ in poller.poll(wait * 1000):
+                    p = by_fd.get(fd)
+                    if p is not None:
+                        self._drain(p, process)
             wait = poll_interval
             if timer is not None:
                 outs, delay = timer()

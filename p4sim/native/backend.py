@@ -186,54 +186,70 @@ class NativeCounter(Counter):
 
 
 class NativeTable(Table):
-    """A Table that tells its NativePipeline when the control plane touched it."""
+    """A Table that tells its NativePipeline when the control plane changed it (after the
+    change, so that a layout made meanwhile is made again), and brings C's direct-counter
+    counts into its entries before they are read."""
 
     native_dirty: bool
-    native_flush: Any
+    native_pipe: Any
 
-    def _touch(self) -> None:
-        if not self.native_dirty:
-            self.native_flush(self)  # C's direct counters into the entries, first
-            self.native_dirty = True
+    def _changed(self) -> None:
+        self.native_dirty = True
+        self.native_pipe.notify()
 
     def add(self, entry: Any, canonicalize: bool = False) -> int:
-        self._touch()
-        return super().add(entry, canonicalize)
+        try:
+            return super().add(entry, canonicalize)
+        finally:
+            self._changed()
 
     def modify(self, handle: int, action: str, args: tuple[int, ...]) -> None:
-        self._touch()
-        super().modify(handle, action, args)
+        try:
+            super().modify(handle, action, args)
+        finally:
+            self._changed()
 
     def delete(self, handle: int) -> None:
-        self._touch()
-        super().delete(handle)
+        self.native_pipe.flush(self)
+        try:
+            super().delete(handle)
+        finally:
+            self._changed()
 
     def set_default(self, action: str, args: tuple[int, ...] = ()) -> None:
-        self._touch()
-        super().set_default(action, args)
+        try:
+            super().set_default(action, args)
+        finally:
+            self._changed()
 
     def clear(self) -> None:
-        if hasattr(self, "native_dirty"):
-            self._touch()
-        super().clear()
+        if not hasattr(self, "native_pipe"):
+            super().clear()
+            return
+        self.native_pipe.flush(self)
+        try:
+            super().clear()
+        finally:
+            self._changed()
 
     def get(self, handle: int) -> Any:
-        self._touch()
+        self.native_pipe.flush(self)
         return super().get(handle)
 
     def find(self, matches: tuple, priority: int = 0) -> Any:
-        self._touch()
+        self.native_pipe.flush(self)
         return super().find(matches, priority)
 
     def entries(self) -> list:
-        self._touch()
+        self.native_pipe.flush(self)
         return super().entries()
 
 
 class NativePRE(PacketReplicationEngine):
-    """The replication engine, marking its NativePipeline's copy stale on any change."""
+    """The replication engine, telling its NativePipeline about every change."""
 
     native_dirty: bool
+    native_pipe: Any
 
 
 _PRE_MUTATORS = (
@@ -254,8 +270,12 @@ def _pre_wrap(name: str) -> Any:
     base = getattr(PacketReplicationEngine, name)
 
     def method(self: NativePRE, *args: Any, **kwargs: Any) -> Any:
-        self.native_dirty = True
-        return base(self, *args, **kwargs)
+        try:
+            return base(self, *args, **kwargs)
+        finally:
+            if hasattr(self, "native_pipe"):
+                self.native_dirty = True
+                self.native_pipe.notify()
 
     method.__name__ = name
     return method
@@ -300,15 +320,19 @@ class NativePipeline(Pipeline):
             t = inst.tables[fq]
             t.__class__ = NativeTable
             t.native_dirty = True
-            t.native_flush = self._flush
+            t.native_pipe = self
             t._native = {"n": n, "order": [], "arrays": None}  # type: ignore[attr-defined]
             self.tables.append(t)
         self.actions = {
             fq: {a: i for i, a in enumerate(self._table_info(fq).actions)} for fq in gen.tables
         }
+        self._counting = [bool(self._table_info(fq).direct_counter) for fq in gen.tables]
+        self._cdirty = ctypes.c_int.in_dll(lib, "p4n_dirty")
+        lib.p4n_lock.argtypes = lib.p4n_unlock.argtypes = []
         pre.__class__ = NativePRE
         self.pre: NativePRE = pre
         self.pre.native_dirty = True
+        self.pre.native_pipe = self
         self.out = ctypes.create_string_buffer(MAXPKT * MAXOUT)
         self.oports = np.zeros(MAXOUT, dtype=np.uint64)
         self.olens = np.zeros(MAXOUT, dtype=np.uint64)
@@ -319,20 +343,29 @@ class NativePipeline(Pipeline):
 
     # -- table and group layout ------------------------------------------------------
 
-    def _flush(self, t: NativeTable) -> None:
-        """C's direct-counter counts into the entries (C holds the truth until the
-        table is touched)."""
+    def notify(self) -> None:
+        """The control plane changed something: the C loop lays it out before its next
+        batch."""
+        self._cdirty.value = 1
+
+    def flush(self, t: NativeTable) -> None:
+        """Add what C counted since the last flush to the entries' direct counters (so a
+        counter written by the control plane meanwhile keeps counting from its value)."""
         st = t._native  # type: ignore[attr-defined]
         arrays = st["arrays"]
-        if arrays is None:
+        if arrays is None or not self._counting[st["n"]]:
             return
-        counters = arrays[4]
-        for i, e in enumerate(st["order"]):
-            e.counter[0] = int(counters[2 * i])
-            e.counter[1] = int(counters[2 * i + 1])
+        now = arrays[4].copy()
+        delta = now - st["base"]
+        st["base"] = now
+        for i in np.flatnonzero(delta[0::2] | delta[1::2]):
+            c = st["order"][i].counter
+            c[0] += int(delta[2 * i])
+            c[1] += int(delta[2 * i + 1])
 
     def _layout(self, t: NativeTable) -> None:
         st = t._native  # type: ignore[attr-defined]
+        self.flush(t)
         entries = Table.entries(t)
         keys = t.keys
         nk = len(keys)
@@ -377,13 +410,12 @@ class NativePipeline(Pipeline):
         masks = np.zeros(max(1, n * nk), dtype=np.uint64)
         action = np.zeros(max(1, n), dtype=np.int64)
         args = np.zeros(max(1, n * nargs), dtype=np.uint64)
-        counters = np.zeros(max(2, 2 * n), dtype=np.uint64)
+        counters = np.zeros(max(2, 2 * n), dtype=np.uint64)  # counts since this layout
         for i, (e, v, m) in enumerate(enc):
             vals[i * nk : (i + 1) * nk] = v
             masks[i * nk : (i + 1) * nk] = m
             action[i] = acts.get(e.action, -1)
             args[i * nargs : i * nargs + len(e.args)] = e.args
-            counters[2 * i], counters[2 * i + 1] = e.counter[0], e.counter[1]
         dargs = np.zeros(nargs, dtype=np.uint64)
         dargs[: len(t.default_args)] = t.default_args
         arrays = (vals, masks, action, args, counters, dargs)
@@ -395,6 +427,7 @@ class NativePipeline(Pipeline):
         c.def_args = _ptr(dargs)
         st["order"] = [x[0] for x in enc]
         st["arrays"] = arrays
+        st["base"] = counters.copy()
 
     def _layout_groups(self) -> None:
         pre = self.pre
@@ -413,31 +446,118 @@ class NativePipeline(Pipeline):
         self._keep = keep
 
     def sync(self) -> None:
-        """Lay out for C whatever the control plane changed since the last packet."""
+        """Lay out for C whatever the control plane changed since the last packet (the
+        caller holds C's lock, p4n_lock). Flags are cleared first: a change finishing
+        meanwhile sets them again and is laid out next time."""
+        self._cdirty.value = 0
         for t in self.tables:
             if t.native_dirty:
-                self._layout(t)
                 t.native_dirty = False
+                self._layout(t)
         if self.pre.native_dirty:
-            self._layout_groups()
             self.pre.native_dirty = False
+            self._layout_groups()
 
     # -- packets ---------------------------------------------------------------------
 
     def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
-        self.sync()
+        lib = self.native.lib
         data = bytes(data)
-        n = self.native.lib.p4n_process(
-            port, data, len(data), self.now_us(), self.out, self._op, self._ol, MAXOUT
-        )
-        base = ctypes.addressof(self.out)
-        return [
-            (int(self.oports[i]), ctypes.string_at(base + i * MAXPKT, int(self.olens[i])))
-            for i in range(n)
-        ]
+        lib.p4n_lock()
+        try:
+            self.sync()
+            n = lib.p4n_process(
+                port, data, len(data), self.now_us(), self.out, self._op, self._ol, MAXOUT
+            )
+            base = ctypes.addressof(self.out)
+            return [
+                (int(self.oports[i]), ctypes.string_at(base + i * MAXPKT, int(self.olens[i])))
+                for i in range(n)
+            ]
+        finally:
+            lib.p4n_unlock()
 
     def release(self) -> list[tuple[int, bytes]]:
         return []
 
     def next_departure_us(self) -> int | None:
         return None
+
+
+class NativeLoop:
+    """The packet loop in C for a native switch (``PortSet.serve(native=...)``):
+    ``p4n_serve`` polls the ports, receives batches (recvmmsg), runs them and sends what
+    leaves (sendmmsg), with no Python per packet and without the GIL. It comes back to
+    Python when the control plane changed a table or group (laid out here, under the
+    switch lock, before the next batch), when PortSet's wake-up pipe is written (stop),
+    or after ``timeout`` idle seconds. ``switch()`` returns the switch now installed (the
+    P4Runtime server may replace it); a switch on the Python back end, a port without
+    batch I/O or a pcap capture keep the Python loop."""
+
+    def __init__(self, portset: Any, switch: Any, budget: int = 64) -> None:
+        self.portset = portset
+        self.switch = switch
+        self.budget = budget
+        self._configured: Any = None
+
+    def usable(self) -> Any:
+        sw = self.switch()
+        if sw is None or getattr(sw, "backend", "python") != "native":
+            return None
+        ps = self.portset
+        if any(p.rx is None or p.pcap_in is not None for p in ps.ports.values()):
+            return None
+        return sw
+
+    def _configure(self, sw: Any) -> None:
+        lib = sw.pipeline.native.lib
+        lib.p4n_set_port.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.p4n_serve.argtypes = [
+            ctypes.c_void_p, P64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, U64
+        ]  # fmt: skip
+        ports = sorted(self.portset.ports.values(), key=lambda p: p.number)
+        for p in ports:
+            lib.p4n_set_port(p.number, p.sock.fileno())
+        self._fds = (ctypes.c_int * len(ports))(*[p.sock.fileno() for p in ports])
+        self._nums = np.array([p.number for p in ports], dtype=np.uint64)
+        self._stats = np.ctypeslib.as_array(
+            (ctypes.c_uint64 * (512 * 6)).in_dll(lib, "p4n_stats")
+        ).reshape(512, 6)
+        self._last = self._stats.copy()
+        self._configured = sw
+
+    def serve(self, sw: Any, wake_fd: int, timeout: float) -> int:
+        """One stay in C (see the class docstring); its return code."""
+        if self._configured is not sw:
+            self._configure(sw)
+        pipe: NativePipeline = sw.pipeline
+        lib = pipe.native.lib
+        with sw.lock:
+            lib.p4n_lock()
+            try:
+                pipe.sync()
+            finally:
+                lib.p4n_unlock()
+        rc = lib.p4n_serve(
+            self._fds, _ptr(self._nums), len(self._nums), wake_fd, int(timeout * 1000),
+            self.budget, pipe.t0,
+        )  # fmt: skip
+        if rc < 0:
+            raise OSError("p4sim native loop: poll failed or no memory for packet buffers")
+        self._account()
+        return int(rc)
+
+    def _account(self) -> None:
+        """The ports' counters (PortSet.ports[n].counters) from C's."""
+        now = self._stats.copy()
+        delta = now - self._last
+        self._last = now
+        for p in self.portset.ports.values():
+            if p.number < 512 and delta[p.number].any():
+                d = delta[p.number]
+                c = p.counters
+                c.rx_packets += int(d[0])
+                c.rx_bytes += int(d[1])
+                c.tx_packets += int(d[2])
+                c.tx_bytes += int(d[3])
+                c.tx_errors += int(d[4])

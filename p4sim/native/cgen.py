@@ -1070,6 +1070,15 @@ static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
 
 /* Run one packet to completion: up to max outputs, frame i at out + i * P4N_MAXPKT.
  * Returns the number of frames out. */
+/* One mutex covers every use of the packet state and of the table/group layout: the C
+ * loop's batches, and the Python side's packets and layout changes (p4n_lock). */
+static pthread_mutex_t p4n_mu = PTHREAD_MUTEX_INITIALIZER;
+void p4n_lock(void) {{ pthread_mutex_lock(&p4n_mu); }}
+void p4n_unlock(void) {{ pthread_mutex_unlock(&p4n_mu); }}
+/* Set by the Python side when the control plane changed a table or group: the C loop
+ * returns before its next batch so that the change is laid out first. */
+volatile int p4n_dirty;
+
 int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
                 u64 *oports, u64 *olens, int max) {{
     memset(&p4n_ing, 0, sizeof p4n_ing);
@@ -1108,5 +1117,133 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
         oports[0] = s0->f_egress_spec; n = 1;
     }}
     return n;
+}}
+
+/* ---- the packet loop's hot part: receive a batch per port (recvmmsg), run each frame,
+ * send what leaves per egress port in order (sendmmsg). p4sim/native/backend.py
+ * serve() polls, takes the switch lock and calls p4n_drain. ---- */
+#define P4N_RXB 32
+#define P4N_TXQ 128
+#define P4N_NPORTS 512
+static int p4n_port_fd[P4N_NPORTS];
+static int p4n_ports_init;
+/* per port: rx packets, rx bytes, tx packets, tx bytes, tx errors, truncated */
+u64 p4n_stats[P4N_NPORTS * 6];
+static uint8_t *p4n_rxbuf, *p4n_txbuf;
+static struct mmsghdr p4n_rmsg[P4N_RXB];
+static struct iovec p4n_riov[P4N_RXB];
+static u64 p4n_tport[P4N_TXQ], p4n_tlen[P4N_TXQ];
+static int p4n_tq;
+
+void p4n_set_port(int port, int fd) {{
+    if (!p4n_ports_init) {{
+        for (int i = 0; i < P4N_NPORTS; i++) p4n_port_fd[i] = -1;
+        p4n_ports_init = 1;
+    }}
+    if (port >= 0 && port < P4N_NPORTS) p4n_port_fd[port] = fd;
+}}
+
+static int p4n_alloc(void) {{
+    if (p4n_rxbuf) return 1;
+    p4n_rxbuf = malloc((size_t)P4N_RXB * P4N_MAXPKT);
+    p4n_txbuf = malloc((size_t)P4N_TXQ * P4N_MAXPKT);
+    if (!p4n_rxbuf || !p4n_txbuf) return 0;
+    for (int i = 0; i < P4N_RXB; i++) {{
+        p4n_riov[i].iov_base = p4n_rxbuf + (size_t)i * P4N_MAXPKT;
+        p4n_riov[i].iov_len = P4N_MAXPKT;
+        memset(&p4n_rmsg[i], 0, sizeof p4n_rmsg[i]);
+        p4n_rmsg[i].msg_hdr.msg_iov = &p4n_riov[i];
+        p4n_rmsg[i].msg_hdr.msg_iovlen = 1;
+    }}
+    return 1;
+}}
+
+static void p4n_flush(void) {{
+    static struct mmsghdr m[P4N_TXQ];
+    static struct iovec v[P4N_TXQ];
+    static char sent[P4N_TXQ];
+    memset(sent, 0, (size_t)p4n_tq);
+    for (int a = 0; a < p4n_tq; a++) {{
+        if (sent[a]) continue;
+        u64 port = p4n_tport[a];
+        int k = 0;
+        for (int b = a; b < p4n_tq; b++) {{
+            if (sent[b] || p4n_tport[b] != port) continue;
+            sent[b] = 1;
+            v[k].iov_base = p4n_txbuf + (size_t)b * P4N_MAXPKT;
+            v[k].iov_len = p4n_tlen[b];
+            memset(&m[k], 0, sizeof m[k]);
+            m[k].msg_hdr.msg_iov = &v[k];
+            m[k].msg_hdr.msg_iovlen = 1;
+            k++;
+        }}
+        int fd = port < P4N_NPORTS ? p4n_port_fd[port] : -1;
+        if (fd < 0) continue;  /* no interface on that port: dropped, as PortSet.transmit */
+        u64 *st = &p4n_stats[port * 6];
+        int i = 0;
+        while (i < k) {{
+            int r = sendmmsg(fd, &m[i], (unsigned)(k - i), MSG_DONTWAIT);
+            if (r <= 0) {{ st[4] += 1; i += 1; continue; }}
+            for (int j = i; j < i + r; j++) {{ st[2] += 1; st[3] += v[j].iov_len; }}
+            i += r;
+        }}
+    }}
+    p4n_tq = 0;
+}}
+
+/* Up to budget frames from each of the n ports (fds[i] is switch port ports[i]);
+ * returns the frames received, -1 when buffers cannot be allocated. */
+static int p4n_drain(const int *fds, const u64 *ports, int n, int budget, u64 t0_ns,
+                     const char *ready) {{
+    int total = 0;
+    for (int i = 0; i < n; i++) {{
+        if (!ready[i]) continue;
+        u64 *st = &p4n_stats[(ports[i] % P4N_NPORTS) * 6];
+        for (int got = 0; got < budget;) {{
+            int r = recvmmsg(fds[i], p4n_rmsg, P4N_RXB, MSG_DONTWAIT | MSG_TRUNC, NULL);
+            if (r <= 0) break;
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            u64 now = ((u64)ts.tv_sec * 1000000000ULL + (u64)ts.tv_nsec - t0_ns) / 1000;
+            pthread_mutex_lock(&p4n_mu);
+            for (int j = 0; j < r; j++) {{
+                u64 len = p4n_rmsg[j].msg_len;
+                if (len > P4N_MAXPKT) {{ st[5] += 1; continue; }}
+                st[0] += 1; st[1] += len;
+                if (p4n_tq > P4N_TXQ - P4N_MAXOUT) p4n_flush();
+                int k = p4n_process(ports[i], p4n_rxbuf + (size_t)j * P4N_MAXPKT, len, now,
+                                    p4n_txbuf + (size_t)p4n_tq * P4N_MAXPKT,
+                                    &p4n_tport[p4n_tq], &p4n_tlen[p4n_tq], P4N_TXQ - p4n_tq);
+                p4n_tq += k;
+            }}
+            pthread_mutex_unlock(&p4n_mu);
+            got += r; total += r;
+            if (r < P4N_RXB) break;
+        }}
+        p4n_flush();
+    }}
+    return total;
+}}
+
+/* The loop: poll the n ports and wake_fd, drain the ready ports, until wake_fd is ready
+ * (1), the control plane changed something (2), timeout_ms passed idle (0), or an error
+ * (-1). The Python side then does what it must and calls again. */
+int p4n_serve(const int *fds, const u64 *ports, int n, int wake_fd, int timeout_ms,
+              int budget, u64 t0_ns) {{
+    if (!p4n_alloc() || n > 256) return -1;
+    struct pollfd pf[257];
+    char ready[256];
+    for (int i = 0; i < n; i++) {{ pf[i].fd = fds[i]; pf[i].events = POLLIN; }}
+    pf[n].fd = wake_fd; pf[n].events = POLLIN;
+    for (;;) {{
+        if (p4n_dirty) return 2;
+        int r = poll(pf, (nfds_t)(n + 1), timeout_ms);
+        if (r < 0) {{ if (errno == EINTR) return 0; return -1; }}
+        if (r == 0) return 0;
+        if (pf[n].revents) return 1;
+        if (p4n_dirty) return 2;
+        for (int i = 0; i < n; i++) ready[i] = (pf[i].revents & (POLLIN | POLLERR)) != 0;
+        p4n_drain(fds, ports, n, budget, t0_ns, ready);
+    }}
 }}
 """

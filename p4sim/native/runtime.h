@@ -2,13 +2,16 @@
  * Every P4 value of up to 64 bits is a uint64_t kept masked to its width (as the Python
  * back end keeps ints masked). Tables, registers and counters live in memory that the
  * Python side owns (numpy arrays) and points this code at; see p4sim/native/backend.py. */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <stdlib.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <pthread.h>
 
 typedef uint64_t u64;
 

@@ -25,9 +25,12 @@ log = logging.getLogger("p4sim.p4runtime")
 SwitchFactory = Callable[[bytes], Any]
 
 
-def load_switch_from_device_config(device_config: bytes, log: Any = None, tm: Any = None) -> Any:
+def load_switch_from_device_config(
+    device_config: bytes, log: Any = None, tm: Any = None, backend: str = "python"
+) -> Any:
     """Default switch factory: unpack p4sim's source bundle and compile it (``log``: the
-    Switch's per-packet trace hook; ``tm``: the egress queues, kept across pipelines)."""
+    Switch's per-packet trace hook; ``tm``: the egress queues, kept across pipelines;
+    ``backend``: python or native, see p4sim/native/backend.py)."""
     from p4sim.p4info import DeviceConfigError, unpack_device_config
     from p4sim.switch import Switch
 
@@ -40,6 +43,7 @@ def load_switch_from_device_config(device_config: bytes, log: Any = None, tm: An
                 defines=options["defines"],
                 log=log,
                 tm=tm,
+                backend=backend,
             )
     except DeviceConfigError as err:
         raise invalid(str(err)) from None

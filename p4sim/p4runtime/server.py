@@ -558,9 +558,10 @@ def program_args(
     defines: Mapping[str, str] | None = None,
     log: Any = None,
     tm: Any = None,
+    backend: str = "python",
 ) -> dict[str, Any]:
     """``switch=``, ``p4info=`` and ``device_config=`` for a P4RuntimeServer that starts
-    with ``path`` loaded (P4Error on a bad program).
+    with ``path`` loaded (P4Error on a bad program) on ``backend`` (python or native).
 
     Example::
 
@@ -570,7 +571,12 @@ def program_args(
     from p4sim.switch import Switch
 
     sw = Switch.from_file(
-        path, include_dirs=tuple(include_dirs), defines=dict(defines or {}), log=log, tm=tm
+        path,
+        include_dirs=tuple(include_dirs),
+        defines=dict(defines or {}),
+        log=log,
+        tm=tm,
+        backend=backend,
     )
     return {
         "switch": sw,

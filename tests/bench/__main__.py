@@ -6,11 +6,13 @@ simulated time (``controller.sched_sim``), EDF against FIFO, RR and MLFQ on the 
 Poisson traces at four loads: MD deadlines met and average JCT, and the headline ratios.
 
 Section p4sim: packets per second through the in-process pipeline (``Switch.send``), one
-core, for the three programs of tests/bench/programs.py (basic IPv4 forwarding, 32 register
-read-modify-writes per packet, the inc.p4 aggregation round).
+core, on the Python and the native (C, p4sim/native) back ends, for the three programs of
+tests/bench/programs.py (basic IPv4 forwarding, 32 register read-modify-writes per packet,
+the inc.p4 aggregation round).
 
 Section wire (tests/bench/wire.py, root): each program on real veth interfaces at paced
-offered loads, on p4sim and, where ``simple_switch_grpc`` and ``p4c`` are on PATH, on BMv2
+offered loads, on p4sim (Python back end, and native: ``--backend native``, its packet
+loop in C) and, where ``simple_switch_grpc`` and ``p4c`` are on PATH, on BMv2
 in the same run with the same entries and traffic: the delivered rate and loss at each
 offered rate, the best delivered rate of each switch and their ratio. Without BMv2 the
 table says so and shows the reference figures measured from outside on this kind of
@@ -29,6 +31,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -44,10 +47,12 @@ BMV2_REFERENCE = {
 }
 
 
-def measure(case: Case, seconds: float) -> tuple[float, int]:
+def measure(case: Case, seconds: float, backend: str = "python") -> tuple[float, int]:
     """In-process packets per second of ``case`` over at least ``seconds`` (CPU time of
-    this process, so that other load on the machine does not count)."""
-    sw = case.switch()
+    this process, so that other load on the machine does not count) on ``backend``."""
+    sw = case.switch(backend=backend)
+    if sw.backend != backend:
+        raise RuntimeError(sw.backend_notice)
     frames = case.frames(4096)
     assert sw.send(*frames[0]) or len(case.ports) > 2, f"{case.name} forwarded nothing"
     # inc.p4: zeroing the job tags frees every aggregator, so the same psns can run again
@@ -142,7 +147,7 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
     from tests.bench.wire import bmv2_available, ceiling, sweep
 
     missing = bmv2_available()
-    targets = ["p4sim"] if missing else ["p4sim", "bmv2"]
+    targets = ["p4sim", "p4sim-native"] if missing else ["p4sim", "p4sim-native", "bmv2"]
     if missing:
         console.print(
             f"BMv2 absent ({missing}): its column shows reference figures, not a measurement"
@@ -155,11 +160,17 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
         for target in targets:
             results[case.name, target] = sweep(target, case, seconds=args.step, log=console.print)
     table = Table(title="on the wire, paced offered load, best delivered input packets/s")
-    for col in ("program", "p4sim", "loss at best", "p4sim < 1% loss", "BMv2", "p4sim / BMv2"):
+    cols = ("program", "p4sim python", "p4sim native", "native loss at best",
+            "native < 1% loss", "BMv2", "native / BMv2", "python / BMv2")  # fmt: skip
+    for col in cols:
         table.add_column(col, justify="right" if col != "program" else "left")
+
+    def best(r: Any) -> str:
+        return f"{r.best:,.0f}" if r.error is None else f"error: {r.error[:40]}"
+
     for case in CASES.values():
-        p = results[case.name, "p4sim"]
-        at = max(p.steps, key=lambda s: s.delivered, default=None)
+        p, n = results[case.name, "p4sim"], results[case.name, "p4sim-native"]
+        at = max(n.steps, key=lambda s: s.delivered, default=None)
         if missing:
             ref = float(BMV2_REFERENCE[case.name])
             bm = f"{ref:,.0f} (reference, not measured)"
@@ -169,10 +180,12 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
             bm = f"{ref:,.0f} (measured)" if b.error is None else f"error: {b.error[:40]}"
         table.add_row(
             case.name,
-            f"{p.best:,.0f}" if p.error is None else f"error: {p.error[:40]}",
+            best(p),
+            best(n),
             f"{at.loss:.1%}" if at else "-",
-            f"{p.lossless:,.0f}",
+            f"{n.lossless:,.0f}",
             bm,
+            f"{n.best / ref:.2f}" if ref else "-",
             f"{p.best / ref:.2f}" if ref else "-",
         )
     console.print(table)
@@ -188,12 +201,18 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
 
 def bench_p4sim(args: argparse.Namespace, console: Console) -> None:
     table = Table(title="p4sim in-process pipeline (Switch.send), one core, CPU time")
-    for col in ("program", "p4sim pkt/s", "BMv2 reference pkt/s", "p4sim / BMv2", "packets"):
+    cols = ("program", "python pkt/s", "native pkt/s", "native / python",
+            "BMv2 reference pkt/s", "native / BMv2")  # fmt: skip
+    for col in cols:
         table.add_column(col, justify="right" if col != "program" else "left")
     for case in CASES.values():
-        pps, n = measure(case, args.seconds)
+        pps, _ = measure(case, args.seconds)
+        npps, _ = measure(case, args.seconds, "native")
         ref = BMV2_REFERENCE[case.name]
-        table.add_row(case.name, f"{pps:,.0f}", f"{ref:,}", f"{pps / ref:.2f}", f"{n:,}")
+        table.add_row(
+            case.name, f"{pps:,.0f}", f"{npps:,.0f}", f"{npps / pps:.1f}", f"{ref:,}",
+            f"{npps / ref:.1f}",
+        )  # fmt: skip
     console.print(table)
     console.print(f"command: {sys.executable} -m tests.bench --only p4sim --seconds {args.seconds}")
     console.print(

@@ -128,15 +128,18 @@ def _program(address: str, compiled: object, runtime_json: Path) -> None:
 def _start_switch(target: str, case: Case, veths: _Veths, tmp: Path) -> subprocess.Popen:
     from topologies.p4switch import compile_program, switch_command
 
-    compiled = compile_program(case.program, target, tmp / target)
+    kind = "bmv2" if target == "bmv2" else "p4sim"
+    compiled = compile_program(case.program, kind, tmp / target)
     grpc_port = _free_port()
-    exe = [sys.executable, "-m", "p4sim.cli"] if target == "p4sim" else ["simple_switch_grpc"]
+    exe = [sys.executable, "-m", "p4sim.cli"] if kind == "p4sim" else ["simple_switch_grpc"]
+    if target == "p4sim-native":  # the C back end (p4sim/native), same command otherwise
+        exe += ["--backend", "native"]
     ports = {p: sw for p, (sw, _) in veths.pairs.items()}
     cmd = switch_command(exe, ports, device_id=1, grpc_port=grpc_port, thrift_port=_free_port())
     log = open(tmp / f"{target}.log", "wb")  # noqa: SIM115 - closed with the process
     env = dict(os.environ)
     other = os.environ.get("BENCH_P4SIM_CHECKOUT")
-    if other and target == "p4sim":  # before/after: another checkout's p4sim, same harness
+    if other and kind == "p4sim":  # before/after: another checkout's p4sim, same harness
         env["PYTHONPATH"] = other
     proc = subprocess.Popen(
         cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, cwd=tmp
