@@ -44,6 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--comm", choices=("switch", "gloo"), default="switch")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--target", type=float, default=0.9, help="accuracy for time-to-accuracy")
+    ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
     ap.add_argument("--peers", help="host-only path: every rank's IP[:PORT], comma-separated")
     ap.add_argument("--out", help="rank 0 writes its record here (JSON)")
     a = ap.parse_args(argv)
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         session_for_ddp(a.controller, name="training", peers=peers) if a.comm == "switch" else None
     )
     hook = register_switch_hook(model, session) if session else None
-    opt = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.5)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     rec: dict = {"comm": a.comm, "on_switch": bool(session and session.on_switch), "epochs": []}
     iters, trained = [], 0.0
     for epoch in range(a.epochs):
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             iters.append(time.perf_counter() - t0)
         trained = sum(iters)
         with torch.no_grad():
-            acc = (model(x_test).argmax(1) == y_test).float().mean().item()
+            acc = int((model(x_test).argmax(1) == y_test).sum()) / len(y_test)
         rec["epochs"].append({"epoch": epoch, "accuracy": acc, "train_s": trained})
         print(f"rank {a.rank} epoch {epoch}: test accuracy {acc:.3f}", flush=True)
     params = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).numpy()

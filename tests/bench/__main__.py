@@ -18,11 +18,15 @@ offered rate, the best delivered rate of each switch and their ratio. Without BM
 table says so and shows the reference figures measured from outside on this kind of
 machine (BMv2 1.15.5), labelled as such.
 
+Section ddp (tests/bench/ddp.py, root): PyTorch DDP with 4 workers on Mininet, inclib's
+switch comm hook against gloo's all-reduce in one run: time per iteration, time to accuracy,
+final accuracy.
+
 Section netreduce (tests/bench/netreduce.py, root): goodput per worker as a fraction of the
 link bandwidth for switch, parameter server and ring at 2, 4 and 8 workers and two vector
 sizes, with the switch/ring time ratio beside N/(2(N-1)).
 
-``--only sched|p4sim|wire|netreduce`` runs one section.
+``--only sched|p4sim|wire|ddp|netreduce`` runs one section.
 """
 
 from __future__ import annotations
@@ -99,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="in-process: CPU s per program")
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
     ap.add_argument(
-        "--only", choices=["sched", "p4sim", "wire", "netreduce"], help="run one section"
+        "--only", choices=["sched", "p4sim", "wire", "ddp", "netreduce"], help="run one section"
     )
+    ap.add_argument("--ddp-epochs", type=int, default=4, help="ddp: training epochs")
+    ap.add_argument("--ddp-target", type=float, default=0.9, help="ddp: accuracy to reach")
     ap.add_argument("--sched-jobs", type=int, default=200, help="sched: jobs per trace")
     ap.add_argument("--sched-seeds", type=int, default=2, help="sched: traces per load")
     ap.add_argument("--workers", type=_int_list, default=(2, 4, 8), help="netreduce: 2,4,8")
@@ -115,9 +121,27 @@ def main(argv: list[str] | None = None) -> int:
         bench_p4sim(args, console)
     if args.only in (None, "wire"):
         bench_wire(args, console)
+    if args.only in (None, "ddp"):
+        bench_ddp(args, console)
     if args.only in (None, "netreduce"):
         return bench_netreduce(args, console)
     return 0
+
+
+def bench_ddp(args: argparse.Namespace, console: Console) -> None:
+    """PyTorch DDP: inclib's switch comm hook vs gloo (tests/bench/ddp.py)."""
+    command = f"{sys.executable} -m tests.bench --only ddp --ddp-epochs {args.ddp_epochs}"
+    console.rule("PyTorch DDP: switch comm hook vs gloo (Mininet)")
+    if os.geteuid() != 0:
+        console.print(f"ddp bench skipped: Mininet needs root; as root run: {command}")
+        return
+    from tests.bench.ddp import measure, ratio_line, table
+
+    t0 = time.monotonic()
+    recs = measure(args.ddp_epochs, log=console.print)
+    console.print(table(recs, args.ddp_target))
+    console.print(ratio_line(recs))
+    console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {command}")
 
 
 def bench_sched(args: argparse.Namespace, console: Console) -> None:
