@@ -23,6 +23,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from p4sim.frontend.diagnostics import P4Error
 
@@ -96,13 +97,46 @@ def _defines(items: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _json_program_args(
+    path: Path,
+    dirs: list[Path],
+    include_dirs: list[str],
+    log: Any,
+    tm: Any,
+    backend: str = "python",
+) -> dict[str, Any]:
+    """``program_args`` for a BMv2 JSON given on the command line: its source compiled
+    (the JSON stays the device config that the P4Runtime server reports)."""
+    from p4sim.bmv2_json import switch_from_bmv2_json
+    from p4sim.p4info import build_p4info, program_info_for_file
+
+    data = path.read_bytes()
+    sw, source = switch_from_bmv2_json(data, dirs, include_dirs, log=log, tm=tm, backend=backend)
+    info = program_info_for_file(sw, str(source), (str(source.parent), *include_dirs))
+    log_ = logging.getLogger("p4sim")
+    log_.info("%s: running its P4 source %s", path, source)
+    return {"switch": sw, "p4info": build_p4info(info), "device_config": data}
+
+
 def _switch_parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="p4sim",
         description="p4sim: a P4_16 v1model software switch "
         "(flags as simple_switch_grpc). Subcommands: compile, stf.",
     )
-    p.add_argument("program", nargs="?", help="P4_16 source file (.p4) to run")
+    p.add_argument(
+        "program",
+        nargs="?",
+        help="P4_16 source file (.p4) to run, or p4c's BMv2 JSON (.json) of one: its source "
+        "is found beside it or one folder up and compiled",
+    )
+    p.add_argument(
+        "--p4-source-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="where the P4 source of a BMv2 JSON (given or pushed) is looked for (repeatable)",
+    )
     p.add_argument(
         "-i",
         "--interface",
@@ -279,16 +313,28 @@ def run_switch(argv: Sequence[str]) -> int:
             args.grpc_server_cacert,
             args.grpc_server_with_client_auth,
         )
+    from p4sim.bmv2_json import Bmv2JsonError, source_dirs
+
+    json_path = Path(args.program) if args.program and args.program.endswith(".json") else None
+    dirs = source_dirs(json_path, args.p4_source_dir)
     loaded = {}
     if not args.no_p4:
-        loaded = program_args(
-            args.program,
-            args.include,
-            _defines(args.defines),
-            log=trace,
-            tm=tm,
-            backend=args.backend,
-        )
+        if json_path is not None:
+            try:
+                loaded = _json_program_args(
+                    json_path, dirs, args.include, trace, tm, backend=args.backend
+                )
+            except (OSError, Bmv2JsonError) as err:
+                raise UsageError(f"p4sim: error: {json_path}: {err}") from None
+        else:
+            loaded = program_args(
+                args.program,
+                args.include,
+                _defines(args.defines),
+                log=trace,
+                tm=tm,
+                backend=args.backend,
+            )
         if args.runtime_json:
             try:
                 apply_to_switch(loaded["switch"], load_runtime_json(args.runtime_json))
@@ -297,7 +343,7 @@ def run_switch(argv: Sequence[str]) -> int:
                 return 1
     server = P4RuntimeServer(
         switch_factory=lambda config: load_switch_from_device_config(
-            config, log=trace, tm=tm, backend=args.backend
+            config, log=trace, tm=tm, backend=args.backend, source_dirs=dirs
         ),
         device_id=args.device_id,
         address=args.grpc_server_addr,

@@ -578,8 +578,9 @@ def read_device_config(data: bytes) -> tuple[str, dict[str, bytes], dict]:
     if not data.startswith(DEVICE_CONFIG_MAGIC):
         if data.lstrip()[:1] == b"{":
             raise DeviceConfigError(
-                "p4_device_config looks like a BMv2 JSON file; p4sim needs its P4 source "
-                "bundle (write one with `p4sim compile PROG.p4 --device-config OUT`)"
+                "p4_device_config looks like a BMv2 JSON file: p4sim runs it from the P4 "
+                "source it names (p4sim.bmv2_json), or push a source bundle (write one with "
+                "`p4sim compile PROG.p4 --device-config OUT`)"
             )
         return "main.p4", {"main.p4": bytes(data)}, {"include_dirs": [], "defines": {}}
     try:

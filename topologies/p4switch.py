@@ -19,6 +19,7 @@ The process is started by PID and stopped by that PID only.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -73,9 +74,15 @@ def compile_program(
     p4sim: ``p4sim.p4info.compile_outputs`` writes ``NAME.p4info.txtpb`` and ``NAME.p4sim``.
     bmv2: ``p4c --target bmv2 --arch v1model`` writes ``NAME.json`` and its P4Info. A BMv2
     ``.json`` given directly is used as is, with ``NAME.p4info.txtpb`` next to it.
+
+    A ``.json`` named the tutorials' way (``build/NAME.json``) stands for ``NAME.p4`` beside
+    it or one folder up (the exercise folder): p4sim compiles that source, and so does p4c
+    for BMv2 when the JSON has not been built.
     """
     src = Path(program)
     out = Path(build_dir)
+    if src.suffix == ".json" and (kind == "p4sim" or not src.exists()):
+        src = _source_of_json(src)
     if src.suffix == ".json":
         info = src.with_name(f"{src.stem}.p4info.txtpb")
         if not info.exists():
@@ -96,6 +103,25 @@ def compile_program(
             raise SwitchStartError(f"p4sim cannot compile {src}:\n{err}") from None
         return CompiledProgram(src, info, config, kind)
     return _compile_bmv2(src, out, info, include_dirs)
+
+
+def _source_of_json(path: Path) -> Path:
+    """``NAME.p4`` for ``.../build/NAME.json``: beside it, one folder up, or the file the
+    JSON itself names as its program."""
+    for d in (path.parent, path.parent.parent):
+        if (d / f"{path.stem}.p4").is_file():
+            return d / f"{path.stem}.p4"
+    if path.is_file():
+        from p4sim.bmv2_json import Bmv2JsonError, find_source, source_dirs
+
+        try:
+            return find_source(json.loads(path.read_bytes()), source_dirs(path))
+        except (ValueError, Bmv2JsonError) as err:
+            raise SwitchStartError(f"{path}: {err}") from None
+    raise SwitchStartError(
+        f"{path}: no such BMv2 JSON, and no {path.stem}.p4 in {path.parent} or "
+        f"{path.parent.parent} to compile in its place"
+    )
 
 
 def _compile_bmv2(src: Path, out: Path, info: Path, include_dirs: Sequence[str]) -> CompiledProgram:

@@ -183,6 +183,20 @@ def resolve_path(topo: Topology, rel: str) -> Path:
     return topo.base_dir / given
 
 
+def _program_path(topo: Topology, rel: str) -> Path:
+    """``resolve_path`` for a switch's program; a tutorial's ``build/NAME.json`` not built
+    yet resolves where ``NAME.p4`` is, for ``compile_program`` to compile that source."""
+    found = resolve_path(topo, rel)
+    given = Path(rel)
+    if found.exists() or given.suffix != ".json" or given.is_absolute():
+        return found
+    for base in (topo.base_dir, topo.base_dir.parent, Path.cwd()):
+        cand = base / given
+        if any((d / f"{given.stem}.p4").is_file() for d in (cand.parent, cand.parent.parent)):
+            return cand
+    return found
+
+
 def compile_programs(
     topo: Topology, program: str | None, kind: str, build_dir: str | Path
 ) -> dict[str, CompiledProgram]:
@@ -191,7 +205,7 @@ def compile_programs(
     cache: dict[Path, CompiledProgram] = {}
     out: dict[str, CompiledProgram] = {}
     for s in topo.switches:
-        src = resolve_path(topo, s.program) if s.program else (Path(program) if program else None)
+        src = _program_path(topo, s.program) if s.program else (Path(program) if program else None)
         if src is None:
             if s.runtime_json:
                 raise TopologyError(

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import logging
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from finsy.proto import p4i, p4r
@@ -26,14 +27,27 @@ SwitchFactory = Callable[[bytes], Any]
 
 
 def load_switch_from_device_config(
-    device_config: bytes, log: Any = None, tm: Any = None, backend: str = "python"
+    device_config: bytes,
+    log: Any = None,
+    tm: Any = None,
+    backend: str = "python",
+    source_dirs: Sequence[Path] = (),
 ) -> Any:
     """Default switch factory: unpack p4sim's source bundle and compile it (``log``: the
     Switch's per-packet trace hook; ``tm``: the egress queues, kept across pipelines;
-    ``backend``: python or native, see p4sim/native/backend.py)."""
+    ``backend``: python or native, see p4sim/native/backend.py). p4c's BMv2 JSON is
+    accepted too: its P4 source, found under ``source_dirs`` or the working directory, is
+    compiled (``p4sim.bmv2_json``)."""
+    from p4sim.bmv2_json import Bmv2JsonError, looks_like_bmv2_json, switch_from_bmv2_json
     from p4sim.p4info import DeviceConfigError, unpack_device_config
     from p4sim.switch import Switch
 
+    if looks_like_bmv2_json(device_config):
+        dirs = [*source_dirs, Path.cwd()]
+        try:
+            return switch_from_bmv2_json(device_config, dirs, log=log, tm=tm, backend=backend)[0]
+        except Bmv2JsonError as err:
+            raise invalid(str(err)) from None
     try:
         with tempfile.TemporaryDirectory(prefix="p4sim-pipeline-") as tmp:
             main, options = unpack_device_config(device_config, tmp)

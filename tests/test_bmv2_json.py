@@ -1,0 +1,167 @@
+"""p4c's BMv2 JSON as p4sim's program: pushed as ``p4_device_config`` the way the
+tutorials' ``p4runtime_lib`` does, given on the command line, named by a tutorial topology.
+
+p4sim runs the P4 source the JSON names (``"program"``) after checking that the JSON
+describes it. Where p4c is on PATH the JSON is p4c's own; elsewhere it is one written here
+with the fields p4sim reads (``program``, the pipelines' tables and their actions, the
+register arrays), from the program's ProgramInfo, so it is not p4c output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchError, SwitchSpec
+from controller.runtime_config import apply_runtime_config
+from p4sim.bmv2_json import Bmv2JsonError, switch_from_bmv2_json
+from p4sim.p4info import compile_outputs, write_p4info
+from p4sim.p4runtime.pipeline import load_switch_from_device_config
+from p4sim.p4runtime.server import P4RuntimeServer
+from p4sim.runtime_json import load_runtime_json
+from p4sim.switch import Switch
+from topologies import runner
+from topologies.p4switch import compile_program
+
+ROOT = Path(__file__).resolve().parent.parent
+BASIC = ROOT / "topologies" / "basic"
+
+
+def _json_naming(program: Path, as_written: str) -> bytes:
+    """A BMv2 JSON with the fields p4sim reads, for ``program`` (see the module doc)."""
+    info = Switch.from_file(str(program)).info
+    tables = [{"name": t.name, "actions": [r.action for r in t.actions]} for t in info.tables]
+    doc = {
+        "header_types": [],
+        "program": as_written,
+        "pipelines": [{"name": "ingress", "tables": tables}],
+        "register_arrays": [
+            {"name": r.name, "size": r.size, "bitwidth": r.width} for r in info.registers
+        ],
+    }
+    return json.dumps(doc).encode()
+
+
+@pytest.fixture
+def exercise(tmp_path: Path) -> Path:
+    """The tutorials' layout: ``ex/basic.p4`` compiled into ``ex/build/basic.json`` and
+    ``ex/build/basic.p4info.txtpb`` (by p4c where it is installed)."""
+    ex = tmp_path / "ex"
+    (ex / "build").mkdir(parents=True)
+    shutil.copy(BASIC / "basic.p4", ex / "basic.p4")
+    if shutil.which("p4c"):
+        compile_program(ex / "basic.p4", "bmv2", ex / "build")
+    else:
+        (ex / "build" / "basic.json").write_bytes(_json_naming(ex / "basic.p4", "basic.p4"))
+        write_p4info(compile_outputs(str(ex / "basic.p4")), ex / "build" / "basic.p4info.txtpb")
+    return ex
+
+
+def _ipv4(dst: str) -> bytes:
+    return bytes(Ether(dst="00:00:00:00:00:01") / IP(src="10.0.1.1", dst=dst, ttl=64) / UDP())
+
+
+def test_client_pushes_p4info_and_bmv2_json_writes_entries_and_packets_forward(
+    exercise: Path,
+) -> None:
+    build = exercise / "build"
+    server = P4RuntimeServer(
+        switch_factory=lambda cfg: load_switch_from_device_config(cfg, source_dirs=[exercise]),
+        device_id=1,
+        address="127.0.0.1:0",
+    )
+    port = server.start()
+    pipeline = Pipeline.from_files(build / "basic.p4info.txtpb", build / "basic.json")
+    assert pipeline.device_config.lstrip().startswith(b"{")  # the JSON's bytes, as pushed
+    cfg = load_runtime_json(BASIC / "s1-runtime.json")
+
+    async def program_it() -> bool:
+        async with SwitchConnection(SwitchSpec(1, f"127.0.0.1:{port}"), pipeline) as sw:
+            await apply_runtime_config(sw, cfg)
+            return bool(sw.pipeline_pushed)
+
+    try:
+        assert asyncio.run(program_it())
+        out = server.inject(1, _ipv4("10.0.2.2"))
+        assert [p for p, _ in out] == [2]
+        assert IP(out[0][1][14:]).ttl == 63
+        assert server.inject(1, _ipv4("10.9.9.9")) == []  # default action: drop
+    finally:
+        server.stop(0)
+
+
+def test_json_of_another_program_is_refused_with_the_difference(exercise: Path) -> None:
+    doc = json.loads((exercise / "build" / "basic.json").read_bytes())
+    for p in doc["pipelines"]:
+        for t in p["tables"]:
+            t["name"] = t["name"].replace("ipv4_route", "ipv4_lpm")
+    with pytest.raises(Bmv2JsonError, match=r"table RouterIngress\.ipv4_route is not in the JSON"):
+        switch_from_bmv2_json(json.dumps(doc).encode(), [exercise])
+
+
+def test_json_whose_source_is_nowhere_says_where_it_looked(tmp_path: Path) -> None:
+    data = _json_naming(BASIC / "basic.p4", "gone.p4")
+    with pytest.raises(Bmv2JsonError, match=r"compiled from gone\.p4.*not found in"):
+        switch_from_bmv2_json(data, [tmp_path])
+    server = P4RuntimeServer(device_id=1, address="127.0.0.1:0")
+    with pytest.raises(SwitchError, match=r"INVALID_ARGUMENT: .*compiled from gone\.p4"):
+        _push(server, compile_outputs(str(BASIC / "basic.p4")), data)
+
+
+def _push(server: P4RuntimeServer, p4info: Any, device_config: bytes) -> None:
+    port = server.start()
+    pipeline = Pipeline(p4info, device_config)
+
+    async def push() -> None:
+        async with SwitchConnection(SwitchSpec(1, f"127.0.0.1:{port}"), pipeline):
+            pass
+
+    try:
+        asyncio.run(push())
+    finally:
+        server.stop(0)
+
+
+def test_command_line_json_runs_its_source_found_one_folder_up(exercise: Path) -> None:
+    from p4sim.bmv2_json import source_dirs
+    from p4sim.cli import _json_program_args
+
+    json_path = exercise / "build" / "basic.json"
+    loaded = _json_program_args(json_path, source_dirs(json_path), [], None, None)
+    assert loaded["device_config"] == json_path.read_bytes()
+    assert [t.preamble.name for t in loaded["p4info"].tables] == ["RouterIngress.ipv4_route"]
+    sw = loaded["switch"]
+    sw.table_add("ipv4_route", {"hdr.ipv4.dst_addr": (0x0A000202, 32)}, "forward",
+                 {"next_hop_mac": 2, "port": 2})  # fmt: skip
+    assert [p for p, _ in sw.send(1, _ipv4("10.0.2.2"))] == [2]
+
+
+def test_tutorial_topology_naming_build_json_per_switch_compiles_each_source(
+    exercise: Path,
+) -> None:
+    """The firewall exercise's shape: s1 runs ``build/firewall.json``, s2 ``build/basic.json``;
+    on p4sim the runner compiles ``firewall.p4`` and ``basic.p4`` from the exercise folder."""
+    shutil.copy(ROOT / "tests/p4/tutorials/firewall/firewall.p4", exercise / "firewall.p4")
+    (exercise / "build" / "firewall.json").unlink(missing_ok=True)  # not built: no p4c
+    topo_dir = exercise / "pod-topo"
+    topo_dir.mkdir()
+    data = json.loads((ROOT / "topologies/triangle/topology.json").read_text())
+    names = sorted(data["switches"])
+    for i, name in enumerate(names):
+        data["switches"][name] = {
+            "program": "build/firewall.json" if i == 0 else "build/basic.json"
+        }
+    (topo_dir / "topology.json").write_text(json.dumps(data))
+    topo = runner.load_topology(topo_dir / "topology.json")
+    compiled = runner.compile_programs(topo, None, "p4sim", exercise / "build" / "p4sim")
+    assert {n: c.source.name for n, c in compiled.items()} == {
+        n: ("firewall.p4" if i == 0 else "basic.p4") for i, n in enumerate(names)
+    }
+    assert all(c.device_config.suffix == ".p4sim" for c in compiled.values())
