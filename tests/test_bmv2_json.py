@@ -26,7 +26,9 @@ from p4sim.p4info import compile_outputs, write_p4info
 from p4sim.p4runtime.pipeline import load_switch_from_device_config
 from p4sim.p4runtime.server import P4RuntimeServer
 from p4sim.runtime_json import load_runtime_json
+from p4sim.stf import parse_stf, run_stf
 from p4sim.switch import Switch
+from tests.test_stf_programs import P4_DIR, STF_FILES, program_for
 from topologies import runner
 from topologies.p4switch import compile_program
 
@@ -165,3 +167,20 @@ def test_tutorial_topology_naming_build_json_per_switch_compiles_each_source(
         n: ("firewall.p4" if i == 0 else "basic.p4") for i, n in enumerate(names)
     }
     assert all(c.device_config.suffix == ".p4sim" for c in compiled.values())
+
+
+@pytest.mark.skipif(shutil.which("p4c") is None, reason="p4c not on PATH")
+@pytest.mark.parametrize("stf", STF_FILES, ids=[str(p.relative_to(P4_DIR)) for p in STF_FILES])
+def test_program_from_source_and_from_p4cs_json_give_the_same_stf_outputs(
+    stf: Path, tmp_path: Path
+) -> None:
+    program = program_for(stf)
+    compiled = compile_program(program, "bmv2", tmp_path, include_dirs=[str(stf.parent)])
+    data = compiled.device_config.read_bytes()
+    from_json, source = switch_from_bmv2_json(data, [program.parent, stf.parent])
+    assert source.resolve() == program.resolve()
+    from_source = Switch.from_file(str(program), include_dirs=(str(stf.parent),))
+    commands = parse_stf(stf.read_text(), str(stf))
+    results = [run_stf(sw, commands) for sw in (from_source, from_json)]
+    assert [r.passed for r in results] == [True, True], results[1].report
+    assert results[0].report == results[1].report
