@@ -5,6 +5,7 @@ Example::
     python -m examples.run training               # DDP, gradients summed in the switch
     python -m examples.run training --comm gloo   # the same with PyTorch's own all-reduce
     python -m examples.run training --exhaust     # switch memory taken first: runs on hosts
+    python -m examples.run training --kind serene --mode "bounded 1"   # a Serene mode
 
 One switch ``s1`` (p4sim, or BMv2 with SWITCH=bmv2) with hosts h1..h5 on a star
 (``topologies.experiment``); the controller daemon owns the switch; the application's
@@ -42,6 +43,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("app", choices=APPS)
     ap.add_argument("--comm", choices=("switch", "gloo"), default="switch", help="training")
     ap.add_argument("--epochs", type=int, default=4, help="training")
+    ap.add_argument("--kind", default="netreduce", help="training: netreduce or serene")
+    ap.add_argument("--mode", default="sync", help="training, serene: synchronisation mode")
     ap.add_argument("--exhaust", action="store_true", help="take all switch memory first")
     ap.add_argument("--out", default="results/examples", help="folder for the record")
     ap.add_argument("--quiet", action="store_true", help="print only the record")
@@ -49,24 +52,30 @@ def parser() -> argparse.ArgumentParser:
 
 
 def worker_commands(
-    app: str, url: str, out: Path, comm: str = "switch", epochs: int = 4
+    app: str, url: str, out: Path, comm: str = "switch", epochs: int = 4, extra: tuple = ()
 ) -> list[tuple[str, list[str]]]:
     cmds = []
     for r in range(WORKERS):
         cmd = [sys.executable, "-m", f"examples.{app}", "--controller", url, "--rank", str(r)]
         cmd += ["--world", str(WORKERS), "--comm", comm, "--epochs", str(epochs)]
-        cmd += ["--out", str(out)]
+        cmd += ["--out", str(out), *extra]
         cmds.append((f"h{r + 1}", cmd))
     return cmds
 
 
 def run_app(
-    ex: Experiment, app: str, record: Path, comm: str = "switch", epochs: int = 4
+    ex: Experiment,
+    app: str,
+    record: Path,
+    comm: str = "switch",
+    epochs: int = 4,
+    extra: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], list[HostRun]]:
     """Run ``app``'s workers on h1..h4 of ``ex``; rank 0's record and every host's run."""
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "eth0")  # gloo: the host's link, not lo
     record.unlink(missing_ok=True)
-    runs = ex.run_hosts(worker_commands(app, ex.controller_url, record, comm, epochs), show=0)
+    cmds = worker_commands(app, ex.controller_url, record, comm, epochs, extra)
+    runs = ex.run_hosts(cmds, show=0)
     for r in runs:
         if r.code != 0:
             raise ExperimentError(f"{r.host} exited with {r.code}: {' | '.join(r.lines[-3:])}")
@@ -90,7 +99,8 @@ def run(a: argparse.Namespace) -> int:
         if a.exhaust:
             take_all_memory(ex)
             log(f"examples: job 'hog' holds all {AGG_POOL_SIZE} aggregators of s1")
-        rec, _ = run_app(ex, a.app, record, a.comm, a.epochs)
+        extra = ("--kind", a.kind, "--mode", a.mode)
+        rec, _ = run_app(ex, a.app, record, a.comm, a.epochs, extra)
     print(json.dumps(rec, indent=1))
     return 0
 

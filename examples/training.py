@@ -42,6 +42,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--world", type=int, default=4)
     ap.add_argument("--master", default="10.0.0.1:29500", help="rank 0's IP:PORT (gloo)")
     ap.add_argument("--comm", choices=("switch", "gloo"), default="switch")
+    ap.add_argument("--kind", default="netreduce", help="switch job kind: netreduce, serene")
+    ap.add_argument("--mode", default="sync", help="serene: synchronisation mode")
     ap.add_argument("--epochs", type=int, default=4)
     ap.add_argument("--target", type=float, default=0.9, help="accuracy for time-to-accuracy")
     ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
@@ -49,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="rank 0 writes its record here (JSON)")
     a = ap.parse_args(argv)
     peers = a.peers.split(",") if a.peers else None
+    extra = {"mode": a.mode} if a.kind == "serene" else {}
     torch.set_num_threads(1)
     torch.manual_seed(0)
     dist.init_process_group("gloo", f"tcp://{a.master}", rank=a.rank, world_size=a.world)
@@ -57,7 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
     )
     session = (
-        session_for_ddp(a.controller, name="training", peers=peers) if a.comm == "switch" else None
+        session_for_ddp(a.controller, name="training", peers=peers, kind=a.kind, **extra)
+        if a.comm == "switch"
+        else None
     )
     hook = register_switch_hook(model, session) if session else None
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)

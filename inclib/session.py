@@ -10,9 +10,10 @@ Example (one worker, no controller: the all-reduce runs on the hosts, a ring of 
 
 ``join`` opens the transport the plan names: for a job the switch serves, it asks the
 controller for this worker's settings (``GET /jobs/{id}/workers/{w}``) and talks to the
-switch by packets (``hosts/allreduce.py`` for NetReduce); for a host-only plan it uses the
-host implementation (ring all-reduce, ``hosts/ring.py``) and writes one line to stderr,
-once per process and job, saying that the switch cannot serve and why.
+switch by packets (``hosts/allreduce.py`` for NetReduce and Serene, whose epoch, the
+round of its synchronisation mode, is the number of the all-reduce call); for a host-only
+plan it uses the host implementation (ring all-reduce, ``hosts/ring.py``) and writes one
+line to stderr, once per process and job, saying that the switch cannot serve and why.
 
 ``allreduce(x)`` keeps x's shape. Integer arrays are summed exactly as int32 (wrapping as
 the switch does). Float arrays go through per-block fixed point
@@ -33,7 +34,7 @@ from inclib.block_quantize import DEFAULT_BLOCK, block_allreduce
 from inclib.plan import Plan
 
 #: Kinds whose all-reduce this library drives through the switch.
-ALLREDUCE_KINDS = ("netreduce",)
+ALLREDUCE_KINDS = ("netreduce", "serene")
 _noticed: set[tuple[str, int, str]] = set()
 
 
@@ -81,6 +82,7 @@ class Session:
         self.timeout, self.total_timeout = timeout, total_timeout
         self._notice_to = notice
         self._allreduce: _IntAllReduce | None = None
+        self.calls = 0  # all-reduce calls so far: a Serene job's epoch (its round)
         self.last_error_bound: np.ndarray | None = None
         self.config: dict[str, Any] = {}
         if plan.on_switch:
@@ -108,6 +110,9 @@ class Session:
         """Element-wise sum of ``x`` over the job's workers, in x's shape."""
         v = np.asarray(x)
         backend = self._allreduce_backend()
+        if self.plan.kind == "serene" and self.plan.on_switch:
+            backend.epoch = self.calls  # type: ignore[attr-defined]
+        self.calls += 1
         if np.issubdtype(v.dtype, np.integer):
             return backend.allreduce_int(v.reshape(-1).astype(np.int32)).reshape(v.shape)
         r = block_allreduce(backend.allreduce_int, self.n_workers, v, self.block)
@@ -135,6 +140,7 @@ class Session:
             cfg["job_id"], cfg["worker_id"], cfg["n_workers"], cfg["region_offset"],
             cfg["region_size"], cfg["window"], dest=(cfg["agg_ip"], cfg["udp_port"]),
             slots=cfg["slots"], timeout=self.timeout, total_timeout=self.total_timeout,
+            max_retries=10**6 if plan.kind == "serene" else 100,  # WAIT replies resend too
         )  # fmt: skip
 
     # --- life cycle -----------------------------------------------------------------------

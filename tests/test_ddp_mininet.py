@@ -38,6 +38,11 @@ def test_switch_hook_trains_to_gloos_accuracy_with_identical_replicas(
     assert 0 < hook["max_error_bound"] < 1e-6
     acc_hook, acc_gloo = hook["epochs"][-1]["accuracy"], gloo["epochs"][-1]["accuracy"]
     assert acc_gloo > 0.85 and abs(acc_hook - acc_gloo) <= 0.02
+    # a Serene job in sync mode sums exactly what NetReduce sums: the same model, bit for bit
+    serene, _ = run_app(
+        net, "training", tmp_path / "serene.json", "switch", EPOCHS, ("--kind", "serene")
+    )
+    assert serene["on_switch"] and serene["params_sha256"] == hook["params_sha256"]
 
 
 def test_with_switch_memory_exhausted_training_runs_on_the_hosts_with_a_notice(
