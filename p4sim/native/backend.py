@@ -28,6 +28,7 @@ import ctypes
 import hashlib
 import logging
 import os
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -511,13 +512,13 @@ class NativeLoop:
 
     def _configure(self, sw: Any) -> None:
         lib = sw.pipeline.native.lib
-        lib.p4n_set_port.argtypes = [ctypes.c_int, ctypes.c_int]
+        lib.p4n_set_port.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.p4n_serve.argtypes = [
             ctypes.c_void_p, P64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, U64
         ]  # fmt: skip
         ports = sorted(self.portset.ports.values(), key=lambda p: p.number)
         for p in ports:
-            lib.p4n_set_port(p.number, p.sock.fileno())
+            lib.p4n_set_port(p.number, p.sock.fileno(), socket.if_nametoindex(p.iface))
         self._fds = (ctypes.c_int * len(ports))(*[p.sock.fileno() for p in ports])
         self._nums = np.array([p.number for p in ports], dtype=np.uint64)
         self._stats = np.ctypeslib.as_array(

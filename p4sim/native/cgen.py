@@ -702,24 +702,41 @@ class CGen:
         w = sum(_width(ft) for _, ft in t.fields)
         short = self.error_code("PacketTooShort")
         parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
+        fast, slow = [], []
         off = 0
         for n, ft in t.fields:
             fw = _width(ft)
-            parts.append(f"{h.code}.f_{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
+            slow.append(f"{h.code}.f_{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
+            if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
+                fast.append(f"{h.code}.f_{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
+            else:
+                fast.append(slow[-1])
             off += fw
+        parts.append("if ((p4n_off & 7) == 0) { const uint8_t *b_ = p4n_in + (p4n_off >> 3); ")
+        parts += fast + ["} else {"] + slow + ["}"]
         parts.append(f"{h.code}.valid_ = 1; p4n_off += {w};")
         return "{ " + " ".join(parts) + " }"
 
     def emit(self, h: V) -> str:
         t: TComposite = h.type
-        parts = [f"if ({h.code}.valid_) {{"]
+        fast, slow = [], []
         off = 0
         for n, ft in t.fields:
             fw = _width(ft)
-            parts.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.f_{n}, {fw});")
+            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.f_{n}, {fw});")
+            if off % 8 == 0 and fw % 8 == 0:
+                fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.f_{n}, {fw // 8});")
+            else:
+                fast.append(slow[-1])
             off += fw
-        parts.append(f"p4n_ooff += {off}; }}")
-        return " ".join(parts)
+        return " ".join(
+            [f"if ({h.code}.valid_) {{ if ((p4n_ooff & 7) == 0) {{ uint8_t *b_ = p4n_out + "]
+            + ["(p4n_ooff >> 3); "]
+            + fast
+            + ["} else {"]
+            + slow
+            + ["}", f"p4n_ooff += {off}; }}"]
+        )
 
     # -- expressions ----------------------------------------------------------------
 
@@ -1135,12 +1152,22 @@ static struct iovec p4n_riov[P4N_RXB];
 static u64 p4n_tport[P4N_TXQ], p4n_tlen[P4N_TXQ];
 static int p4n_tq;
 
-void p4n_set_port(int port, int fd) {{
+static struct sockaddr_ll p4n_addr[P4N_NPORTS];
+static int p4n_txfd = -1;
+
+void p4n_set_port(int port, int fd, int ifindex) {{
     if (!p4n_ports_init) {{
         for (int i = 0; i < P4N_NPORTS; i++) p4n_port_fd[i] = -1;
         p4n_ports_init = 1;
     }}
-    if (port >= 0 && port < P4N_NPORTS) p4n_port_fd[port] = fd;
+    if (port < 0 || port >= P4N_NPORTS) return;
+    p4n_port_fd[port] = fd;
+    memset(&p4n_addr[port], 0, sizeof p4n_addr[port]);
+    p4n_addr[port].sll_family = AF_PACKET;
+    p4n_addr[port].sll_protocol = htons(ETH_P_ALL);
+    p4n_addr[port].sll_ifindex = ifindex;
+    p4n_addr[port].sll_halen = 6;
+    if (p4n_txfd < 0) p4n_txfd = fd;
 }}
 
 static int p4n_alloc(void) {{
@@ -1158,35 +1185,35 @@ static int p4n_alloc(void) {{
     return 1;
 }}
 
+/* Everything queued, in order, in one sendmmsg: each message is addressed to its port's
+ * interface (sockaddr_ll), so one system call serves every egress port. */
 static void p4n_flush(void) {{
     static struct mmsghdr m[P4N_TXQ];
     static struct iovec v[P4N_TXQ];
-    static char sent[P4N_TXQ];
-    memset(sent, 0, (size_t)p4n_tq);
-    for (int a = 0; a < p4n_tq; a++) {{
-        if (sent[a]) continue;
-        u64 port = p4n_tport[a];
-        int k = 0;
-        for (int b = a; b < p4n_tq; b++) {{
-            if (sent[b] || p4n_tport[b] != port) continue;
-            sent[b] = 1;
-            v[k].iov_base = p4n_txbuf + (size_t)b * P4N_MAXPKT;
-            v[k].iov_len = p4n_tlen[b];
-            memset(&m[k], 0, sizeof m[k]);
-            m[k].msg_hdr.msg_iov = &v[k];
-            m[k].msg_hdr.msg_iovlen = 1;
-            k++;
+    static u64 port_of[P4N_TXQ];
+    int k = 0;
+    for (int b = 0; b < p4n_tq; b++) {{
+        u64 port = p4n_tport[b];
+        if (port >= P4N_NPORTS || p4n_port_fd[port] < 0) continue;  /* no interface: dropped */
+        v[k].iov_base = p4n_txbuf + (size_t)b * P4N_MAXPKT;
+        v[k].iov_len = p4n_tlen[b];
+        memset(&m[k], 0, sizeof m[k]);
+        m[k].msg_hdr.msg_iov = &v[k];
+        m[k].msg_hdr.msg_iovlen = 1;
+        m[k].msg_hdr.msg_name = &p4n_addr[port];
+        m[k].msg_hdr.msg_namelen = sizeof p4n_addr[port];
+        port_of[k] = port;
+        k++;
+    }}
+    int i = 0;
+    while (i < k) {{
+        int r = sendmmsg(p4n_txfd, &m[i], (unsigned)(k - i), MSG_DONTWAIT);
+        if (r <= 0) {{ p4n_stats[port_of[i] * 6 + 4] += 1; i += 1; continue; }}
+        for (int j = i; j < i + r; j++) {{
+            p4n_stats[port_of[j] * 6 + 2] += 1;
+            p4n_stats[port_of[j] * 6 + 3] += v[j].iov_len;
         }}
-        int fd = port < P4N_NPORTS ? p4n_port_fd[port] : -1;
-        if (fd < 0) continue;  /* no interface on that port: dropped, as PortSet.transmit */
-        u64 *st = &p4n_stats[port * 6];
-        int i = 0;
-        while (i < k) {{
-            int r = sendmmsg(fd, &m[i], (unsigned)(k - i), MSG_DONTWAIT);
-            if (r <= 0) {{ st[4] += 1; i += 1; continue; }}
-            for (int j = i; j < i + r; j++) {{ st[2] += 1; st[3] += v[j].iov_len; }}
-            i += r;
-        }}
+        i += r;
     }}
     p4n_tq = 0;
 }}
@@ -1220,8 +1247,8 @@ static int p4n_drain(const int *fds, const u64 *ports, int n, int budget, u64 t0
             got += r; total += r;
             if (r < P4N_RXB) break;
         }}
-        p4n_flush();
     }}
+    p4n_flush();
     return total;
 }}
 

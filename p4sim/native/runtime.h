@@ -12,6 +12,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <pthread.h>
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
 
 typedef uint64_t u64;
 
@@ -79,6 +82,17 @@ static inline u64 p4n_get_bits(const uint8_t *d, u64 off, int w) {
     v = (u64)acc;
     if (w < 64) v &= (((u64)1) << w) - 1;
     return v;
+}
+
+/* Big-endian loads and stores of n whole bytes (n constant: unrolled by the compiler). */
+static inline u64 p4n_ld(const uint8_t *p, int n) {
+    u64 v = 0;
+    for (int i = 0; i < n; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void p4n_st(uint8_t *p, u64 v, int n) {
+    for (int i = n - 1; i >= 0; i--) { p[i] = (uint8_t)v; v >>= 8; }
 }
 
 /* Write the low w bits of v at bit offset off of a zeroed buffer. */
