@@ -5,6 +5,7 @@ Example::
     python -m examples.run training               # DDP, gradients summed in the switch
     python -m examples.run training --comm gloo   # the same with PyTorch's own all-reduce
     python -m examples.run training --exhaust     # switch memory taken first: runs on hosts
+    python -m examples.run training --direct      # examples/direct/training.py (no inclib)
     python -m examples.run training --kind serene --mode "bounded 1"   # a Serene mode
 
 One switch ``s1`` (p4sim, or BMv2 with SWITCH=bmv2) with hosts h1..h5 on a star
@@ -46,6 +47,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--kind", default="netreduce", help="training: netreduce or serene")
     ap.add_argument("--mode", default="sync", help="training, serene: synchronisation mode")
     ap.add_argument("--exhaust", action="store_true", help="take all switch memory first")
+    ap.add_argument("--direct", action="store_true", help="the version without inclib")
     ap.add_argument("--out", default="results/examples", help="folder for the record")
     ap.add_argument("--quiet", action="store_true", help="print only the record")
     return ap
@@ -54,6 +56,7 @@ def parser() -> argparse.ArgumentParser:
 def worker_commands(
     app: str, url: str, out: Path, comm: str = "switch", epochs: int = 4, extra: tuple = ()
 ) -> list[tuple[str, list[str]]]:
+    """``app``: a module of examples/ (``training``, ``direct.training``)."""
     cmds = []
     for r in range(WORKERS):
         cmd = [sys.executable, "-m", f"examples.{app}", "--controller", url, "--rank", str(r)]
@@ -92,7 +95,8 @@ def take_all_memory(ex: Experiment) -> None:
 def run(a: argparse.Namespace) -> int:
     out_dir = Path(a.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    record = (out_dir / f"{a.app}-{a.comm}{'-exhaust' if a.exhaust else ''}.json").resolve()
+    tag = ("-direct" if a.direct else "") + ("-exhaust" if a.exhaust else "")
+    record = (out_dir / f"{a.app}-{a.comm}{tag}.json").resolve()
     log = (lambda s: None) if a.quiet else print
     cfg = ExperimentConfig(star(WORKERS + 1), run_dir=Path("run/examples"), log=log)
     with Experiment(cfg) as ex:
@@ -100,7 +104,8 @@ def run(a: argparse.Namespace) -> int:
             take_all_memory(ex)
             log(f"examples: job 'hog' holds all {AGG_POOL_SIZE} aggregators of s1")
         extra = ("--kind", a.kind, "--mode", a.mode)
-        rec, _ = run_app(ex, a.app, record, a.comm, a.epochs, extra)
+        app = f"direct.{a.app}" if a.direct else a.app
+        rec, _ = run_app(ex, app, record, a.comm, a.epochs, extra)
     print(json.dumps(rec, indent=1))
     return 0
 

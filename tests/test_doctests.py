@@ -8,7 +8,7 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("wire", "controller", "hosts", "inclib")
+PACKAGES = ("wire", "controller", "hosts", "inclib", "examples")
 
 
 def modules() -> list[str]:
