@@ -116,6 +116,7 @@ class ControllerDaemon:
         self._runtime: dict[int, RuntimeConfig] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._scheduler: asyncio.Task[None] | None = None
+        self._ticks: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -158,7 +159,7 @@ class ControllerDaemon:
                 log.warning("stopping the API server: %s", err)
         self._server = None
         if running:
-            for task in (self._watchdog, self._scheduler):
+            for task in (self._watchdog, self._scheduler, self._ticks):
                 if task is not None:
                     self.loop.call_soon_threadsafe(task.cancel)
             if self.switches is not None:
@@ -204,6 +205,7 @@ class ControllerDaemon:
             log.info("re-installed jobs the switches had lost: %s", again)
         self._watchdog = asyncio.create_task(self._watch(), name="switch-watchdog")
         self._scheduler = asyncio.create_task(self.manager.run_scheduler(), name="scheduler")
+        self._ticks = asyncio.create_task(self.manager.run_ticks(), name="job-ticks")
 
     async def _install_forwarding(self, conn: SwitchConnection) -> None:
         rc = self._runtime.get(conn.spec.device_id)

@@ -124,8 +124,19 @@ def parser() -> argparse.ArgumentParser:
     )
     sub = job.add_parser("submit", help="admit a synchronous aggregation job")
     sub.add_argument("--workers", type=_positive, required=True, help="number of workers")
-    sub.add_argument("--kind", help="job kind (netreduce by default; serene: with --mode)")
+    sub.add_argument(
+        "--kind", help="job kind (netreduce by default; serene: with --mode; kv_cache; consensus)"
+    )
     sub.add_argument("--mode", help="serene: sync | 'partial K [bound S]' | 'bounded S' | async")
+    kv = sub.add_argument_group("key-value cache jobs (--kind kv_cache)")
+    kv.add_argument("--cache-size", type=_positive, help="cache entries of the job (64)")
+    kv.add_argument("--server", type=int, help="the storage server's switch port (workers + 1)")
+    kv.add_argument("--refresh-ms", type=_positive, help="how often hot keys are chosen (500)")
+    cons = sub.add_argument_group("replicated logs (--kind consensus)")
+    cons.add_argument("--replicas", type=_positive, help="replica hosts (3), after the clients")
+    cons.add_argument("--replica-ports", type=_int_list, help="switch port of each replica")
+    cons.add_argument("--replica-ips", type=_str_list, help="IPv4 of each replica")
+    cons.add_argument("--replica-macs", type=_str_list, help="MAC of each replica")
     sub.add_argument(
         "--window",
         type=_positive,
@@ -189,9 +200,16 @@ def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
         body["kind"] = args.kind
     if args.mode is not None:
         body["mode"] = args.mode
+    body["name"] = args.name
+    if args.kind in ("kv_cache", "consensus"):  # no slots: their packets always carry K
+        for key in ("cache_size", "server", "refresh_ms", "replicas", "replica_ports",
+                    "replica_ips", "replica_macs"):  # fmt: skip
+            if getattr(args, key) is not None:
+                body[key] = getattr(args, key)
+    else:
+        body["slots"] = args.slots
     if args.window is not None:
         body["window"] = args.window
-    body |= {"slots": args.slots, "name": args.name}
     if args.job_class is not None:
         body["class"] = args.job_class
     for src, key in (

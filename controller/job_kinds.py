@@ -6,7 +6,7 @@ Example:
     >>> kind_of("gossip")
     Traceback (most recent call last):
     ...
-    controller.job.JobError: unknown job kind 'gossip' (known: ask, netreduce, serene)
+    controller.job.JobError: unknown job kind 'gossip' (known: ask, consensus, kv_cache, netreduce, serene)
 
 The job manager (``controller/jobs.py``) does what every kind shares: pick the switch and
 a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
@@ -30,6 +30,7 @@ from controller.p4runtime_client import SwitchConnection
 from wire.header import AGG_POOL_SIZE, INC_UDP_PORT
 
 AGG_POOL = "agg"  # the aggregator pool of p4src/aggregator.p4 (AGG_POOL_SIZE aggregators)
+TICK_S = 0.05  # how often JobKind.tick runs
 
 
 class JobKind(ABC):
@@ -66,6 +67,11 @@ class JobKind(ABC):
         """Whether the switch still holds the job (False after a switch restart)."""
         return True
 
+    async def tick(self, sw: SwitchConnection, job: Job, now: float) -> None:
+        """Called about every ``TICK_S`` seconds per job (``now``: the loop's clock) for a
+        kind that manages its state at run time (the key-value cache's hot keys)."""
+        return None
+
     async def live_stats(self, sw: SwitchConnection, job: Job) -> JobStats:
         """The job's live figures, read from the switch now (``controller/figures.py``):
         throughput, per-worker progress, collisions, the current mode... The dashboard and
@@ -99,10 +105,12 @@ class JobKind(ABC):
 
 def _registry() -> Mapping[str, JobKind]:
     from controller.ask import Ask
+    from controller.consensus import Consensus
+    from controller.kv_cache import KvCache
     from controller.netreduce import NetReduce
     from controller.serene import Serene
 
-    kinds: list[JobKind] = [NetReduce(), Ask(), Serene()]
+    kinds: list[JobKind] = [NetReduce(), Ask(), Serene(), KvCache(), Consensus()]
     return {k.name: k for k in kinds}
 
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from controller.events import EventLog
 from controller.job import MAX_JOB_ID, Job, JobError, JobRequest
-from controller.job_kinds import AGG_POOL, JobKind, kind_of, kind_pools
+from controller.job_kinds import AGG_POOL, TICK_S, JobKind, kind_of, kind_pools
 from controller.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
 from controller.p4runtime_client import SwitchConnection, SwitchError
 from controller.scheduled_jobs import ScheduledJobs, SchedulingOptions
@@ -266,6 +266,23 @@ class JobManager:
             if self.scheduled.clock() >= wake:
                 async with self._lock:
                     await self.scheduled.tick()
+
+    async def run_ticks(self) -> None:
+        """Give every job's kind its ``tick`` (run-time management, e.g. the key-value
+        cache's hot keys) every ``TICK_S``; runs until cancelled. A failing tick is logged
+        and tried again at the next one."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(TICK_S)
+            async with self._lock:
+                for job in self.jobs():
+                    sw = self.switches.get(job.device_id)
+                    if sw is None or not sw.connected:
+                        continue
+                    try:
+                        await kind_of(job.kind).tick(sw, job, loop.time())
+                    except Exception as err:  # noqa: BLE001 - one job must not stop the others
+                        log.warning("job %d: %s tick failed: %s", job.job_id, job.kind, err)
 
     def worker_config(self, job_id: int, worker_id: int, switch_address: str) -> dict[str, Any]:
         """What host ``worker_id`` of the job needs at start (raises KeyError if unknown)."""

@@ -14,6 +14,9 @@
 #define AGG_POOL_SIZE 32768      // aggregators shared by all jobs (tens of thousands)
 #define AGG_VERSIONS 2           // two copies per aggregator: switch memory = 2 x window
 #define AGG_COPIES 65536         // AGG_POOL_SIZE * AGG_VERSIONS: size of every aggregator register
+#define KV_CACHE_SIZE 4096       // key-value cache entries shared by all KV jobs (kv_cache.p4)
+#define KV_VALUE_WORDS 8         // a cached value: slots 1..8 (32 bytes); slot 0 is the key
+#define CONS_GROUPS 1024         // sequencer counters (consensus groups), one per job
 #define DROP_REASONS 7           // entries of the inc_drops counter
 #define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
 #define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
@@ -70,6 +73,9 @@ const bit<8> DROP_BAD_SLOT_COUNT = 3;
 const bit<8> DROP_STALE = 4;
 const bit<8> DROP_DUPLICATE = 5;
 const bit<8> DROP_OLD_EPOCH = 6;
+
+// inc_h.epoch of a key-value reply the switch answered from its cache
+const bit<32> KV_ANSWERED_BY_SWITCH = 1;
 
 // Serial-number arithmetic on 32-bit PSNs: psn - stored >= PSN_HALF means "older".
 const bit<32> PSN_HALF = 0x80000000;

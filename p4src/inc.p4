@@ -5,8 +5,10 @@
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
 // JobRegion (admission), SyncModes (the job's synchronisation mode, sync_modes.p4) and
 // Aggregator; key-value packets (op AGG_KV) through Ask;
-// everything else, including the op codes reserved
-// for later systems, is forwarded as ordinary traffic by Forwarder. Packets refused by
+// key-value store requests and replies (KV_READ, KV_WRITE) through KvCache, which answers
+// cached reads itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through
+// Sequencer; everything else, including the op codes reserved for later systems, is
+// forwarded as ordinary traffic by Forwarder. Packets refused by
 // admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
 // job, in job_drops.
 // Egress: ResultRewrite addresses each multicast copy of a result to its worker.
@@ -23,6 +25,8 @@
 #include "sync_modes.p4"
 #include "ask.p4"
 #include "result_rewrite.p4"
+#include "kv_cache.p4"
+#include "consensus.p4"
 #include "deparser.p4"
 
 control IncIngress(inout headers_t hdr,
@@ -51,6 +55,8 @@ control IncIngress(inout headers_t hdr,
     SyncLate() sync_late;
     Forwarder() forwarder;
     Ask() ask;
+    KvCache() kv_cache;
+    Sequencer() sequencer;
 
     apply {
         if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
@@ -74,6 +80,21 @@ control IncIngress(inout headers_t hdr,
                 drop_and_count();
             } else if ((hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) == 0) {
                 forwarder.apply(hdr, meta, standard_metadata);
+            }
+        } else if (hdr.inc.isValid()
+                && (hdr.inc.op == OP_KV_READ || hdr.inc.op == OP_KV_WRITE)) {
+            bool answered;  // a read served from the cache goes back to its sender
+            kv_cache.apply(hdr, meta, standard_metadata, answered);
+            if (meta.drop == 1) {
+                drop_and_count();
+            } else if (!answered) {
+                forwarder.apply(hdr, meta, standard_metadata);
+            }
+        } else if (hdr.inc.isValid() && hdr.inc.op == OP_CONSENSUS
+                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
+            sequencer.apply(hdr, meta, standard_metadata);
+            if (meta.drop == 1) {
+                drop_and_count();
             }
         } else {
             forwarder.apply(hdr, meta, standard_metadata);

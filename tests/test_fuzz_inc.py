@@ -1,8 +1,10 @@
 """Fuzzing ``p4src/inc.p4`` with mutated INC packets, against an oracle.
 
-Two jobs are admitted by the controller's own code over P4Runtime (job 1: workers on
-ports 1..3, aggregators 8..11; job 2: workers on ports 4 and 5, aggregators 12..15), with
-forwarding to six hosts; the packets then go through that p4sim switch in-process. A
+Two NetReduce jobs are admitted by the controller's own code over P4Runtime (job 1:
+workers on ports 1..3, aggregators 8..11; job 2: workers on ports 4 and 5, aggregators
+12..15), a key-value cache job (3: client on port 2, server on port 6, cache entries
+16..19) and a replicated log (4: client on port 3, sequencer counter 2), with forwarding to
+six hosts; the packets then go through that p4sim switch in-process. A
 stream of valid worker packets drives both jobs through every aggregator state (in
 progress, complete, reused); between them go mutated packets: INC fields set to edge
 values (other jobs, workers, region bounds, psns around the copy's, slot counts, flags,
@@ -32,11 +34,15 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
 
+from controller import kv_cache
+from controller.consensus import Consensus, ConsensusRequest
 from controller.job import host_ip, host_mac
+from controller.kv_cache import KvCache, KvCacheRequest
 from controller.local_switch import LocalSwitch, compile_pipeline
 from controller.memory_manager import Region
 from controller.netreduce import NetReduce, NetReduceRequest
@@ -77,6 +83,12 @@ class Job:
 
 JOBS = (Job(1, (1, 2, 3), 8, 4), Job(2, (4, 5), 12, 4))
 WORKERS = {(j.job_id, w, p): j for j in JOBS for w, p in enumerate(j.ports)}
+# A key-value cache job (client 0 on port 2, its server on port 6, cache entries 16..19,
+# key 5 cached) and a replicated log (client 0 on port 3, replicas on 4..6, counter 2).
+KV = Job(3, (2,), 16, 4)
+KV_SERVER_PORT, KV_KEY = 6, 5
+LOG = Job(4, (3,), 2, 1)
+LOG_REPLICAS = (4, 5, 6)
 
 
 def mac(port: int) -> bytes:
@@ -105,6 +117,7 @@ def program(tmp: Path) -> Iterator[Switch]:
                 )  # fmt: skip
                 job = kind.make_job(req, j.job_id, 0, Region(j.offset, j.size), created_at=0.0)
                 await kind.install(conn, job)
+            await install_kv_and_log(conn)
 
     with LocalSwitch(device_id=0) as local:
         asyncio.run(install(local.address))
@@ -115,6 +128,45 @@ def program(tmp: Path) -> Iterator[Switch]:
                          {"dst_mac": dst_mac, "port": p})  # fmt: skip
             sw.table_add("l2_exact", {"hdr.ethernet.dstAddr": dst_mac}, "l2_forward", {"port": p})
         yield sw
+
+
+async def install_kv_and_log(conn: SwitchConnection) -> None:
+    kv_kind, log_kind = KvCache(), Consensus()
+    kv_req = KvCacheRequest(
+        kind="kv_cache", workers=1, worker_ports=list(KV.ports), server=KV_SERVER_PORT,
+        worker_ips=[host_ip(p) for p in KV.ports], worker_macs=[host_mac(p) for p in KV.ports],
+        agg_ip=host_ip(KV_SERVER_PORT), agg_mac=host_mac(KV_SERVER_PORT), cache_size=KV.size,
+    )  # fmt: skip
+    kv_job = kv_kind.make_job(kv_req, KV.job_id, 0, Region(KV.offset, KV.size), created_at=0.0)
+    await kv_kind.clear(conn, kv_job.region)
+    await kv_kind.install(conn, kv_job)
+    await kv_cache.cache_keys(conn, kv_job, [KV_KEY])
+    log_req = ConsensusRequest(
+        kind="consensus", workers=1, worker_ports=list(LOG.ports), replica_ports=LOG_REPLICAS,
+        worker_ips=[host_ip(p) for p in LOG.ports], worker_macs=[host_mac(p) for p in LOG.ports],
+    )  # fmt: skip
+    log_job = log_kind.make_job(log_req, LOG.job_id, 0, Region(LOG.offset, 1), created_at=0.0)
+    await log_kind.clear(conn, log_job.region)
+    await log_kind.install(conn, log_job)
+
+
+def kv_frame(port: int, rng: random.Random) -> bytes:
+    """A request of the key-value client, or a reply of its server (random stamp/version)."""
+    vals = np.array([rng.choice((KV_KEY, 9))] + [rng.randrange(2**31) for _ in range(SLOTS - 1)])
+    if port == KV_SERVER_PORT:
+        h = Header(op=Op.KV_READ, flags=Flag.RESULT, job_id=KV.job_id, agg_idx=rng.choice((0, 1)),
+                   bitmap=rng.randrange(4))  # fmt: skip
+        return encapsulate(pack(h, vals), mac(port), mac(KV.ports[0]), ip(port), ip(KV.ports[0]))
+    op = rng.choice((Op.KV_READ, Op.KV_WRITE))
+    h = Header(op=op, job_id=KV.job_id, worker_id=0, psn=rng.randrange(2**32))
+    return encapsulate(pack(h, vals), mac(port), mac(KV_SERVER_PORT), ip(port), ip(KV_SERVER_PORT))
+
+
+def log_frame(rng: random.Random) -> bytes:
+    h = Header(op=Op.CONSENSUS, job_id=LOG.job_id, worker_id=0, psn=rng.randrange(2**32))
+    vals = np.array([rng.randrange(2**31) for _ in range(SLOTS)])
+    group = socket.inet_aton("239.100.0.4")
+    return encapsulate(pack(h, vals), mac(LOG.ports[0]), mac(LOG_REPLICAS[0]), ip(3), group)
 
 
 def contribution(job: Job, worker: int, psn: int, values: np.ndarray, **fields: int) -> bytes:
@@ -132,6 +184,8 @@ def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
             for w, p in enumerate(j.ports):
                 vals = np.array([rng.randrange(-(2**31), 2**31) for _ in range(SLOTS)])
                 out.append((p, contribution(j, w, psn, vals)))
+        port = rng.choice((KV.ports[0], KV_SERVER_PORT))
+        out += [(port, kv_frame(port, rng)), (LOG.ports[0], log_frame(rng))]
     return out
 
 
@@ -173,7 +227,7 @@ def edge_values(f: Field, frame: bytearray, rng: random.Random) -> list[int]:
     now = get_field(frame, f)
     vals = [0, top, now ^ 1, (now + 1) & top, (now - 1) & top, rng.randrange(top + 1)]
     if f.name == "job_id":
-        vals += [j.job_id for j in JOBS]
+        vals += [j.job_id for j in (*JOBS, KV, LOG)]
     elif f.name == "worker_id":
         vals += [0, 1, 2, 3]
     elif f.name == "agg_idx":
@@ -231,7 +285,18 @@ def inc_fields(frame: bytes) -> dict[str, int] | None:
     return {f.name: get_field(frame, f) for f in FIELDS}
 
 
-def netreduce_copy(frame: bytes, fields: dict[str, int], port: int) -> tuple[int, int] | None:
+class Target(NamedTuple):
+    """What an admitted packet may write: cells ``cells`` of the registers under ``prefix``."""
+
+    job_id: int
+    cells: range
+    prefix: str
+
+
+AGGREGATOR = "IncIngress.aggregator."
+
+
+def netreduce_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     """Admission of an aggregation packet (docs/protocol.md): no RESULT/ACK/FALLBACK, K
     slots present, a known (job, worker, ingress port), agg_idx in the job's region."""
     if fields["flags"] & NOT_AGGREGATED or fields["slot_count"] != SLOTS:
@@ -242,17 +307,49 @@ def netreduce_copy(frame: bytes, fields: dict[str, int], port: int) -> tuple[int
     idx = fields["agg_idx"]
     if not job.offset <= idx < job.offset + job.size or idx >= AGG_POOL_SIZE:
         return None
-    return job.job_id, 2 * idx + fields["ver"]
+    cell = 2 * idx + fields["ver"]
+    return Target(job.job_id, range(cell, cell + 1), AGGREGATOR)
 
 
-# The ops whose packets may write switch state, with the rule that admits them: (job, the
-# register cell it may write) or None. A system whose packets write state adds its rule
-# here; until then this fuzzer reports its writes as writes by a packet not admitted.
-ADMISSION = {Op.AGG_SYNC: netreduce_copy}
+def kv_entries(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
+    """Key-value admission: K slots, the KV job, a request from its client's (id, port) or a
+    reply (RESULT) from its server's port; it may write the job's cache entries only."""
+    if fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN or fields["job_id"] != KV.job_id:
+        return None
+    if fields["flags"] & Flag.RESULT:
+        ok = port == KV_SERVER_PORT
+    else:
+        ok = (fields["worker_id"], port) == (0, KV.ports[0])
+    return (
+        Target(KV.job_id, range(KV.offset, KV.offset + KV.size), "IncIngress.kv_cache.")
+        if ok
+        else None
+    )
 
 
-def admitted_copy(frame: bytes, port: int) -> tuple[int, int] | None:
-    """(job, register index) the packet may write, or None if admission must refuse it."""
+def log_counter(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
+    """Sequencer admission: a client request (no RESULT/ACK/FALLBACK) of the log job from its
+    client's (id, port), K slots; it may advance the job's counter only."""
+    if fields["flags"] & NOT_AGGREGATED or fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
+        return None
+    if fields["job_id"] != LOG.job_id or (fields["worker_id"], port) != (0, LOG.ports[0]):
+        return None
+    return Target(LOG.job_id, range(LOG.offset, LOG.offset + 1), "IncIngress.sequencer.")
+
+
+# The ops whose packets may write switch state, with the rule that admits them: what it may
+# write, or None. A system whose packets write state adds its rule here; until then this
+# fuzzer reports its writes as writes by a packet not admitted.
+ADMISSION = {
+    Op.AGG_SYNC: netreduce_copy,
+    Op.KV_READ: kv_entries,
+    Op.KV_WRITE: kv_entries,
+    Op.CONSENSUS: log_counter,
+}
+
+
+def admitted_copy(frame: bytes, port: int) -> Target | None:
+    """What the packet may write, or None if admission must refuse it."""
     fields = inc_fields(frame)
     if fields is None or fields["op"] not in ADMISSION:
         return None
@@ -302,11 +399,14 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
         assert sum(after.values()) - sum(before.values()) <= 1, f"{counted}: {where}"
         target = None if counted else admitted_copy(frame, port)
         if target is not None:
-            job_id, cell = target
-            changed = any(r.values[cell] != snapshot[n][cell] for n, r in registers.items())
-            assert not changed or agg_job.values[cell] == job_id, f"foreign tag: {where}"
-            for name, r in registers.items():
-                snapshot[name][cell] = r.values[cell]
+            mine = {n: r for n, r in registers.items() if n.startswith(target.prefix)}
+            if target.prefix == AGGREGATOR:
+                cell = target.cells[0]
+                changed = any(r.values[cell] != snapshot[n][cell] for n, r in mine.items())
+                assert not changed or agg_job.values[cell] == target.job_id, f"foreign tag: {where}"
+            for name, r in mine.items():
+                for cell in target.cells:
+                    snapshot[name][cell] = r.values[cell]
         else:
             assert len(outs) <= 1, f"a refused packet was replicated: {where}"
         for name, r in registers.items():

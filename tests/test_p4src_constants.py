@@ -57,6 +57,10 @@ def expected_constants() -> dict[str, int]:
         "ASK_ROWS": protocol.ASK_ROWS,
         "ASK_TUPLES": protocol.ASK_TUPLES,
         "ASK_COPIES": protocol.ASK_ROWS * protocol.AGG_VERSIONS,
+        "KV_CACHE_SIZE": protocol.KV_CACHE_SIZE,
+        "KV_VALUE_WORDS": protocol.KV_VALUE_WORDS,
+        "KV_ANSWERED_BY_SWITCH": protocol.KV_ANSWERED_BY_SWITCH,
+        "CONS_GROUPS": protocol.CONS_GROUPS,
     }
     exp |= {f"OP_{o.name}": o.value for o in Op}
     exp |= {f"FLAG_{f.name}": f.value for f in Flag if f.value}

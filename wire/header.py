@@ -39,6 +39,10 @@ AGG_POOL_SIZE = 32768  # aggregators in the switch pool; each holds two versions
 AGG_VERSIONS = 2  # shadow copies per aggregator (switch memory = 2 x window)
 SYNC_JOBS = 64  # jobs that can have a synchronisation mode at once (p4src/sync_modes.p4)
 SYNC_RING = 8  # epochs above the slowest worker's that the switch's clocks track
+KV_CACHE_SIZE = 4096  # key-value cache entries in the switch, shared by all KV jobs
+KV_VALUE_WORDS = 8  # a key-value value: slots 1..8 (32 bytes); slot 0 holds the key
+KV_ANSWERED_BY_SWITCH = 1  # epoch of a KV reply the switch served from its cache
+CONS_GROUPS = 1024  # sequencer counters in the switch: consensus groups (jobs) at once
 VALUE_DTYPE = np.dtype(">i4")
 # Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
 ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)
