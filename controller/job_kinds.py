@@ -3,10 +3,10 @@
 Example:
     >>> kind_of("netreduce").pool
     'agg'
-    >>> kind_of("gossip")
+    >>> kind_of("gossip")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    controller.job.JobError: unknown job kind 'gossip' (known: ask, consensus, kv_cache, netreduce, serene)
+    controller.job.JobError: unknown job kind 'gossip' (known: ask, consensus, kv_cache, ...)
 
 The job manager (``controller/jobs.py``) does what every kind shares: pick the switch and
 a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
