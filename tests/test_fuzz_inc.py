@@ -330,7 +330,8 @@ def kv_entries(frame: bytes, fields: dict[str, int], port: int) -> Target | None
 def log_counter(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     """Sequencer admission: a client request (no RESULT/ACK/FALLBACK) of the log job from its
     client's (id, port), K slots; it may advance the job's counter only."""
-    if fields["flags"] & NOT_AGGREGATED or fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
+    not_sequenced = Flag.RESULT | Flag.ACK | Flag.FALLBACK
+    if fields["flags"] & not_sequenced or fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
         return None
     if fields["job_id"] != LOG.job_id or (fields["worker_id"], port) != (0, LOG.ports[0]):
         return None

@@ -219,7 +219,7 @@ class NonIncTrafficIsForwarded(NetReduceTest):
 
 
 # Ops with a path of their own in inc.p4 (their jobs' admission drops them for a NetReduce job).
-OWN_PATH = (Op.AGG_SYNC, Op.KV_READ, Op.KV_WRITE, Op.CONSENSUS)
+OWN_PATH = (Op.AGG_SYNC, Op.AGG_KV, Op.KV_READ, Op.KV_WRITE, Op.CONSENSUS)
 
 
 class ResultsAcksAndReservedOpsAreForwardedNotAggregated(NetReduceTest):
