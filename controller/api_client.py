@@ -104,6 +104,10 @@ class ControllerApi:
         """Change a serene job's synchronisation mode (``incctl job mode``)."""
         return self._call("POST", f"/jobs/{job_id}/mode", {"mode": mode})
 
+    def sync_state(self, job_id: int) -> dict[str, Any]:
+        """A serene job's mode and epoch clocks as the switch holds them."""
+        return self._call("GET", f"/jobs/{job_id}/sync")
+
     def worker_config(self, job_id: int, worker_id: int) -> dict[str, Any]:
         return self._call("GET", f"/jobs/{job_id}/workers/{worker_id}")
 

@@ -112,6 +112,28 @@ def router() -> APIRouter:
             raise UnknownJob(str(err.args[0])) from None
         ctx.reports.put(job_id, worker_id, report)
 
+    @r.get("/jobs/{job_id}/sync")
+    async def sync_state(job_id: JobId, ctx: Ctx) -> dict[str, Any]:
+        """A serene job's mode as the switch holds it, and its workers' epoch clocks."""
+        job = ctx.manager.get(job_id)
+        conn = ctx.switches.connections.get(job.device_id)
+        state = None if conn is None else await sync_modes.read_state(conn, job_id)
+        if conn is None or state is None:
+            raise JobError(f"job {job_id} has no synchronisation mode on its switch")
+        clocks = await sync_modes.read_clocks(conn, job)
+        waits, late = await sync_modes.read_figures(conn, job)
+        return {
+            "job_id": job_id,
+            "mode": str(state.after),
+            "before": str(state.before),
+            "boundary_epoch": state.boundary,
+            "fence": state.fence,
+            "clocks": list(clocks.workers),
+            "slowest": clocks.slowest,
+            "waits": waits,
+            "late": late,
+        }
+
     @r.post("/jobs/{job_id}/mode", dependencies=[Depends(local_only)])
     async def change_mode(job_id: JobId, change: ModeChange, ctx: Ctx) -> dict[str, Any]:
         """Hot swap of a serene job's synchronisation mode at an epoch boundary that no
