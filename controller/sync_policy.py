@@ -9,8 +9,8 @@ Example:
     ('partial 3', 'sync')
     >>> q = Policy.parse("partial 3 when same slowest for 3 else sync")
     >>> w = Watch(q)
-    >>> [w.decide(c) for c in [(1, 1, 0), (2, 2, 1), (3, 3, 2), (4, 3, 4)]]
-    ['sync', 'sync', 'partial 3', 'sync']
+    >>> [w.decide(c) for c in [(1, 1, 0), (1, 1, 1), (2, 2, 1), (3, 3, 2), (4, 3, 4)]]
+    ['sync', 'sync', 'sync', 'partial 3', 'sync']
     >>> w = Watch(Policy.parse("partial 3 when lag >= 2 keep 2 else sync"))
     >>> [w.decide(c) for c in [(2, 0), (1, 1), (2, 2), (3, 3)]]
     ['partial 3', 'partial 3', 'partial 3', 'sync']
@@ -22,8 +22,8 @@ let a straggler catch up, does not flip back at once). Conditions, over the work
 clocks that the switch keeps (``controller/sync_modes.py``, sampled by the watcher):
 
 - ``lag >= N``: the fastest worker is at least N epochs ahead of the slowest;
-- ``same slowest for K``: one worker has been the only slowest in the last K samples
-  (the seed's "the same worker is last for K rounds").
+- ``same slowest for K``: the last K samples that had one slowest worker (ties are
+  skipped) had the same one (the seed's "the same worker is last for K rounds").
 
 Modes are ``controller.sync_modes.Mode`` texts (``sync``, ``partial K [bound S]``,
 ``bounded S``, ``async``). ``python -m controller.sync_policy --controller URL --job J
@@ -121,7 +121,8 @@ class Watch:
     def decide(self, clocks: Sequence[int]) -> str:
         low = min(clocks)
         at_low = [i for i, c in enumerate(clocks) if c == low]
-        self.slowest.append(at_low[0] if len(at_low) == 1 else None)
+        if len(at_low) == 1:
+            self.slowest.append(at_low[0])
         for i, rule in enumerate(self.policy.rules):
             held = rule.condition(clocks, self.slowest)
             self._since[i] = 0 if held else self._since[i] + 1
