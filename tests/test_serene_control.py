@@ -1,0 +1,138 @@
+"""Serene's control plane end to end, in-process: incctl and the policy watcher -> the
+daemon's API -> P4Runtime -> p4sim, with packets fed into the switch's ports."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from controller import incctl
+from controller.api_client import ApiError, ControllerApi
+from controller.daemon import ControllerDaemon
+from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.sync_policy import Policy, watch_job
+from tests.test_controller_daemon import http, start_daemon
+from wire.framing import encapsulate
+from wire.header import SLOTS, Flag, Header, aggregator_address, pack, unpack
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
+    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
+
+
+@pytest.fixture
+def switch() -> Iterator[LocalSwitch]:
+    with LocalSwitch(device_id=0) as sw:
+        yield sw
+
+
+@pytest.fixture
+def daemon(switch: LocalSwitch, files: PipelineFiles, tmp_path: Path) -> Iterator[ControllerDaemon]:
+    d = start_daemon(switch, files, tmp_path / "controller.db")
+    yield d
+    d.stop()
+
+
+def send(sw: LocalSwitch, cfg: dict[str, Any], psn: int, epoch: int) -> list[tuple[int, bytes]]:
+    """Worker ``cfg``'s packet for ``psn`` of ``epoch`` (values: worker id + 1)."""
+    idx, ver = aggregator_address(psn, cfg["region_offset"], cfg["region_size"])
+    h = Header(job_id=cfg["job_id"], worker_id=cfg["worker_id"], psn=psn, agg_idx=idx, ver=ver,
+               epoch=epoch)  # fmt: skip
+    values = np.full(SLOTS, cfg["worker_id"] + 1, dtype=np.int32)
+    frame = encapsulate(
+        pack(h, values),
+        bytes.fromhex(cfg["mac"].replace(":", "")),
+        bytes.fromhex(cfg["agg_mac"].replace(":", "")),
+        ipaddress.IPv4Address(cfg["ip"]).packed,
+        ipaddress.IPv4Address(cfg["agg_ip"]).packed,
+    )
+    return sw.send(cfg["switch_port"], frame)
+
+
+def submit(url: str, capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    code = incctl.main(["--controller", url, "job", "submit", "--json", *args])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_incctl_admits_a_partial_job_and_swaps_its_mode(
+    daemon: ControllerDaemon, switch: LocalSwitch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = submit(daemon.url, capsys, "--kind", "serene", "--mode", "partial 2", "--workers", "3",
+                 "--window", "4")  # fmt: skip
+    api = ControllerApi(daemon.url)
+    cfgs = [api.worker_config(job["job_id"], w) for w in range(3)]
+    assert cfgs[0]["mode"] == "partial 2"
+    assert send(switch, cfgs[0], 0, 0) == []
+    outs = send(switch, cfgs[2], 0, 0)  # the second contribution completes the round
+    header, values = unpack(outs[0][1][42:])
+    assert len(outs) == 3 and header.flags & Flag.RESULT and header.bitmap == 0b101
+    assert values.tolist() == [1 + 3] * SLOTS
+    late = send(switch, cfgs[1], 0, 0)  # served, not added
+    assert len(late) == 1 and unpack(late[0][1][42:])[1].tolist() == [4] * SLOTS
+
+    code = incctl.main(["--controller", daemon.url, "job", "mode", str(job["job_id"]),
+                        "bounded", "1", "--json"])  # fmt: skip
+    got = json.loads(capsys.readouterr().out)
+    assert code == 0 and got["mode"] == "bounded 1" and got["boundary_epoch"] == 1
+    state = api.sync_state(job["job_id"])
+    assert state["mode"] == "bounded 1" and state["before"] == "partial 2"
+    assert state["clocks"] == [0, 0, 0] and state["late"] == 1 and not state["fence"]
+    for cfg in cfgs[:2]:  # epoch 1 is bounded: no round without all three
+        assert send(switch, cfg, 1, 1) == []
+    assert len(send(switch, cfgs[2], 1, 1)) == 3
+
+
+def test_mode_requests_that_cannot_apply_get_one_line_errors(
+    daemon: ControllerDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    u = daemon.url
+    plain = submit(u, capsys, "--workers", "2", "--window", "4")["job_id"]
+    serene = submit(u, capsys, "--kind", "serene", "--workers", "2", "--window", "4")["job_id"]
+    for body, status, words in [
+        ({"mode": "partial 3"}, 400, "K must be in 1..2"),
+        ({"mode": "bounded 9"}, 400, "bound must be in 0..6"),
+        ({"mode": "fast"}, 400, "a mode is"),
+        ({"mode": "sync", "x": 1}, 400, "x"),
+    ]:
+        code, answer = http("POST", f"{u}/jobs/{serene}/mode", body)
+        assert code == status and words in answer["error"] and "\n" not in answer["error"]
+    code, answer = http("POST", f"{u}/jobs/{plain}/mode", {"mode": "sync"})
+    assert code == 400 and "only serene jobs" in answer["error"]
+    assert http("POST", f"{u}/jobs/77/mode", {"mode": "sync"})[0] == 404
+    assert http("GET", f"{u}/jobs/{plain}/sync")[0] == 400
+    code, answer = http("POST", f"{u}/jobs", {"kind": "serene", "workers": 2, "window": 4,
+                                              "mode": "partial 0"})  # fmt: skip
+    assert code == 400 and "K must be in 1..2" in answer["error"]
+    assert incctl.main(["--controller", u, "job", "mode", str(serene), "partial", "5"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("incctl: ") and err.count("\n") == 1
+    with pytest.raises(ApiError, match="still in progress"):
+        api = ControllerApi(u)
+        api.set_mode(serene, "partial 1")  # boundary 0: nobody started; taken
+        api.set_mode(serene, "sync")  # the change at epoch 0 is not over yet
+
+
+def test_policy_watcher_turns_a_lagging_worker_into_a_partial_mode(
+    daemon: ControllerDaemon, switch: LocalSwitch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = submit(daemon.url, capsys, "--kind", "serene", "--workers", "3", "--window", "4")
+    api = ControllerApi(daemon.url)
+    cfgs = [api.worker_config(job["job_id"], w) for w in range(3)]
+    for cfg in cfgs:
+        send(switch, cfg, 0, 0)
+    for cfg in cfgs[:2]:
+        send(switch, cfg, 1, 1)  # worker 2 is one epoch behind
+    samples = iter(range(3))
+    changes = watch_job(api, job["job_id"], Policy.parse("partial 2 when lag >= 1 else sync"),
+                        0.0, lambda: next(samples, None) is None)  # fmt: skip
+    assert [(m, b) for _, m, b in changes] == [("partial 2", 2)]
+    assert api.sync_state(job["job_id"])["mode"] == "partial 2"
