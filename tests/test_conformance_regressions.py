@@ -178,3 +178,21 @@ def test_control_parameter_needs_an_instance() -> None:
     src = (REG_DIR / "control_instances.p4").read_text()
     with pytest.raises(P4Error, match="'s' needs a parser or control instance"):
         Switch.from_source(src.replace("Twice(inc) t1;", "Twice(3) t1;"))
+
+
+def test_error_key_takes_p4cs_error_numbers_from_the_control_plane() -> None:
+    src = (REG_DIR / "accepted_constructs.p4").read_text()
+    src = src.replace("actions = { set1; NoAction; }", "actions = { set1; NoAction; } size = 4;")
+    src = src.replace(
+        """        const entries = {
+            error.NoError : set1(0x10);
+            error.Unwanted : set1(0xee);
+        }
+""",
+        "",
+    )
+    sw = Switch.from_source(src)
+    sw.table_add("by_error", {"sm.parser_error": 1}, "set1", {"v": 0x10})  # NoError
+    sw.table_add("by_error", {"sm.parser_error": 8}, "set1", {"v": 0xEE})  # first user error
+    assert sw.send(0, bytes.fromhex("090107000000"))[0][1][3] == 0x10
+    assert sw.send(0, bytes.fromhex("080002090000"))[0][1][3] == 0xEE  # error.Unwanted

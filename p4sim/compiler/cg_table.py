@@ -64,9 +64,10 @@ class TableMixin(CompilerBase):
             elif isinstance(ev.type, TEnum) and ev.type.underlying is not None:
                 code, w = ev.code, ev.type.underlying.width
             elif isinstance(ev.type, TError):
-                # p4c numbers errors in declaration order and BMv2 matches them as 32 bits
+                # p4c numbers errors in declaration order from 1 (NoError, as its BMv2 JSON
+                # lists them) and BMv2 matches them as 32-bit values
                 if not self.__dict__.get("_errno"):
-                    self._errno = {n: i for i, n in enumerate(self.genv.errors)}
+                    self._errno = {n: i for i, n in enumerate(self.genv.errors, 1)}
                     self.src.append(f"ERRNO = {self._errno!r}\n")
                 code, w = f"ERRNO[{ev.code}]", 32
             else:
@@ -401,7 +402,7 @@ class TableMixin(CompilerBase):
             return (int(self.value(x.lo, fn, t).const), int(self.value(x.hi, fn, t).const))
         named = self.expr(x, fn) if isinstance(x, (ast.Member, ast.ErrorMember)) else None
         if named is not None and named.is_const and isinstance(named.type, TError):
-            v = self.genv.errors.index(named.const)  # p4c's error number
+            v = self.genv.errors.index(named.const) + 1  # p4c's error number
         elif named is not None and named.is_const and isinstance(named.type, TEnum):
             if named.type.underlying is None:
                 raise P4Error(x.loc, f"enum {named.type.name} has no bit<W> values to match")
