@@ -145,27 +145,33 @@ def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
     return table(title, cols, out)
 
 
+def run_all(a: argparse.Namespace, log: Any = print) -> list[dict[str, Any]]:
+    """Every configuration of ``a.modes`` on one network; writes the record and the plot."""
+    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
+    cfg = ExperimentConfig(star(WORKERS + 1), bw_mbps=a.bw, run_dir=RUN_DIR, log=log)
+    rows = []
+    with Experiment(cfg) as ex:
+        for mode in modes:
+            out = RUN_DIR / mode.replace(" ", "-")
+            out.mkdir(parents=True, exist_ok=True)
+            log(f"serene: training under {mode} ...")
+            rows.append(run_mode(ex, a, mode, out))
+    record = {"settings": vars(a) | {"out": str(a.out)}, "runs": rows}
+    write_record(a.out / "serene.json", record)
+    curves = {r["mode"]: tuple(zip(*r["curve"], strict=True)) for r in rows}
+    plot_lines(a.out / "accuracy.png", curves, "training time (s)", "test accuracy")  # type: ignore[arg-type]
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
-    modes = [m.strip() for m in a.modes.split(",") if m.strip()]
 
     def run() -> int:
         from rich.console import Console
 
         console = Console(width=140)
-        cfg = ExperimentConfig(star(WORKERS + 1), bw_mbps=a.bw, run_dir=RUN_DIR)
-        rows = []
-        with Experiment(cfg) as ex:
-            for mode in modes:
-                out = RUN_DIR / mode.replace(" ", "-")
-                out.mkdir(parents=True, exist_ok=True)
-                console.print(f"serene: training under {mode} ...")
-                rows.append(run_mode(ex, a, mode, out))
+        rows = run_all(a, console.print)
         console.print(report(rows, a))
-        record = {"settings": vars(a) | {"out": str(a.out)}, "runs": rows}
-        write_record(a.out / "serene.json", record)
-        curves = {r["mode"]: tuple(zip(*r["curve"], strict=True)) for r in rows}
-        plot_lines(a.out / "accuracy.png", curves, "training time (s)", "test accuracy")  # type: ignore[arg-type]
         console.print(f"wrote {a.out / 'serene.json'} and {a.out / 'accuracy.png'}")
         return 0
 

@@ -26,7 +26,11 @@ Section netreduce (tests/bench/netreduce.py, root): goodput per worker as a frac
 link bandwidth for switch, parameter server and ring at 2, 4 and 8 workers and two vector
 sizes, with the switch/ring time ratio beside N/(2(N-1)).
 
-``--only sched|p4sim|wire|ddp|netreduce`` runs one section.
+Section serene (topologies/serene.py, root): 4 workers train the digits MLP with one 2x
+straggler under sync, partial 3 of 4, bounded staleness, async and the dynamic policy;
+time to the target accuracy and final accuracy side by side, each as a ratio to sync.
+
+``--only sched|p4sim|wire|ddp|netreduce|serene`` runs one section.
 """
 
 from __future__ import annotations
@@ -103,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=3.0, help="in-process: CPU s per program")
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
     ap.add_argument(
-        "--only", choices=["sched", "p4sim", "wire", "ddp", "netreduce"], help="run one section"
+        "--only",
+        choices=["sched", "p4sim", "wire", "ddp", "netreduce", "serene"],
+        help="run one section",
     )
     ap.add_argument("--ddp-epochs", type=int, default=4, help="ddp: training epochs")
     ap.add_argument("--ddp-target", type=float, default=0.9, help="ddp: accuracy to reach")
@@ -123,8 +129,26 @@ def main(argv: list[str] | None = None) -> int:
         bench_wire(args, console)
     if args.only in (None, "ddp"):
         bench_ddp(args, console)
+    code = 0
     if args.only in (None, "netreduce"):
-        return bench_netreduce(args, console)
+        code = bench_netreduce(args, console)
+    if args.only in (None, "serene"):
+        code = bench_serene(console) or code
+    return code
+
+
+def bench_serene(console: Console) -> int:
+    from topologies import serene
+
+    a = serene.parser().parse_args([])
+    command = f"{sys.executable} -m tests.bench --only serene (or python -m topologies.serene)"
+    if os.geteuid() != 0:
+        print(f"serene bench skipped: Mininet needs root; as root run: {command}")
+        return 0
+    t0 = time.monotonic()
+    rows = serene.run_all(a, log=console.print)
+    console.print(serene.report(rows, a))
+    console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {command}")
     return 0
 
 
