@@ -19,6 +19,15 @@ unchanged. The package talks to the controller only through its HTTP API
 
 from inclib.block_quantize import BlockQuantized, block_allreduce
 from inclib.plan import Plan, admit
-from inclib.session import Session, join
+from inclib.session import ReducerSession, Session, join, reducer
 
-__all__ = ["BlockQuantized", "Plan", "Session", "admit", "block_allreduce", "join"]
+__all__ = [
+    "BlockQuantized",
+    "Plan",
+    "ReducerSession",
+    "Session",
+    "admit",
+    "block_allreduce",
+    "join",
+    "reducer",
+]

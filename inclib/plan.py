@@ -48,6 +48,7 @@ class Plan:
     name: str = ""
     job_id: int | None = None  # None: host-only
     reason: str = ""  # why host-only
+    reducer: str = ""  # key-value aggregation: the reducer's "IP" or "IP:PORT" (host path)
 
     @property
     def on_switch(self) -> bool:
@@ -84,13 +85,16 @@ def admit(
     name: str = "",
     peers: tuple[str, ...] | list[str] | None = None,
     window: int | None = DEFAULT_WINDOW,
+    reducer_address: str | None = None,
     **fields: Any,
 ) -> Plan:
     """Ask ``controller`` to admit a job of ``kind`` for ``workers`` workers.
 
     ``peers`` are the workers' addresses (default 10.0.0.1, 10.0.0.2, ...); their IPs are
-    also the job's ``worker_ips``. ``fields`` go into the request as they are (e.g.
-    ``worker_ports``, ``agg_ip``, ``region_size``: docs/protocol.md, incctl job submit).
+    also the job's ``worker_ips``. ``reducer_address`` ("IP" or "IP:PORT"): where a
+    key-value aggregation's reducer listens on the host path (default: the job's
+    ``agg_ip``, else the next host after the workers). ``fields`` go into the request as
+    they are (e.g. ``worker_ports``, ``agg_ip``, ``region_size``: docs/protocol.md).
     """
     if workers < 1:
         raise AdmissionError(f"workers must be >= 1, got {workers}")
@@ -102,7 +106,8 @@ def admit(
         request["window"] = window
     if peers is not None and "worker_ips" not in fields:
         request["worker_ips"] = [a.rsplit(":", 1)[0] if a.count(":") == 1 else a for a in addrs]
-    plan = Plan(controller, workers, addrs, kind, name)
+    reducer = str(reducer_address or fields.get("agg_ip") or f"10.0.0.{workers + 1}")
+    plan = Plan(controller, workers, addrs, kind, name, reducer=reducer)
     try:
         job = ControllerApi(controller, timeout=60.0).submit(request)
     except ApiError as err:

@@ -25,16 +25,24 @@ same shapes, as data-parallel training does.
 from __future__ import annotations
 
 import sys
+from collections.abc import Hashable, Iterable
 from typing import Any, Protocol, TextIO
 
 import numpy as np
 
 from controller.api_client import ApiError, ControllerApi
 from inclib.block_quantize import DEFAULT_BLOCK, block_allreduce
+from inclib.host_reduce import HOST_REDUCE_PORT, HostReducer, send_pairs
 from inclib.plan import Plan
 
 #: Kinds whose all-reduce this library drives through the switch.
 ALLREDUCE_KINDS = ("netreduce", "serene")
+#: What runs on the hosts, per kind, when the switch cannot serve (the notice says it).
+HOST_PATHS = {
+    "netreduce": "all-reduce runs as a ring all-reduce among the workers",
+    "serene": "all-reduce runs as a ring all-reduce among the workers",
+    "ask": "reduce-by-key sends each mapper's combined pairs to the reducer over TCP",
+}
 _noticed: set[tuple[str, int, str]] = set()
 
 
@@ -95,7 +103,7 @@ class Session:
                     f"job {plan.job_id} was admitted but its settings cannot be read: {err}"
                 ) from None
         else:
-            self._notice("all-reduce runs as a ring all-reduce among the workers")
+            self._notice(HOST_PATHS.get(plan.kind, "it runs on the hosts"))
 
     @property
     def on_switch(self) -> bool:
@@ -143,6 +151,19 @@ class Session:
             max_retries=10**6 if plan.kind == "serene" else 100,  # WAIT replies resend too
         )  # fmt: skip
 
+    # --- asynchronous aggregation (key-value streams) -------------------------------------
+    def reduce_by_key(self, pairs: Iterable[tuple[Hashable, int]]) -> int:
+        """Send this mapper's (key, value) pairs to be summed per key at the job's reducer
+        (``inclib.reducer(plan).collect()``); returns once they are delivered. Returns the
+        number of distinct keys sent."""
+        if self.plan.on_switch:
+            raise SessionError(
+                f"reduce_by_key through the switch (kind {self.plan.kind}) is not in inclib"
+                " yet; admit the job as host-only or use hosts.ask_* directly"
+            )
+        to = peer_address(self.plan.reducer, HOST_REDUCE_PORT)
+        return send_pairs(to, pairs, self.total_timeout)
+
     # --- life cycle -----------------------------------------------------------------------
     def _notice(self, what: str) -> None:
         key = (self.plan.name, self.plan.n_workers, self.plan.reason)
@@ -167,6 +188,43 @@ class Session:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ReducerSession:
+    """The reducer of a key-value aggregation job: ``collect()`` gives every key's total."""
+
+    def __init__(self, plan: Plan, *, bind: tuple[str, int] | None = None) -> None:
+        self.plan = plan
+        if plan.on_switch:
+            raise SessionError(
+                f"the switch's reducer (kind {plan.kind}) is not in inclib yet; admit the job"
+                " as host-only or use hosts.ask_* directly"
+            )
+        port = peer_address(plan.reducer, HOST_REDUCE_PORT)[1]
+        self._host = HostReducer(bind or ("0.0.0.0", port), plan.n_workers)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self._host.address
+
+    def collect(self, timeout: float = 600.0) -> dict[Hashable, int]:
+        """Wait for every mapper and return key -> sum of its values."""
+        return self._host.collect(timeout)
+
+    def close(self) -> None:
+        self._host.close()
+
+    def __enter__(self) -> ReducerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def reducer(plan: Plan | str, **options: Any) -> ReducerSession:
+    """Open the reducer's end of the key-value aggregation job ``plan`` describes."""
+    p = Plan.from_json(plan) if isinstance(plan, str) else plan
+    return ReducerSession(p, **options)
 
 
 def join(plan: Plan | str, worker_id: int, **options: Any) -> Session:

@@ -127,6 +127,32 @@ def test_the_notice_is_written_once_per_job_in_a_process() -> None:
     assert out.getvalue().count("\n") == 1
 
 
+def test_reduce_by_key_without_a_switch_sums_every_mappers_pairs_exactly() -> None:
+    from collections import Counter
+
+    port = free_tcp_port()
+    plan = inclib.admit(
+        "unix:/nonexistent/inc.sock", workers=3, kind="ask", name="words",
+        reducer_address=f"127.0.0.1:{port}",
+    )  # fmt: skip
+    shards = [["a", "b", "a"] * 1000 + [f"w{w}-{i}" for i in range(5000)] for w in range(3)]
+    totals: dict = {}
+    with inclib.reducer(plan) as r:
+        collector = threading.Thread(target=lambda: totals.update(r.collect(timeout=30)))
+        collector.start()
+        got = run_workers(plan, lambda w, s: s.reduce_by_key((x, 1) for x in shards[w]))
+        collector.join(30)
+    assert totals == Counter(x for shard in shards for x in shard)
+    assert [n for n, _ in got] == [5002] * 3  # distinct keys each mapper sent
+    assert "reduce-by-key sends each mapper's combined pairs" in "".join(n for _, n in got)
+
+
+def free_tcp_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
 def threads_block_allreduce(xs: list[np.ndarray], block: int) -> list[inclib.BlockQuantized]:
     group = LocalGroup(len(xs))
     out: list[Any] = [None] * len(xs)
