@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -257,18 +258,25 @@ def run_bench(client: KvClient, n_keys: int, alpha: float, count: int, seed: int
     """Reads of Zipf-distributed keys: throughput, latency percentiles, switch-served share."""
     keys = zipf_keys(n_keys, alpha, count, seed)
     lat = np.empty(count)
+    hit = np.zeros(count, dtype=bool)
     start = time.monotonic()
     for i, k in enumerate(keys):
         t = time.monotonic()
-        client.read(int(k))
+        hit[i] = client.read(int(k)).cached
         lat[i] = time.monotonic() - t
     wall = time.monotonic() - start
+
+    def median_us(sel: np.ndarray) -> float | None:
+        return float(np.median(lat[sel]) * 1e6) if sel.any() else None
+
     return {
         "reads": count,
         "ops_per_s": count / wall,
         "p50_us": float(np.percentile(lat, 50) * 1e6),
         "p99_us": float(np.percentile(lat, 99) * 1e6),
-        "cached": client.cached_replies,
+        "hit_p50_us": median_us(hit),
+        "miss_p50_us": median_us(~hit),
+        "cached": int(hit.sum()),
         "retransmissions": client.retransmissions,
     }
 
@@ -295,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         if args.cmd == "server":
+            signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop: print the counts
             with Endpoint(("0.0.0.0", INC_UDP_PORT)) as ep:
                 server = KvServer(args.job_id, ep)
                 print(f"kv server: job {args.job_id} listening on {INC_UDP_PORT}", flush=True)

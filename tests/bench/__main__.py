@@ -30,7 +30,12 @@ Section serene (topologies/serene.py, root): 4 workers train the digits MLP with
 straggler under sync, partial 3 of 4, bounded staleness, async and the dynamic policy;
 time to the target accuracy and final accuracy side by side, each as a ratio to sync.
 
-``--only sched|p4sim|wire|ddp|netreduce|serene`` runs one section.
+Section kvcons (topologies/kv_cache.py, topologies/consensus.py, root): Zipf-0.99 reads
+through the switch's key-value cache against the storage server alone, and a replicated log
+with the switch as sequencer against a host leader; each pair in one run on one network:
+reads or commits per second, median and tail latency.
+
+``--only sched|p4sim|wire|ddp|kvcons|netreduce|serene`` runs one section.
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
     ap.add_argument(
         "--only",
-        choices=["sched", "p4sim", "wire", "ddp", "netreduce", "serene"],
+        choices=["sched", "p4sim", "wire", "ddp", "kvcons", "netreduce", "serene"],
         help="run one section",
     )
     ap.add_argument("--ddp-epochs", type=int, default=4, help="ddp: training epochs")
@@ -119,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=_int_list, default=(2048, 8192), help="int32 per vector")
     ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
     ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
+    ap.add_argument("--kv-reads", type=int, default=1000, help="kvcons: reads per client")
+    ap.add_argument("--log-appends", type=int, default=300, help="kvcons: appends per client")
     args = ap.parse_args(argv)
     console = Console(width=140)
     if args.only in (None, "sched"):
@@ -129,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_wire(args, console)
     if args.only in (None, "ddp"):
         bench_ddp(args, console)
+    if args.only in (None, "kvcons"):
+        bench_kvcons(args, console)
     code = 0
     if args.only in (None, "netreduce"):
         code = bench_netreduce(args, console)
@@ -150,6 +159,29 @@ def bench_serene(console: Console) -> int:
     console.print(serene.report(rows, a))
     console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {command}")
     return 0
+
+
+def bench_kvcons(args: argparse.Namespace, console: Console) -> None:
+    """Key-value cache vs server only, switch sequencer vs host leader (topologies/kv_cache.py,
+    topologies/consensus.py), each pair side by side in one run."""
+    from topologies.consensus import LogBenchConfig
+    from topologies.kv_cache import KvBenchConfig
+
+    kv_cfg, log_cfg = KvBenchConfig(reads=args.kv_reads), LogBenchConfig(appends=args.log_appends)
+    console.rule("Key-value cache and consensus vs host-only (Mininet)")
+    if os.geteuid() != 0:
+        console.print(f"kvcons bench skipped: Mininet needs root; as root run: {kv_cfg.command()}"
+                      f" and {log_cfg.command()}")  # fmt: skip
+        return
+    from topologies import consensus, kv_cache
+
+    rows = kv_cache.measure(kv_cfg, log=console.print)
+    console.print(kv_cache.table(rows, kv_cfg))
+    console.print(kv_cache.ratio_line(rows))
+    log_rows = consensus.measure(log_cfg, log=console.print)
+    console.print(consensus.table(log_rows, log_cfg))
+    console.print(consensus.ratio_line(log_rows))
+    console.print(f"commands: {kv_cfg.command()}; {log_cfg.command()}")
 
 
 def bench_ddp(args: argparse.Namespace, console: Console) -> None:
