@@ -10,12 +10,14 @@ same oracle.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from pathlib import Path
 
 import pytest
 
+from p4sim.compiler.program import INTERNAL_ERROR
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.p4info import build_p4info, program_info_for_file
 from p4sim.switch import Switch
@@ -79,3 +81,11 @@ def test_mutated_program_compiles_or_gets_a_located_error(program: Path, tmp_pat
             _compile(mutant, includes)
         except P4Error as err:
             assert re.match(r"^\S+:\d+:\d+: error: ", str(err)), str(err)
+            assert INTERNAL_ERROR not in str(err), f"{program.name} mutant {k}:\n{text}"
+
+
+def test_generated_module_python_refuses_is_a_located_internal_error() -> None:
+    sw = Switch.from_file(str(ROOT / "topologies" / "basic" / "basic.p4"))
+    broken = dataclasses.replace(sw.program, source=sw.program.source + "\ndef (:\n", _code=None)
+    with pytest.raises(P4Error, match=rf"basic\.p4:1:1: error: {INTERNAL_ERROR}: .*line \d+"):
+        broken.code()

@@ -23,6 +23,9 @@ from p4sim.runtime.action_profiles import ActionProfile
 from p4sim.runtime.externs import Counter, DirectCounter, DirectMeter, Meter, Register
 from p4sim.runtime.tables import Entry, KeyField, Table
 
+#: Opens the message of a P4Error that is p4sim's fault, not the program's.
+INTERNAL_ERROR = "p4sim internal error"
+
 
 @dataclass
 class ActionInfo:
@@ -179,7 +182,18 @@ class CompiledProgram:
 
     def code(self) -> Any:
         if self._code is None:
-            self._code = compile(self.source, "<p4sim generated>", "exec")
+            try:
+                self._code = compile(self.source, "<p4sim generated>", "exec")
+            except SyntaxError as err:  # a p4sim bug, said as such in the one-line form
+                from p4sim.frontend.ast import SourceLoc
+                from p4sim.frontend.diagnostics import P4Error
+
+                where = SourceLoc(self.main_file or "<program>", 1, 1)
+                raise P4Error(
+                    where,
+                    f"{INTERNAL_ERROR}: the generated Python does not compile "
+                    f"(line {err.lineno}: {err.msg}); please report it with the program",
+                ) from None
         return self._code
 
     def instantiate(self, ctx: rt.Ctx, log: Any = None) -> Instance:
