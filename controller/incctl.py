@@ -5,6 +5,7 @@ Example::
     incctl job submit --workers 4 --window 64 --name mlp
     incctl job submit --workers 2 --class md --deadline 90s --epochs 50 \
         --model-bytes 400K --compute-ms 20       # the scheduler sizes its memory
+        [--addressing hashed]                    # Hash(psn, job) % size + offset
     incctl sched show                            # queue, regions, predicted finish vs deadline
     incctl job list
     incctl job worker 1 0          # what worker 0 of job 1 is told at start (JSON)
@@ -154,6 +155,12 @@ def parser() -> argparse.ArgumentParser:
     sched.add_argument("--model-bytes", type=_bytes, help="bytes all-reduced per epoch: 400K")
     sched.add_argument("--compute-ms", type=_ms, help="compute time per epoch, milliseconds")
     sched.add_argument("--throughput", type=_amount, help="bytes/s the job can use at most: 50M")
+    sched.add_argument(
+        "--addressing",
+        choices=["modulo", "hashed"],
+        help="psn to aggregator: offset + psn %% size (modulo, default) or"
+        " Hash(psn, job) %% size + offset (hashed)",
+    )
     sub.add_argument("--slots", type=_positive, default=SLOTS, help=f"values per packet ({SLOTS})")
     sub.add_argument("--name", default="")
     sub.add_argument("--region-size", type=_positive, help="aggregators (default: the window)")
@@ -218,6 +225,7 @@ def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
         ("model_bytes", "model_bytes"),
         ("compute_ms", "compute_ms"),
         ("throughput", "throughput"),
+        ("addressing", "addressing"),
     ):
         if getattr(args, src) is not None:
             body[key] = getattr(args, src)

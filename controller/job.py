@@ -151,6 +151,9 @@ class Scheduling(BaseModel):
     )
     deadline_s: Seconds | None = None
     throughput: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)] | None = None
+    # How the workers place psns in the region (wire.header): "modulo" offset + psn % size,
+    # "hashed" Hash(psn, job) % size + offset (a permutation of the region: no collisions).
+    addressing: Literal["modulo", "hashed"] | None = None
 
     @property
     def scheduled(self) -> bool:
@@ -158,7 +161,7 @@ class Scheduling(BaseModel):
 
     @model_validator(mode="after")
     def _complete(self) -> Scheduling:
-        profile = ("epochs", "model_bytes", "compute_ms", "deadline_s", "throughput")
+        profile = ("epochs", "model_bytes", "compute_ms", "deadline_s", "throughput", "addressing")
         if self.job_class is None:
             given = [k for k in profile if getattr(self, k) is not None]
             if given:
@@ -183,6 +186,7 @@ class Scheduling(BaseModel):
             "compute_ms": self.compute_ms,
             "deadline": None if self.deadline_s is None else submitted_at + self.deadline_s,
             "throughput": self.throughput,
+            "addressing": self.addressing or "modulo",
         }
 
 

@@ -48,6 +48,7 @@ from hosts.quantize import agreed_bound, choose_scale, dequantize, exponent_vote
 from hosts.sliding_window import ResultAssembler, SendWindow, WindowTimeout, split_into_packets
 from hosts.transport import Address, DatagramEndpoint, Endpoint
 from wire.header import (
+    ADDRESSING,
     INC_UDP_PORT,
     MAX_JOBS,
     MAX_SLOTS,
@@ -58,6 +59,7 @@ from wire.header import (
     Op,
     ProtocolError,
     aggregator_address,
+    hash_params,
     pack_header,
     unpack,
 )
@@ -165,6 +167,7 @@ class AllReduceClient:
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
         self.next_psn = first_psn
         self.epoch = 0  # carried in every header: selects the switch's epoch slot
+        self._hash: tuple[int, int] | None = None  # (a, b) when addressing is hashed
         self._probes: dict[int, float] = {}  # psn -> send time of its first transmission
         self._min_rtt: float | None = None
         self.last_scale = 1.0
@@ -181,14 +184,26 @@ class AllReduceClient:
         self._probes.clear()
         return rtt
 
-    def set_layout(self, epoch: int, offset: int, size: int, window: int | None = None) -> None:
+    def set_layout(
+        self,
+        epoch: int,
+        offset: int,
+        size: int,
+        window: int | None = None,
+        addressing: str = "modulo",
+    ) -> None:
         """Enter ``epoch`` with the region ``(offset, size)`` and ``window`` (default: the
         size), as the controller fixed them for that epoch (``controller/switchover.py``).
-        Call between all-reduce calls, on every worker alike."""
+        ``addressing``: ``modulo`` (``offset + psn % size``) or ``hashed``
+        (``Hash(psn, job) % size + offset``, ``wire.header.hashed_address``). Call between
+        all-reduce calls, on every worker alike."""
         win = size if window is None else window
         _check_config(self.job_id, self.worker_id, self.n_workers, size, win, self.slots)
+        if addressing not in ADDRESSING:
+            raise ValueError(f"addressing must be one of {', '.join(ADDRESSING)}: {addressing!r}")
         self.region_offset, self.region_size, self.window = offset, size, win
         self.epoch = epoch
+        self._hash = hash_params(self.job_id, size) if addressing == "hashed" else None
 
     # --- integer path -----------------------------------------------------------------------
     def allreduce_int(self, x: np.ndarray) -> np.ndarray:
@@ -240,7 +255,12 @@ class AllReduceClient:
                 self._probes.pop(psn, None)  # its result may answer either copy
             elif psn % RTT_PROBE_EVERY == 0:
                 self._probes[psn] = now
-            idx, ver = aggregator_address(psn, self.region_offset, self.region_size)
+            if self._hash is None:
+                idx, ver = aggregator_address(psn, self.region_offset, self.region_size)
+            else:  # hashed_address with the job's (a, b) computed once per layout
+                a, b = self._hash
+                size = self.region_size
+                idx, ver = self.region_offset + (a * psn + b) % size, (psn // size) & 1
             h = Header(
                 op=Op.AGG_SYNC,
                 flags=Flag.RETX if retx else Flag.NONE,

@@ -96,7 +96,13 @@ def train(
     rtt: float | None = None
     for e in range(epochs):
         reply, waited = ask_epoch(api, job_id, worker_id, e, rtt, give_up_s)
-        client.set_layout(e, reply["region_offset"], reply["region_size"], reply["window"])
+        client.set_layout(
+            e,
+            reply["region_offset"],
+            reply["region_size"],
+            reply["window"],
+            str(cfg.get("addressing") or "modulo"),
+        )
         t0 = time.monotonic()
         time.sleep(compute_s)
         t1 = time.monotonic()

@@ -13,7 +13,7 @@ from hosts.allreduce import AllReduceClient, AllReduceTimeout, LocalGroup
 from hosts.ps import ParameterServer
 from hosts.transport import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
-from wire.header import DropReason, Flag, aggregator_address, unpack
+from wire.header import DropReason, Flag, aggregator_address, hashed_address, unpack
 
 LOCAL = ("127.0.0.1", 0)
 
@@ -181,6 +181,28 @@ def test_psns_continue_across_calls_and_address_both_copies_of_the_region() -> N
         assert (h.agg_idx, h.ver) == aggregator_address(h.psn, 40, 4)
         assert (h.job_id, h.worker_id, h.slot_count, h.flags) == (3, 0, 32, Flag.NONE)
     assert {h.ver for h in headers} == {0, 1}
+
+
+def test_hashed_layout_addresses_psns_by_the_jobs_hash_in_its_region() -> None:
+    rec = _Recording()
+    ps = ParameterServer(1, endpoint=rec).start()
+    try:
+        with AllReduceClient(3, 0, 1, 40, 4, 4, dest=ps.address, bind=LOCAL) as c:
+            c.set_layout(0, 40, 6, addressing="hashed")
+            c.allreduce_int(np.ones(32 * 6, dtype=np.int32))
+            c.set_layout(1, 10, 5, addressing="hashed")  # resized: the hash follows the size
+            got = c.allreduce_int(np.ones(32 * 5, dtype=np.int32))
+            with pytest.raises(ValueError, match="addressing"):
+                c.set_layout(2, 10, 5, addressing="crc")
+    finally:
+        ps.stop()
+    assert np.array_equal(got, np.ones(32 * 5, dtype=np.int32))
+    headers = [unpack(d)[0] for d in rec.log]
+    assert sorted(h.psn for h in headers) == list(range(11))
+    for h in headers:
+        region = (40, 6) if h.epoch == 0 else (10, 5)
+        assert (h.agg_idx, h.ver) == hashed_address(h.psn, 3, *region)
+    assert [h.agg_idx for h in headers if h.epoch == 0] != [40 + p % 6 for p in range(6)]
 
 
 def test_float_allreduce_is_within_the_quantisation_bound_and_identical_on_workers() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 from pathlib import Path
 from typing import NamedTuple
@@ -19,6 +20,7 @@ from wire.header import (
     FIELDS,
     HEADER_LEN,
     INC_UDP_PORT,
+    MAX_JOBS,
     SLOTS,
     DropReason,
     Flag,
@@ -26,6 +28,8 @@ from wire.header import (
     Op,
     ProtocolError,
     aggregator_address,
+    hash_params,
+    hashed_address,
     pack,
     pack_header,
     unpack,
@@ -149,6 +153,28 @@ def test_consecutive_rounds_use_both_copies_and_reuse_after_two_rounds() -> None
         assert offset <= idx < offset + size
         assert aggregator_address(p + size, offset, size) == (idx, 1 - ver)
         assert aggregator_address(p + 2 * size, offset, size) == (idx, ver)
+
+
+@settings(max_examples=200, deadline=None)
+@given(job=st.integers(0, MAX_JOBS - 1), offset=st.integers(0, 1000), size=st.integers(1, 300))
+def test_hashed_addressing_permutes_the_region_with_the_reuse_pattern_of_modulo(
+    job: int, offset: int, size: int
+) -> None:
+    a, b = hash_params(job, size)
+    assert 1 <= a and math.gcd(a, size) == 1 and 0 <= b < size
+    for start in (0, 5 * size + 3):  # any run of `size` consecutive psns, aligned or not
+        cells = {hashed_address(p, job, offset, size)[0] for p in range(start, start + size)}
+        assert cells == set(range(offset, offset + size))  # no collisions, the whole region
+    for p in range(0, 3 * size, max(1, size // 7)):
+        idx, ver = hashed_address(p, job, offset, size)
+        assert ver == aggregator_address(p, offset, size)[1]
+        assert hashed_address(p + size, job, offset, size) == (idx, 1 - ver)
+        assert hashed_address(p + 2 * size, job, offset, size) == (idx, ver)
+
+
+def test_hashed_addressing_differs_between_jobs() -> None:
+    orders = {tuple(hashed_address(p, job, 0, 16)[0] for p in range(16)) for job in range(1, 9)}
+    assert len(orders) > 4  # the jobs' psns are spread differently over the region
 
 
 # --- through the switch program (p4src/inc.p4 on p4sim) --------------------------------------

@@ -137,8 +137,11 @@ def test_edf_shrinks_a_running_best_effort_job_for_a_deadline_job_and_both_stay_
     bridge = SwitchBridge(4, switch=switch)
     out: dict[tuple[int, int], Any] = {}
     try:
-        be = submit(api, [1, 2], **{"class": "be", "epochs": 40})
+        # The BE job places psns by Hash(psn, job) % size + offset, the MD job by offset +
+        # psn % size: a per-job choice, both through every resize.
+        be = submit(api, [1, 2], **{"class": "be", "epochs": 40, "addressing": "hashed"})
         assert api.job(be)["region"]["size"] == WANT  # alone: what it can use
+        assert api.worker_config(be, 0)["addressing"] == "hashed"
         threads = run_workers(api, bridge, be, 1, out)
         wait_until(lambda: epochs_started(api, be) >= 2, "the BE job's third epoch")
         # By the model the MD job needs 1 aggregator to finish 10 epochs in 4 s.
@@ -251,6 +254,18 @@ def test_epoch_requests_out_of_order_or_for_unscheduled_jobs_are_refused(
                 "deadline_s",
             ),
             ({"workers": 2, "window": 4, "epochs": 3}, "give class"),
+            ({"workers": 2, "window": 4, "addressing": "hashed"}, "give class"),
+            (
+                {
+                    "workers": 2,
+                    "class": "be",
+                    "epochs": 3,
+                    "model_bytes": 10,
+                    "compute_ms": 1,
+                    "addressing": "crc32",
+                },
+                "addressing",
+            ),  # fmt: skip
         ]:
             with pytest.raises(ApiError, match=msg):
                 api.submit(body)

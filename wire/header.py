@@ -20,7 +20,9 @@ Ethernet/IPv4/UDP framing for raw sockets in ``wire.framing``.
 
 from __future__ import annotations
 
+import math
 import struct
+import zlib
 from dataclasses import dataclass, replace
 from enum import IntEnum, IntFlag
 from typing import NamedTuple
@@ -213,3 +215,41 @@ def aggregator_address(psn: int, offset: int, size: int) -> tuple[int, int]:
     if size <= 0:
         raise ProtocolError(f"region size must be positive, got {size}")
     return offset + psn % size, (psn // size) & 1
+
+
+ADDRESSING = ("modulo", "hashed")  # per memory-managed job (controller.job.Scheduling)
+
+
+def hash_params(job_id: int, size: int) -> tuple[int, int]:
+    """(a, b) of the job's address hash ``Hash(psn, job) = a psn + b`` for a region of
+    ``size``: both from crc32 of the job id, ``a`` coprime to ``size``.
+
+    >>> hash_params(7, 8)
+    (3, 7)
+    """
+    if size <= 0:
+        raise ProtocolError(f"region size must be positive, got {size}")
+    h = zlib.crc32(job_id.to_bytes(4, "big"))
+    a = max(1, (h >> 8) % size)
+    while math.gcd(a, size) != 1:
+        a += 1
+    return a, h % size
+
+
+def hashed_address(psn: int, job_id: int, offset: int, size: int) -> tuple[int, int]:
+    """Hashed addressing in a job's own region: ``agg_idx = Hash(psn, job) % size + offset``
+    with ``Hash = a psn + b`` (``hash_params``), ``ver`` as NetReduce's.
+
+    ``a`` being coprime to ``size``, ``(a psn + b) % size`` depends on ``psn % size`` only
+    and is a permutation of ``[0, size)``: two psns share an aggregator copy exactly when
+    they share one under ``aggregator_address`` (same ``psn % size`` and block parity). The
+    cells are relabelled, the reuse pattern is not, so NetReduce's invariants hold and no
+    two live psns of the job collide (docs/protocol.md, "Memory-managed jobs").
+
+    >>> [hashed_address(p, job_id=7, offset=100, size=8)[0] for p in range(8)]
+    [107, 102, 105, 100, 103, 106, 101, 104]
+    >>> hashed_address(13, 7, 100, 8)[1] == aggregator_address(13, 100, 8)[1]
+    True
+    """
+    a, b = hash_params(job_id, size)
+    return offset + (a * psn + b) % size, (psn // size) & 1
