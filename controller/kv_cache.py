@@ -207,12 +207,44 @@ async def cached_keys(sw: SwitchConnection, job: Job) -> dict[int, int]:
 
 
 async def read_cells(sw: SwitchConnection, name: str, region: Region) -> list[int]:
-    """Register ``name`` over ``region``, in one read."""
-    got = await sw.read_many(
-        [P4RegisterEntry(name, index=i) for i in range(region.offset, region.end)]
-    )
-    cells = {int(e.index): int(e.data or 0) for e in got}
-    return [cells.get(i, 0) for i in range(region.offset, region.end)]
+    """Register ``name`` over ``region``."""
+    return (await read_region(sw, (name,), region))[name]
+
+
+def _over_thrift(sw: SwitchConnection) -> bool:
+    from controller.registers import ThriftRegisters
+
+    return isinstance(sw.registers, ThriftRegisters)  # BMv2: no registers over P4Runtime
+
+
+async def read_region(
+    sw: SwitchConnection, names: Sequence[str], region: Region
+) -> dict[str, list[int]]:
+    """Registers ``names`` over ``region``: one P4Runtime read for all of them (BMv2: its
+    Thrift interface, cell by cell)."""
+    cells = range(region.offset, region.end)
+    if _over_thrift(sw):
+        return {n: [await sw.read_register(n, i) for i in cells] for n in names}
+    by_id = {sw.register_name(n): n for n in names}
+    got = await sw.read_many([P4RegisterEntry(n, index=i) for n in names for i in cells])
+    out = {n: [0] * len(cells) for n in names}
+    for e in got:
+        name = by_id.get(sw.register_name(str(e.register_id)))
+        if name is not None and e.index is not None and region.offset <= e.index < region.end:
+            out[name][e.index - region.offset] = int(e.data or 0)
+    return out
+
+
+async def zero_cells(sw: SwitchConnection, cells: dict[str, list[int]]) -> None:
+    """Write 0 to the given cells of each register, in one P4Runtime write."""
+    if _over_thrift(sw):
+        for name, idxs in cells.items():
+            for i in idxs:
+                await sw.write_register(name, i, 0)
+        return
+    entries = [P4RegisterEntry(n, index=i, data=0) for n, idxs in cells.items() for i in idxs]
+    if entries:
+        await sw.modify(entries)
 
 
 # -- hot keys ----------------------------------------------------------------------------------
@@ -261,13 +293,14 @@ async def refresh(sw: SwitchConnection, job: Job) -> Plan:
     """Read the job's counters, move the cache to the hottest keys, zero the counters."""
     region = job.region
     cached = await cached_keys(sw, job)
-    hits = await read_cells(sw, HITS, region)
-    keys = await read_cells(sw, CAND_KEY, region)
-    counts = await read_cells(sw, CAND_COUNT, region)
-    decided = plan(cached, hits, zip(keys, counts, strict=True), region, job.params["min_reads"])
+    now = await read_region(sw, COUNTERS, region)
+    cands = zip(now[CAND_KEY], now[CAND_COUNT], strict=True)
+    decided = plan(cached, now[HITS], cands, region, job.params["min_reads"])
     await apply_plan(sw, job, decided)
-    for name in COUNTERS:
-        await sw.fill_register(name, range(region.offset, region.end), 0)
+    # Zero what counted (the packets of this refresh's reads and writes are few cells).
+    await zero_cells(
+        sw, {n: [region.offset + i for i, v in enumerate(now[n]) if v] for n in COUNTERS}
+    )
     if decided.evict or decided.insert:
         log.info(
             "kv job %d: cache now holds %s (evicted %s)",

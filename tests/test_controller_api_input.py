@@ -151,6 +151,30 @@ def test_wrongly_typed_fields_are_refused_and_change_nothing(
     assert incctl.main(["--controller", daemon.url, "job", "list"]) == 0
 
 
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"kind": "kv_cache", "workers": 2, "cache_size": 5000}, "cache_size: Input should be"),
+        ({"kind": "kv_cache", "workers": 2, "server": 1}, "server: port 1 is a client's port"),
+        ({"kind": "kv_cache", "workers": 2, "window": 4}, "window: Extra inputs are not"),
+        ({"kind": "consensus", "workers": 1, "replicas": 2}, "replicas: Input should be"),
+        ({"kind": "consensus", "workers": 1, "replica_ports": [1, 2, 3]}, "ports of their own"),
+        ({"kind": "consensus", "workers": 1, "replica_ips": ["10.0.0.9"]}, "lists 1 values"),
+    ],
+    ids=["cache-too-big", "server-is-client", "kv-window", "two-replicas", "shared-port", "ips"],
+)
+def test_bad_key_value_and_consensus_requests_are_refused_and_change_nothing(
+    daemon: ControllerDaemon,
+    switch: LocalSwitch,
+    clean: ControllerApi,
+    body: dict[str, Any],
+    message: str,
+) -> None:
+    status, answer = post(daemon, "/jobs", json.dumps(body).encode())
+    assert message in assert_one_line_error(status, answer, 400)
+    assert_nothing_admitted(daemon, switch)
+
+
 def test_a_job_keeps_its_types_after_a_daemon_restart(files: PipelineFiles, tmp_path: Path) -> None:
     request = {
         "workers": 2,

@@ -167,6 +167,9 @@ def test_hot_key_is_cached_by_the_controller_and_answered_by_the_switch(bench: B
     decided = bench.run(kv_cache.refresh(bench.conn, job))
     assert [k for k, _ in decided.insert] == [7]
     assert bench.run(kv_cache.cached_keys(bench.conn, job)) == {7: 4}
+    regs = bench.registers()
+    for name in kv_cache.COUNTERS:  # the refresh started counting afresh
+        assert regs[name][4:8] == [0] * 4, name
     # The entry is empty until a reply to a request made after the entry existed fills it.
     h, value = bench.round_trip(1, 2, Op.KV_READ, 7, psn=7)
     assert h.epoch != KV_ANSWERED_BY_SWITCH and value == [5] * 8
