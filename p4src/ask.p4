@@ -310,6 +310,8 @@ control Ask(inout headers_t hdr,
                 ask_seen_psn.write(seen_idx, hdr.inc.psn);
                 ask_seen_mask.write(seen_idx, ASK_SEEN_VALID | absorbed);
             }
+            // Slots may have changed: the sender's UDP checksum no longer holds (0 = none).
+            hdr.udp.checksum = 0;
             if (meta.drop == 0 && left == 0) {
                 strip_values();
                 reply(FLAG_ACK);

@@ -1,0 +1,291 @@
+"""ASK mapper and reducer processes over real sockets (Mininet hosts, any IPv4 network).
+
+Example (each in its own host; the job admitted with kind ``ask``)::
+
+    python -m hosts.ask_run reducer --controller unix:run/ask/controller.sock --job-id 1 \\
+        --out run/ask/result.json
+    python -m hosts.ask_run mapper --controller unix:run/ask/controller.sock --job-id 1 \\
+        --worker-id 0 --input run/ask/words0.txt
+
+Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``MapperFlow``,
+``Reducer``). Control: one TCP connection per mapper to the reducer (port
+``CONTROL_PORT``), JSON lines: the reducer moves the mappers to a new epoch every
+``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
+a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}``); when
+all are done the reducer drains the last epoch, asks for the exact sums of colliding
+fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
+says ``{"bye": true}``. Keys are words (strings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import socket
+import sys
+import time
+from collections.abc import Hashable, Iterator
+from pathlib import Path
+from typing import Any
+
+from hosts.ask_mapper import MapperConfig, MapperFlow
+from hosts.ask_reducer import Reducer
+from hosts.ask_wire import parse
+from hosts.transport import Endpoint
+from wire.header import INC_UDP_PORT, ProtocolError
+
+CONTROL_PORT = INC_UDP_PORT + 1
+
+
+class Lines:
+    """JSON lines over a TCP socket (non-blocking reads)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.sock.sendall(json.dumps(msg).encode() + b"\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("the peer closed the control connection")
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        return [json.loads(x) for x in lines if x]
+
+
+def words_of(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            yield from line.split()
+
+
+def chunk_counts(words: Iterator[str], size: int) -> Iterator[dict[Hashable, int]]:
+    buf: dict[Hashable, int] = {}
+    n = 0
+    for w in words:
+        buf[w] = buf.get(w, 0) + 1
+        n += 1
+        if n >= size:
+            yield buf
+            buf, n = {}, 0
+    if buf:
+        yield buf
+
+
+def run_mapper(a: argparse.Namespace) -> int:
+    from controller.api_client import ControllerApi
+
+    cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
+    mcfg = MapperConfig(
+        job_id=a.job_id, flow=a.worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
+        window=cfg["window"], hot_threshold=a.hot, tuples_per_packet=a.tuples, rto=a.rto,
+    )  # fmt: skip
+    m = MapperFlow(mcfg)
+    print(f"ask mapper {a.worker_id}: partition {mcfg.part_base}+{mcfg.part_size}", flush=True)
+    dest = (cfg["agg_ip"], INC_UDP_PORT)
+    ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
+    ctl.send({"hello": a.worker_id})
+    ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
+    t0 = time.perf_counter()
+    chunks = chunk_counts(words_of(Path(a.input)), a.chunk)
+    more = True
+    done_sent = False
+    told = m.epoch
+    next_report = 0.0
+    try:
+        while True:
+            # keep a few packets ready beyond the window, not the whole input
+            while more and len(m._ready) < 4 * mcfg.window:
+                c = next(chunks, None)
+                if c is None:
+                    m.flush()
+                    more = False
+                else:
+                    m.add_counts(c)
+            now = time.monotonic()
+            if a.verbose and now >= next_report:
+                next_report = now + 2.0
+                print(f"ask mapper {a.worker_id}: {m.stats}, in flight {m.in_flight},"
+                      f" ready {len(m._ready)}, epoch {m.epoch}", flush=True)  # fmt: skip
+            out = m.to_send(now)
+            if out:
+                ep.send_many((p, dest) for p in out)
+            if not more and m.idle and m.moved and not done_sent:
+                vocab = [[fp, ks] for fp, ks in m.vocab.items()]
+                ctl.send({"done": a.worker_id, "vocab": vocab, "stats": m.stats.__dict__})
+                done_sent = True
+                print(f"ask mapper {a.worker_id}: all tuples acknowledged", flush=True)
+            r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
+            if ep.fileno() in r:
+                for payload, _ in ep.recv_many():
+                    try:
+                        m.on_ack(parse(payload)[0])
+                    except ProtocolError:
+                        continue
+            if ctl.sock in r:
+                for msg in ctl.read():
+                    if "epoch" in msg:
+                        m.start_epoch(int(msg["epoch"]))
+                    elif "counts_for" in msg:
+                        counts = m.counts_for(int(x) for x in msg["counts_for"])
+                        ctl.send({"counts": list(counts.items())})
+                    elif msg.get("bye"):
+                        print(
+                            f"ask mapper {a.worker_id}: {m.stats.packets} packets,"
+                            f" {m.stats.retransmissions} retransmitted,"
+                            f" {time.perf_counter() - t0:.2f} s",
+                            flush=True,
+                        )
+                        return 0
+            if m.moved and told != m.epoch:
+                ctl.send({"moved": m.epoch})
+                told = m.epoch
+    finally:
+        ep.close()
+        ctl.sock.close()
+
+
+def run_reducer(a: argparse.Namespace) -> int:
+    from controller.api_client import ControllerApi
+
+    job = ControllerApi(a.controller, timeout=30.0).job(a.job_id)
+    n = int(job["n_workers"]) if "n_workers" in job else len(job["workers"])
+    region = job["region"]
+    rows = range(int(region["offset"]), int(region["offset"]) + int(region["size"]))
+    red = Reducer(a.job_id, n, rows, rto=a.rto)
+    ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
+    lst = socket.create_server(("0.0.0.0", CONTROL_PORT))
+    print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop}",
+          flush=True)  # fmt: skip
+    peers: dict[int, Lines] = {}
+    socks: dict[socket.socket, Lines] = {}
+    moved: dict[int, int] = {}
+    vocabs: dict[int, dict[int, list[Hashable]]] = {}
+    stats: dict[int, Any] = {}
+    counts: list[dict[Hashable, int]] = []
+    epoch, moving, final, asked = 1, False, False, False
+    last_swap = time.monotonic()
+    t_first: float | None = None
+    mapper_addr: dict[int, tuple[str, int]] = {}
+    try:
+        while True:
+            now = time.monotonic()
+            reqs = red.drain_requests(now)
+            if reqs:
+                # addressed to a mapper so that they leave this host; the switch answers them
+                ep.send_many((p, (mapper_addr[0][0], INC_UDP_PORT)) for p in reqs)
+            waiting = [ep.fileno(), lst, *socks]
+            r, _, _ = select.select(waiting, [], [], red.rto / 2)
+            if ep.fileno() in r:
+                acks = []
+                for payload, addr in ep.recv_many():
+                    if t_first is None:
+                        t_first = time.perf_counter()
+                    ack = red.on_packet(payload)
+                    if ack is not None:
+                        acks.append((ack, (addr[0], INC_UDP_PORT)))
+                if acks:
+                    ep.send_many(acks)
+            if lst in r:
+                conn, peer_addr = lst.accept()
+                socks[conn] = Lines(conn)
+                print(f"ask reducer: control connection from {peer_addr}", flush=True)
+            for s in [s for s in r if s in socks]:
+                peer = socks[s]
+                for msg in peer.read():
+                    if "hello" in msg:
+                        peers[int(msg["hello"])] = peer
+                        mapper_addr[int(msg["hello"])] = s.getpeername()
+                    elif "moved" in msg:
+                        moved[[w for w, p in peers.items() if p is peer][0]] = int(msg["moved"])
+                    elif "done" in msg:
+                        w = int(msg["done"])
+                        vocabs[w] = {int(fp): ks for fp, ks in msg["vocab"]}
+                        stats[w] = msg.get("stats", {})
+                        print(f"ask reducer: mapper {w} done", flush=True)
+                    elif "counts" in msg:
+                        counts.append({k: int(v) for k, v in msg["counts"]})
+            # epochs
+            everyone = len(peers) == n
+            if moving and everyone and all(moved.get(w) == epoch for w in peers):
+                moving = False
+                red.start_drain(epoch - 1)
+                print(f"ask reducer: draining epoch {epoch - 1}", flush=True)
+            elif everyone and not moving and not red.draining:
+                if len(vocabs) == n:
+                    if not final:
+                        final, epoch, moving = True, epoch + 1, True
+                        for p in peers.values():
+                            p.send({"epoch": epoch})
+                    elif not asked:
+                        owners: dict[int, set[Hashable]] = {}
+                        for v in vocabs.values():
+                            for fp, ks in v.items():
+                                owners.setdefault(fp, set()).update(ks)
+                        colliding = [fp for fp, ks in owners.items() if len(ks) > 1]
+                        asked = True
+                        for p in peers.values():
+                            p.send({"counts_for": colliding})
+                    elif len(counts) == n:
+                        break
+                elif a.swap_s and now - last_swap >= a.swap_s:
+                    last_swap, epoch, moving = now, epoch + 1, True
+                    for p in peers.values():
+                        p.send({"epoch": epoch})
+        result = red.result(list(vocabs.values()), lambda fps: counts)
+        seconds = time.perf_counter() - (t_first or time.perf_counter())
+        for p in peers.values():
+            p.send({"bye": True})
+        out = {
+            "result": result, "seconds": seconds, "epochs": epoch,
+            "reducer": red.stats.__dict__, "mappers": stats,
+        }  # fmt: skip
+        Path(a.out).write_text(json.dumps(out))
+        print(f"ask reducer: {len(result)} keys, {epoch} epochs, {seconds:.2f} s", flush=True)
+        return 0
+    finally:
+        ep.close()
+        lst.close()
+        for s in socks:
+            s.close()
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m hosts.ask_run", description=__doc__)
+    sub = ap.add_subparsers(dest="role", required=True)
+    for role in ("mapper", "reducer"):
+        p = sub.add_parser(role)
+        p.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
+        p.add_argument("--job-id", type=int, required=True)
+        p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
+    m = sub.choices["mapper"]
+    m.add_argument("--worker-id", type=int, required=True)
+    m.add_argument("--verbose", action="store_true", help="print progress every 2 s")
+    m.add_argument("--input", required=True, help="text file: its words are the keys")
+    m.add_argument("--chunk", type=int, default=4096, help="words combined before sending")
+    m.add_argument("--hot", type=int, default=0, help="keys counted fewer times bypass")
+    m.add_argument("--tuples", type=int, default=16, help="tuples per packet (1..16)")
+    r = sub.choices["reducer"]
+    r.add_argument("--out", required=True, help="JSON file for the result")
+    r.add_argument("--swap-s", type=float, default=0.0, help="array swap period (s), 0: none")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return run_mapper(a) if a.role == "mapper" else run_reducer(a)
+    except (OSError, ConnectionError, ValueError) as e:
+        print(f"ask {a.role}: {e}", file=sys.stderr, flush=True)
+        import traceback
+
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

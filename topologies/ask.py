@@ -1,0 +1,151 @@
+"""ASK word count on Mininet: M mapper hosts, one reducer host, one switch.
+
+Example (root)::
+
+    python -m topologies.ask run                        # 2 mappers, generated Zipf text
+    python -m topologies.ask run --mappers 3 --words 200000 --swap-s 1 --loss 0.01
+
+Network (``topologies/experiment.py``): ``star(M + 1)``, mappers ``h1..hM``, the reducer
+``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/ask.py``). Each mapper
+(``python -m hosts.ask_run mapper``) reads its own text file and sends its words through the
+switch; the reducer (``python -m hosts.ask_run reducer``) drains the array and writes the
+counts. The result is compared with ``collections.Counter`` over the same files, and the
+record goes to ``results/ask.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from topologies.experiment import (
+    Experiment,
+    ExperimentConfig,
+    ExperimentError,
+    host_ip,
+    host_mac,
+    main_guard,
+    star,
+)
+from topologies.impair_relay import Impairment
+
+RUN_DIR = Path("run/ask")
+
+
+def zipf_text(path: Path, words: int, seed: int, vocab: int = 5000, alpha: float = 1.1) -> None:
+    """``words`` words drawn from a Zipf(alpha) law over ``vocab`` words, 16 per line."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ranks = np.arange(1, vocab + 1, dtype=np.float64)
+    p = ranks**-alpha
+    p /= p.sum()
+    idx = rng.choice(vocab, size=words, p=p)
+    names = np.array([f"w{i}" for i in range(vocab)])
+    toks = names[idx]
+    with open(path, "w") as f:
+        for i in range(0, words, 16):
+            f.write(" ".join(toks[i : i + 16].tolist()) + "\n")
+
+
+def run(
+    mappers: int = 2, words: int = 20000, rows: int = 256, window: int = 16, swap_s: float = 0.0,
+    hot: int = 0, tuples: int = 16, loss: float = 0.0, run_dir: Path = RUN_DIR,
+    inputs: list[Path] | None = None, log: Any = print, timeout: float = 600.0,
+) -> dict[str, Any]:  # fmt: skip
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if inputs is None:
+        inputs = []
+        for w in range(mappers):
+            path = run_dir / f"words{w}.txt"
+            zipf_text(path, words, seed=w + 1)
+            inputs.append(path)
+    reference: Counter[str] = Counter()
+    for path in inputs:
+        reference.update(path.read_text().split())
+    imp = Impairment(loss=loss, dup=loss, reorder=loss, seed=7) if loss else None
+    cfg = ExperimentConfig(star(mappers + 1), run_dir=run_dir, impairment=imp, log=log)
+    reducer = mappers + 1
+    with Experiment(cfg) as ex:
+        hosts = list(range(1, mappers + 1))
+        job = ex.api.submit({
+            "kind": "ask", "name": "wordcount", "workers": mappers, "rows": rows,
+            "window": window, "worker_ports": hosts,
+            "worker_ips": [host_ip(h) for h in hosts], "worker_macs": [host_mac(h) for h in hosts],
+            "agg_ip": host_ip(reducer), "agg_mac": host_mac(reducer), "reducer_port": reducer,
+        })  # fmt: skip
+        jid = int(job["job_id"])
+        out = run_dir / "result.json"
+        base = [sys.executable, "-m", "hosts.ask_run"]
+        ctl = ["--controller", ex.controller_url, "--job-id", str(jid)]
+        ex.start_service(
+            f"h{reducer}",
+            [*base, "reducer", *ctl, "--out", str(out.resolve()), "--swap-s", str(swap_s)],
+            ready="ask reducer ready",
+        )
+        t0 = time.perf_counter()
+        procs = []
+        for h in hosts:
+            cmd = [*base, "mapper", *ctl, "--worker-id", str(h - 1), "--input",
+                   str(inputs[h - 1].resolve()), "--hot", str(hot), "--tuples", str(tuples)]  # fmt: skip
+            with open(ex.logs / f"h{h}.log", "wb") as f:
+                procs.append((h, ex.popen(f"h{h}", cmd, stdout=f, stderr=subprocess.STDOUT)))
+        end = time.monotonic() + timeout
+        for h, p in procs:
+            try:
+                code = p.wait(timeout=max(end - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                log(json.dumps(ex.drop_counters("s1")))
+                raise ExperimentError(f"mapper h{h} still running after {timeout:g} s") from None
+            if code != 0:
+                tail = (ex.logs / f"h{h}.log").read_text().strip().splitlines()[-3:]
+                raise ExperimentError(f"mapper h{h} failed: {' | '.join(tail)}")
+        deadline = time.monotonic() + 60
+        while not out.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not out.exists():
+            raise ExperimentError("the reducer wrote no result")
+        elapsed = time.perf_counter() - t0
+        drops = ex.drop_counters("s1")
+    rec = json.loads(out.read_text())
+    result = Counter({k: int(v) for k, v in rec["result"].items()})
+    record = {
+        "mappers": mappers, "words": sum(reference.values()), "keys": len(reference),
+        "exact": result == reference, "seconds": elapsed, "epochs": rec["epochs"],
+        "reducer": rec["reducer"], "mappers_stats": rec["mappers"], "drops": drops,
+    }  # fmt: skip
+    return record
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m topologies.ask", description=__doc__)
+    ap.add_argument("cmd", choices=["run"])
+    ap.add_argument("--mappers", type=int, default=2)
+    ap.add_argument("--words", type=int, default=20000, help="words per mapper (Zipf)")
+    ap.add_argument("--rows", type=int, default=256)
+    ap.add_argument("--swap-s", type=float, default=0.0)
+    ap.add_argument("--hot", type=int, default=0)
+    ap.add_argument("--loss", type=float, default=0.0, help="loss = dup = reorder rate")
+    a = ap.parse_args(argv)
+
+    def go() -> int:
+        rec = run(a.mappers, a.words, a.rows, swap_s=a.swap_s, hot=a.hot, loss=a.loss)
+        Path("results").mkdir(exist_ok=True)
+        Path("results/ask.json").write_text(json.dumps(rec, indent=1))
+        print(f"ASK word count: {rec['words']} words, {rec['keys']} keys, exact={rec['exact']},"
+              f" {rec['seconds']:.2f} s, {rec['epochs']} epochs")  # fmt: skip
+        return 0 if rec["exact"] else 1
+
+    return main_guard("topologies.ask", go)
+
+
+if __name__ == "__main__":
+    random.seed(0)
+    sys.exit(main())
