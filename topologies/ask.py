@@ -93,8 +93,9 @@ def run(
         t0 = time.perf_counter()
         procs = []
         for h in hosts:
-            cmd = [*base, "mapper", *ctl, "--worker-id", str(h - 1), "--input",
-                   str(inputs[h - 1].resolve()), "--hot", str(hot), "--tuples", str(tuples)]  # fmt: skip
+            words_file = str(inputs[h - 1].resolve())
+            cmd = [*base, "mapper", *ctl, "--worker-id", str(h - 1), "--input", words_file,
+                   "--hot", str(hot), "--tuples", str(tuples)]  # fmt: skip
             with open(ex.logs / f"h{h}.log", "wb") as f:
                 procs.append((h, ex.popen(f"h{h}", cmd, stdout=f, stderr=subprocess.STDOUT)))
         end = time.monotonic() + timeout
