@@ -126,7 +126,8 @@ def parser() -> argparse.ArgumentParser:
     sub = job.add_parser("submit", help="admit a synchronous aggregation job")
     sub.add_argument("--workers", type=_positive, required=True, help="number of workers")
     sub.add_argument(
-        "--kind", help="job kind (netreduce by default; serene: with --mode; kv_cache; consensus)"
+        "--kind",
+        help="job kind (netreduce by default; serene: with --mode; kv_cache; consensus; atp)",
     )
     sub.add_argument("--mode", help="serene: sync | 'partial K [bound S]' | 'bounded S' | async")
     kv = sub.add_argument_group("key-value cache jobs (--kind kv_cache)")
@@ -164,6 +165,10 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--slots", type=_positive, default=SLOTS, help=f"values per packet ({SLOTS})")
     sub.add_argument("--name", default="")
     sub.add_argument("--region-size", type=_positive, help="aggregators (default: the window)")
+    atp = sub.add_argument_group("ATP jobs (--kind atp): a shared pool, a PS per job")
+    atp.add_argument("--ps-port", type=int, help="switch port towards the job's PS")
+    atp.add_argument("--pool-offset", type=int, help="first aggregator of the job's pool range")
+    atp.add_argument("--pool-size", type=_positive, help="aggregators (default: the whole pool)")
     sub.add_argument("--switch", type=int, dest="device_id", help="device id of the switch")
     sub.add_argument("--worker-ports", type=_int_list, help="switch port of each worker: 1,2,3")
     sub.add_argument("--worker-ips", type=_str_list, help="IPv4 of each worker")
@@ -231,6 +236,9 @@ def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
             body[key] = getattr(args, src)
     for key in (
         "region_size",
+        "ps_port",
+        "pool_offset",
+        "pool_size",
         "device_id",
         "worker_ports",
         "worker_ips",

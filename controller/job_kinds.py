@@ -25,7 +25,7 @@ from typing import Any, ClassVar
 
 from controller.figures import JobStats
 from controller.job import Job, JobError, JobRequest
-from controller.memory_manager import Region
+from controller.memory_manager import MemoryManager, Region
 from controller.p4runtime_client import SwitchConnection
 from wire.header import AGG_POOL_SIZE, INC_UDP_PORT
 
@@ -44,6 +44,18 @@ class JobKind(ABC):
     @abstractmethod
     def region_size(self, req: JobRequest) -> int:
         """Units of ``pool`` the job needs."""
+
+    def allocate(self, memory: MemoryManager, job_id: int, req: JobRequest) -> Region:
+        """The job's region of ``pool`` (default: an exclusive one of ``region_size``)."""
+        return memory.allocate(job_id, self.region_size(req))
+
+    def reserve(self, memory: MemoryManager, job: Job) -> None:
+        """Mark a stored job's region as held again (after a controller restart)."""
+        memory.reserve(job.job_id, job.region)
+
+    def free(self, memory: MemoryManager, job_id: int) -> None:
+        """Give the job's region back to ``pool``."""
+        memory.free(job_id)
 
     @abstractmethod
     def make_job(
@@ -105,12 +117,13 @@ class JobKind(ABC):
 
 def _registry() -> Mapping[str, JobKind]:
     from controller.ask import Ask
+    from controller.atp import Atp
     from controller.consensus import Consensus
     from controller.kv_cache import KvCache
     from controller.netreduce import NetReduce
     from controller.serene import Serene
 
-    kinds: list[JobKind] = [NetReduce(), Ask(), Serene(), KvCache(), Consensus()]
+    kinds: list[JobKind] = [NetReduce(), Ask(), Serene(), KvCache(), Consensus(), Atp()]
     return {k.name: k for k in kinds}
 
 

@@ -68,8 +68,8 @@ class JobManager:
         for job in store.jobs():
             self._jobs[job.job_id] = job
             if job.region.size:
-                memory = self._memory(job.device_id, kind_of(job.kind).pool)
-                memory.reserve(job.job_id, job.region)
+                kind = kind_of(job.kind)
+                kind.reserve(self._memory(job.device_id, kind.pool), job)
         # Jobs submitted with a class: the scheduler sizes their memory while they run.
         self.scheduled = ScheduledJobs(self, scheduling or SchedulingOptions())
 
@@ -146,7 +146,7 @@ class JobManager:
                 log.info("admitted scheduled job %d (%s), region %s", job_id, job.name, job.region)
                 return job
             memory = self._memory(device, kind.pool)
-            region = memory.allocate(job_id, kind.region_size(req))
+            region = kind.allocate(memory, job_id, req)
             job = kind.make_job(req, job_id, device, region, time.time())
             sw = self.switches[device]
             try:
@@ -154,7 +154,7 @@ class JobManager:
                 await kind.install(sw, job)
                 self.store.add(job)
             except BaseException:
-                memory.free(job_id)
+                kind.free(memory, job_id)
                 await _quietly(kind.uninstall(sw, job))
                 raise
             self._jobs[job_id] = job
@@ -191,7 +191,7 @@ class JobManager:
                 await kind.uninstall(sw, job)
                 await kind.clear(sw, job.region)
             self.store.remove(job_id)
-            self._memory(job.device_id, kind.pool).free(job_id)
+            kind.free(self._memory(job.device_id, kind.pool), job_id)
             del self._jobs[job_id]
             self.events.record(
                 "cancelled", f"job {job_id} ({job.name}): region freed", job_id, job.device_id

@@ -159,7 +159,7 @@ class AllReduceClient:
         endpoint: DatagramEndpoint | None = None,
         first_psn: int = 0,
     ) -> None:
-        _check_config(job_id, worker_id, n_workers, region_size, window, slots)
+        self._check_layout(job_id, worker_id, n_workers, region_size, window, slots)
         self.job_id, self.worker_id, self.n_workers = job_id, worker_id, n_workers
         self.region_offset, self.region_size, self.window = region_offset, region_size, window
         self.slots, self.dest = slots, dest
@@ -198,12 +198,27 @@ class AllReduceClient:
         (``Hash(psn, job) % size + offset``, ``wire.header.hashed_address``). Call between
         all-reduce calls, on every worker alike."""
         win = size if window is None else window
-        _check_config(self.job_id, self.worker_id, self.n_workers, size, win, self.slots)
+        self._check_layout(self.job_id, self.worker_id, self.n_workers, size, win, self.slots)
         if addressing not in ADDRESSING:
             raise ValueError(f"addressing must be one of {', '.join(ADDRESSING)}: {addressing!r}")
         self.region_offset, self.region_size, self.window = offset, size, win
         self.epoch = epoch
         self._hash = hash_params(self.job_id, size) if addressing == "hashed" else None
+
+    # Hooks for other addressing schemes (hosts/atp_worker.py: hashed, shared pool).
+    def _check_layout(
+        self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
+    ) -> None:
+        _check_config(job_id, worker_id, n_workers, size, window, slots)
+
+    def _address(self, psn: int) -> tuple[int, int]:
+        """(agg_idx, ver) of ``psn``: NetReduce's ``offset + psn % size`` (or the layout's
+        hashed address), two copies."""
+        if self._hash is None:
+            return aggregator_address(psn, self.region_offset, self.region_size)
+        a, b = self._hash  # hashed_address with the job's (a, b) computed once per layout
+        size = self.region_size
+        return self.region_offset + (a * psn + b) % size, (psn // size) & 1
 
     # --- integer path -----------------------------------------------------------------------
     def allreduce_int(self, x: np.ndarray) -> np.ndarray:
@@ -255,12 +270,7 @@ class AllReduceClient:
                 self._probes.pop(psn, None)  # its result may answer either copy
             elif psn % RTT_PROBE_EVERY == 0:
                 self._probes[psn] = now
-            if self._hash is None:
-                idx, ver = aggregator_address(psn, self.region_offset, self.region_size)
-            else:  # hashed_address with the job's (a, b) computed once per layout
-                a, b = self._hash
-                size = self.region_size
-                idx, ver = self.region_offset + (a * psn + b) % size, (psn // size) & 1
+            idx, ver = self._address(psn)
             h = Header(
                 op=Op.AGG_SYNC,
                 flags=Flag.RETX if retx else Flag.NONE,

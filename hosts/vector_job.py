@@ -26,13 +26,15 @@ import numpy as np
 METHODS = ("switch", "ps", "ring")
 
 
-def make_vector(seed: int, worker_id: int, call: int, size: int) -> np.ndarray:
-    """The int32 vector worker ``worker_id`` all-reduces in call ``call`` (full range)."""
+def make_vector(seed: int, worker_id: int, call: int, size: int, bits: int = 32) -> np.ndarray:
+    """The int32 vector worker ``worker_id`` all-reduces in call ``call``: values of
+    ``bits`` bits (full int32 range by default; fewer keep sums from overflowing)."""
     rng = np.random.default_rng((seed, worker_id, call))
-    return rng.integers(-(2**31), 2**31, size=size, dtype=np.int64).astype(np.int32)
+    top = 1 << (bits - 1)
+    return rng.integers(-top, top, size=size, dtype=np.int64).astype(np.int32)
 
 
-def expected_sum(seed: int, workers: int, call: int, size: int) -> np.ndarray:
+def expected_sum(seed: int, workers: int, call: int, size: int, bits: int = 32) -> np.ndarray:
     """The host-side int32 sum (wrapping, like the switch) of every worker's vector.
 
     >>> a, b = make_vector(1, 0, 0, 3), make_vector(1, 1, 0, 3)
@@ -41,7 +43,7 @@ def expected_sum(seed: int, workers: int, call: int, size: int) -> np.ndarray:
     """
     total = np.zeros(size, dtype=np.int32)
     for w in range(workers):
-        total += make_vector(seed, w, call, size)
+        total += make_vector(seed, w, call, size, bits)
     return total
 
 
@@ -54,6 +56,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--size", default="4096", help="int32 values per call (list: 64,4096)")
     ap.add_argument("--calls", type=int, default=2, help="calls per size")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--bits", type=int, default=32, choices=range(2, 33), metavar="2..32",
+                    help="bits of each value (32: full int32 range)")  # fmt: skip
     ap.add_argument("--peers", help="ring: every worker's IP in rank order (default 10.0.0.1..)")
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--total-timeout", type=float, default=30.0, help="bound of one call, s")
@@ -75,6 +79,14 @@ def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
             timeout=a.timeout, total_timeout=a.total_timeout,
         )  # fmt: skip
     port = cfg["udp_port"] if a.method == "switch" else PS_UDP_PORT
+    if cfg.get("kind") == "atp" and a.method == "switch":
+        from hosts.atp_worker import AtpClient
+
+        return AtpClient(
+            a.job_id, a.worker_id, n, cfg["region_offset"], cfg["region_size"], cfg["window"],
+            dest=(cfg["agg_ip"], port), slots=cfg["slots"], timeout=a.timeout,
+            total_timeout=a.total_timeout,
+        )  # fmt: skip
     return AllReduceClient(
         a.job_id, a.worker_id, n, cfg["region_offset"], cfg["region_size"], cfg["window"],
         dest=(cfg["agg_ip"], port), slots=cfg["slots"], timeout=a.timeout,
@@ -98,12 +110,15 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for size in sizes:
                 for call in range(a.calls):
-                    x = make_vector(a.seed, a.worker_id, call, size)
+                    x = make_vector(a.seed, a.worker_id, call, size, a.bits)
                     t0 = time.perf_counter()
                     results.append(client.allreduce_int(x))
                     by_size[str(size)].append(time.perf_counter() - t0)
                     out["times"].append(by_size[str(size)][-1])
         finally:
+            stats = getattr(client, "stats", None)
+            if stats is not None:
+                out["stats"] = dict(vars(stats))
             client.close()
     except (ApiError, AllReduceTimeout, ValueError, OSError) as e:
         out["error"] = str(e)

@@ -3,8 +3,9 @@
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
-// JobRegion (admission), SyncModes (the job's synchronisation mode, sync_modes.p4) and
-// Aggregator; key-value packets (op AGG_KV) through Ask;
+// JobRegion (admission), then AtpPool for ATP jobs (atp.p4), or SyncModes (the job's
+// synchronisation mode, sync_modes.p4) and Aggregator for the others; results and ACKs
+// of ATP jobs through AtpPool (release, multicast); key-value packets (op AGG_KV) through Ask;
 // key-value store requests and replies (KV_READ, KV_WRITE) through KvCache, which answers
 // cached reads itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through
 // Sequencer; everything else, including the op codes reserved for later systems, is
@@ -24,6 +25,7 @@
 #include "aggregator.p4"
 #include "sync_modes.p4"
 #include "ask.p4"
+#include "atp.p4"
 #include "result_rewrite.p4"
 #include "kv_cache.p4"
 #include "consensus.p4"
@@ -53,6 +55,7 @@ control IncIngress(inout headers_t hdr,
     Aggregator() aggregator;
     SyncModes() sync_modes;
     SyncLate() sync_late;
+    AtpPool() atp;
     Forwarder() forwarder;
     Ask() ask;
     KvCache() kv_cache;
@@ -63,9 +66,12 @@ control IncIngress(inout headers_t hdr,
                 && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0) {
             job_region.apply(hdr, meta, standard_metadata);
             if (meta.drop == 0) {
-                sync_modes.apply(hdr, meta, standard_metadata);  // may say wait: no aggregation
+                atp.apply(hdr, meta, standard_metadata);  // ATP jobs (atp_jobs) end there
+                if (meta.atp == 0) {
+                    sync_modes.apply(hdr, meta, standard_metadata);  // may say wait
+                }
             }
-            if (meta.drop == 0 && meta.sync_wait == 0) {
+            if (meta.drop == 0 && meta.atp == 0 && meta.sync_wait == 0) {
                 aggregator.apply(hdr, meta, standard_metadata);
                 sync_late.apply(hdr, meta, standard_metadata);
             }
@@ -94,6 +100,17 @@ control IncIngress(inout headers_t hdr,
                 && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
             sequencer.apply(hdr, meta, standard_metadata);
             if (meta.drop == 1) {
+                drop_and_count();
+            }
+        } else if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
+                && (hdr.inc.flags & FLAG_FALLBACK) == 0
+                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) != 0) {
+            // A result or ACK: an ATP job's releases its aggregator and is multicast (only
+            // from the port towards its PS); anything else is forwarded.
+            atp.apply(hdr, meta, standard_metadata);
+            if (meta.atp == 0) {
+                forwarder.apply(hdr, meta, standard_metadata);
+            } else if (meta.drop == 1) {
                 drop_and_count();
             }
         } else {

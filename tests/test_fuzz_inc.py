@@ -3,7 +3,8 @@
 Two NetReduce jobs are admitted by the controller's own code over P4Runtime (job 1:
 workers on ports 1..3, aggregators 8..11; job 2: workers on ports 4 and 5, aggregators
 12..15), a key-value cache job (3: client on port 2, server on port 6, cache entries
-16..19) and a replicated log (4: client on port 3, sequencer counter 2), with forwarding to
+16..19), a replicated log (4: client on port 3, sequencer counter 2) and an ATP job (5:
+workers on ports 2 and 4, ATP pool range [0, 4), its PS on port 6), with forwarding to
 six hosts; the packets then go through that p4sim switch in-process. A
 stream of valid worker packets drives both jobs through every aggregator state (in
 progress, complete, reused); between them go mutated packets: INC fields set to edge
@@ -18,6 +19,8 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   known (job, worker, ingress port), ``agg_idx`` in the job's region) may change anything,
   and then only the cells of the copy it addresses, ``2 * agg_idx + ver``, which it then
   tags with its own job (``ADMISSION`` holds this rule per op: a new system adds its own);
+  an ATP job's packet (``atp_copy``) only ATP's cells of ``agg_idx`` (the hash of (job, psn)
+  in its range), tagged with its job; an ATP result or ACK only from its PS's port;
 - anything else leaves the switch as at most one packet (forwarding never replicates).
 
 The seed is fixed and printed; ``INC_FUZZ_SEED=N`` reproduces or varies a run.
@@ -40,6 +43,7 @@ import numpy as np
 import pytest
 
 from controller import kv_cache
+from controller.atp import Atp, AtpRequest
 from controller.consensus import Consensus, ConsensusRequest
 from controller.job import host_ip, host_mac
 from controller.kv_cache import KvCache, KvCacheRequest
@@ -51,6 +55,7 @@ from p4sim.switch import Switch
 from wire.framing import FRAME_OVERHEAD, encapsulate
 from wire.header import (
     AGG_POOL_SIZE,
+    ATP_POOL_SIZE,
     FIELDS,
     HEADER_LEN,
     INC_UDP_PORT,
@@ -62,6 +67,7 @@ from wire.header import (
     Header,
     Op,
     aggregator_address,
+    atp_index,
     pack,
 )
 
@@ -82,7 +88,8 @@ class Job:
 
 
 JOBS = (Job(1, (1, 2, 3), 8, 4), Job(2, (4, 5), 12, 4))
-WORKERS = {(j.job_id, w, p): j for j in JOBS for w, p in enumerate(j.ports)}
+ATP_JOB = Job(5, (2, 4), 0, 4)  # ATP: range [0, 4) of ATP's pool, PS on port AGG_HOST
+WORKERS = {(j.job_id, w, p): j for j in (*JOBS, ATP_JOB) for w, p in enumerate(j.ports)}
 # A key-value cache job (client 0 on port 2, its server on port 6, cache entries 16..19,
 # key 5 cached) and a replicated log (client 0 on port 3, replicas on 4..6, counter 2).
 KV = Job(3, (2,), 16, 4)
@@ -118,6 +125,7 @@ def program(tmp: Path) -> Iterator[Switch]:
                 job = kind.make_job(req, j.job_id, 0, Region(j.offset, j.size), created_at=0.0)
                 await kind.install(conn, job)
             await install_kv_and_log(conn)
+            await install_atp(conn)
 
     with LocalSwitch(device_id=0) as local:
         asyncio.run(install(local.address))
@@ -150,6 +158,18 @@ async def install_kv_and_log(conn: SwitchConnection) -> None:
     await log_kind.install(conn, log_job)
 
 
+async def install_atp(conn: SwitchConnection) -> None:
+    ps = list(ATP_JOB.ports)
+    req = AtpRequest(
+        workers=len(ps), window=ATP_JOB.size, pool_size=ATP_JOB.size, ps_port=AGG_HOST,
+        worker_ports=ps, worker_ips=[host_ip(p) for p in ps], worker_macs=[host_mac(p) for p in ps],
+        agg_ip=host_ip(AGG_HOST), agg_mac=host_mac(AGG_HOST),
+    )  # fmt: skip
+    kind = Atp()
+    region = Region(ATP_JOB.offset, ATP_JOB.size)
+    await kind.install(conn, kind.make_job(req, ATP_JOB.job_id, 0, region, created_at=0.0))
+
+
 def kv_frame(port: int, rng: random.Random) -> bytes:
     """A request of the key-value client, or a reply of its server (random stamp/version)."""
     vals = np.array([rng.choice((KV_KEY, 9))] + [rng.randrange(2**31) for _ in range(SLOTS - 1)])
@@ -171,6 +191,8 @@ def log_frame(rng: random.Random) -> bytes:
 
 def contribution(job: Job, worker: int, psn: int, values: np.ndarray, **fields: int) -> bytes:
     idx, ver = aggregator_address(psn, job.offset, job.size)
+    if job is ATP_JOB:
+        idx, ver = atp_index(job.job_id, psn, job.offset, job.size), 0
     h = Header(job_id=job.job_id, worker_id=worker, psn=psn, agg_idx=idx, ver=ver, **fields)
     port = job.ports[worker]
     return encapsulate(pack(h, values), mac(port), mac(AGG_HOST), ip(port), ip(AGG_HOST))
@@ -186,6 +208,12 @@ def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
                 out.append((p, contribution(j, w, psn, vals)))
         port = rng.choice((KV.ports[0], KV_SERVER_PORT))
         out += [(port, kv_frame(port, rng)), (LOG.ports[0], log_frame(rng))]
+        # The ATP job: its workers, then its PS's result through the switch (a release).
+        for w, p in enumerate(ATP_JOB.ports):
+            vals = np.array([rng.randrange(-(2**20), 2**20) for _ in range(SLOTS)])
+            out.append((p, contribution(ATP_JOB, w, psn, vals)))
+        result = contribution(ATP_JOB, 0, psn, np.zeros(SLOTS, dtype=np.int64), flags=Flag.RESULT)
+        out.append((AGG_HOST, result))
     return out
 
 
@@ -311,6 +339,34 @@ def netreduce_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | 
     return Target(job.job_id, range(cell, cell + 1), AGGREGATOR)
 
 
+ATP = "IncIngress.atp."
+
+
+def atp_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
+    """ATP (docs/protocol.md, "ATP"): a worker packet admitted as for NetReduce with
+    ``agg_idx`` the hash of (job, psn) in its range; a RESULT/ACK (no FALLBACK) of the job
+    from its PS's port, any slot count, ``agg_idx`` in the pool. Either writes only ATP's
+    cells of ``agg_idx``."""
+    flags = fields["flags"]
+    if flags & (Flag.RESULT | Flag.ACK) and not flags & Flag.FALLBACK:
+        idx = fields["agg_idx"]
+        ok = port == AGG_HOST and idx < ATP_POOL_SIZE
+        return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP) if ok else None
+    if flags & NOT_AGGREGATED or fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
+        return None
+    if WORKERS.get((fields["job_id"], fields["worker_id"], port)) is not ATP_JOB:
+        return None
+    idx = atp_index(ATP_JOB.job_id, fields["psn"], ATP_JOB.offset, ATP_JOB.size)
+    return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP) if fields["agg_idx"] == idx else None
+
+
+def agg_sync(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
+    """AGG_SYNC: the job's kind decides (ATP's job, else NetReduce's rule)."""
+    if fields["job_id"] == ATP_JOB.job_id:
+        return atp_copy(frame, fields, port)
+    return netreduce_copy(frame, fields, port)
+
+
 def kv_entries(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     """Key-value admission: K slots, the KV job, a request from its client's (id, port) or a
     reply (RESULT) from its server's port; it may write the job's cache entries only."""
@@ -342,7 +398,7 @@ def log_counter(frame: bytes, fields: dict[str, int], port: int) -> Target | Non
 # write, or None. A system whose packets write state adds its rule here; until then this
 # fuzzer reports its writes as writes by a packet not admitted.
 ADMISSION = {
-    Op.AGG_SYNC: netreduce_copy,
+    Op.AGG_SYNC: agg_sync,
     Op.KV_READ: kv_entries,
     Op.KV_WRITE: kv_entries,
     Op.CONSENSUS: log_counter,
@@ -374,6 +430,7 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
     registers = {e.name: sw.extern(e.name) for e in sw.externs() if e.kind == "register"}
     snapshot = {name: list(r.values) for name, r in registers.items()}
     agg_job = next(r for name, r in registers.items() if name.endswith(".agg_job"))
+    atp_job = next(r for name, r in registers.items() if name.endswith(".atp_job"))
     stream, others = valid_stream(rng), other_traffic()
     recent: list[tuple[int, bytes]] = list(others)
     seen: Counter[str] = Counter()
@@ -401,10 +458,11 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
         target = None if counted else admitted_copy(frame, port)
         if target is not None:
             mine = {n: r for n, r in registers.items() if n.startswith(target.prefix)}
-            if target.prefix == AGGREGATOR:
+            if target.prefix in (AGGREGATOR, ATP):
+                tag = agg_job if target.prefix == AGGREGATOR else atp_job
                 cell = target.cells[0]
                 changed = any(r.values[cell] != snapshot[n][cell] for n, r in mine.items())
-                assert not changed or agg_job.values[cell] == target.job_id, f"foreign tag: {where}"
+                assert not changed or tag.values[cell] == target.job_id, f"foreign tag: {where}"
             for name, r in mine.items():
                 for cell in target.cells:
                     snapshot[name][cell] = r.values[cell]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wire import header as protocol
-from wire.header import FIELDS, SLOTS, DropReason, Flag, Op, SyncMode
+from wire.header import FIELDS, SLOTS, AtpEvent, DropReason, Flag, Op, SyncMode
 
 P4SRC = Path(__file__).resolve().parents[1] / "p4src"
 _DEFINE = re.compile(r"^\s*#define\s+([A-Z][A-Z0-9_]*)\s+(0x[0-9a-fA-F]+|\d+)\b", re.M)
@@ -52,6 +52,8 @@ def expected_constants() -> dict[str, int]:
         "SYNC_RING": protocol.SYNC_RING,
         "SYNC_CLOCKS": protocol.SYNC_JOBS * protocol.MAX_WORKERS,
         "SYNC_REACHED": protocol.SYNC_JOBS * protocol.SYNC_RING,
+        "ATP_POOL_SIZE": protocol.ATP_POOL_SIZE,
+        "ATP_EVENTS": protocol.ATP_EVENTS,
         "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
         "IP_PROTO_UDP": protocol.UDP_PROTO,
         "ASK_ROWS": protocol.ASK_ROWS,
@@ -66,6 +68,7 @@ def expected_constants() -> dict[str, int]:
     exp |= {f"FLAG_{f.name}": f.value for f in Flag if f.value}
     exp |= {f"DROP_{d.name}": d.value for d in DropReason}
     exp |= {f"SYNC_MODE_{m.name}": m.value for m in SyncMode}
+    exp |= {f"ATP_EV_{e.name}": e.value for e in AtpEvent}
     return exp
 
 

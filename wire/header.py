@@ -45,6 +45,7 @@ KV_CACHE_SIZE = 4096  # key-value cache entries in the switch, shared by all KV 
 KV_VALUE_WORDS = 8  # a key-value value: slots 1..8 (32 bytes); slot 0 holds the key
 KV_ANSWERED_BY_SWITCH = 1  # epoch of a KV reply the switch served from its cache
 CONS_GROUPS = 1024  # sequencer counters in the switch: consensus groups (jobs) at once
+ATP_POOL_SIZE = 4096  # aggregators of ATP's shared pool (p4src/atp.p4, registers of its own)
 VALUE_DTYPE = np.dtype(">i4")
 # Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
 ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)
@@ -98,6 +99,7 @@ class DropReason(IntEnum):
     STALE = 4  # psn older than the use held by the aggregator copy
     DUPLICATE = 5  # contribution already counted, aggregation still in progress
     OLD_EPOCH = 6  # epoch further below the worker's clock than its mode allows (sync_modes)
+    FORGED_RESULT = 7  # a RESULT/ACK of an ATP job from a port not towards its PS
 
 
 DROP_REASONS = len(DropReason)
@@ -106,6 +108,23 @@ DROP_REASONS = len(DropReason)
 DROP_STRIDE = 32
 JOB_DROP_JOBS = 1024
 assert DROP_REASONS <= DROP_STRIDE, "more drop reasons than job_drops has cells per job"
+
+
+class AtpEvent(IntEnum):
+    """Index of ATP's ``atp_events`` counter (p4src/atp.p4): the shared pool's statistics."""
+
+    CLAIMED = 0  # a first packet took a free aggregator
+    ADDED = 1  # a contribution was added to a held aggregator
+    COMPLETED = 2  # an aggregation reached its quorum and went to the PS (or up)
+    COLLISION = 3  # the aggregator held another (job, psn): COLLISION|FALLBACK to the PS
+    RETX_FALLBACK = 4  # a retransmission went to the PS unaggregated
+    OVERFLOW = 5  # a sum would overflow int32: the contribution went to the PS
+    RELEASED = 6  # a result/ACK freed the aggregator holding its (job, psn)
+    RELEASE_MISSED = 7  # a result/ACK found its aggregator holding something else
+    RECLAIMED = 8  # a finished use of the same job (psn older by >= window) was taken over
+
+
+ATP_EVENTS = len(AtpEvent)
 
 
 class Field(NamedTuple):
@@ -204,6 +223,30 @@ def unpack(payload: bytes | memoryview) -> tuple[Header, np.ndarray]:
     values = np.frombuffer(payload, dtype=VALUE_DTYPE, count=count, offset=HEADER_LEN)
     h = Header(op, flags, job, worker, vb >> _VER_SHIFT, psn, idx, epoch, bitmap, count)
     return h, values.astype(np.int32)
+
+
+def atp_hash(job_id: int, psn: int) -> int:
+    """Hash(job_id, psn): CRC-32 over the 16-bit job id and the 32-bit psn, big-endian, as
+    v1model's ``hash(..., HashAlgorithm.crc32, ..., {job_id, psn}, ...)`` computes it.
+
+    >>> atp_hash(1, 0) == zlib.crc32(bytes([0, 1, 0, 0, 0, 0]))
+    True
+    """
+    return zlib.crc32(_ATP_KEY.pack(job_id, psn))
+
+
+_ATP_KEY = struct.Struct("!HI")
+
+
+def atp_index(job_id: int, psn: int, offset: int, size: int) -> int:
+    """Hashed addressing (ATP; memory-managed jobs): ``Hash(job_id, psn) % size + offset``.
+
+    >>> atp_index(3, 17, offset=100, size=8) - 100 < 8
+    True
+    """
+    if size <= 0:
+        raise ProtocolError(f"region size must be positive, got {size}")
+    return offset + atp_hash(job_id, psn) % size
 
 
 def aggregator_address(psn: int, offset: int, size: int) -> tuple[int, int]:

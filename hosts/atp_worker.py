@@ -1,0 +1,71 @@
+"""ATP worker: the all-reduce client with hashed addressing into a shared pool and AIMD.
+
+Example (a single worker against ATP's parameter server in this process, no switch: every
+packet reaches the PS as a one-worker piece, and the PS answers):
+    >>> import numpy as np
+    >>> from hosts.atp_ps import AtpJobSpec, AtpParameterServer
+    >>> c = AtpClient(5, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    >>> spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
+    >>> ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0)).start()
+    >>> c.dest = ps.address
+    >>> c.allreduce_int(np.arange(40, dtype=np.int32)).tolist()[-2:]
+    [38, 39]
+    >>> c.close(); ps.stop()
+
+Differences from NetReduce's client (hosts/allreduce.py), docs/protocol.md "ATP":
+- psn ``p`` goes to ``agg_idx = Hash(job_id, p) % size + offset`` (``wire.header.atp_index``),
+  copy 0; the range ``(offset, size)`` may be shared with other jobs and smaller than the
+  window: a collision is the switch's business (it falls back to the PS).
+- Packets go to the job's PS (the aggregation address); results come from it, through the
+  switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
+- The window adapts: +1 per window of results (additive increase), halved on a timeout at
+  most once per timeout interval (multiplicative decrease), between 1 and ``window``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hosts.allreduce import AllReduceClient, _check_config, _Window
+from hosts.sliding_window import ResultAssembler
+from wire.header import atp_index
+
+
+class AtpClient(AllReduceClient):
+    """One worker of an ATP job; the constructor is AllReduceClient's, ``window`` the
+    largest window AIMD may reach."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.max_window = self.window
+        self.cwnd = float(self.window)
+        self._last_cut = -1.0
+        self.window_cuts = 0
+
+    def _check_layout(
+        self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
+    ) -> None:
+        # Any window fits: the pool is hashed into, not partitioned by psn.
+        _check_config(job_id, worker_id, n_workers, size, min(window, size), slots)
+
+    def _address(self, psn: int) -> tuple[int, int]:
+        return atp_index(self.job_id, psn, self.region_offset, self.region_size), 0
+
+    def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: Any) -> None:
+        if any(retx for _, retx in sends):
+            now = time.monotonic()
+            if now - self._last_cut >= self.timeout:
+                self.cwnd = max(1.0, self.cwnd / 2)
+                window.window = int(self.cwnd)
+                self._last_cut = now
+                self.window_cuts += 1
+        super()._send(sends, window, wire)
+
+    def _receive(self, window: _Window, results: ResultAssembler) -> None:
+        before = self.stats.results
+        super()._receive(window, results)
+        gained = self.stats.results - before
+        if gained:
+            self.cwnd = min(float(self.max_window), self.cwnd + gained / self.cwnd)
+            window.window = int(self.cwnd)

@@ -1,0 +1,369 @@
+// atp.p4: ATP, multi-tenant aggregation in a shared pool with a parameter server per job.
+//
+// Memory: ATP_POOL_SIZE aggregators of its own (registers atp_*), separate from the
+// NetReduce pool of aggregator.p4, so that NetReduce regions and ATP pools never overlap.
+// Per aggregator: K value registers, the (job, psn) it holds, the contributor bitmap and
+// count. An ATP job's region (offset, size) of this pool comes from its `jobs` entry
+// (job_region.p4): several jobs given the same region share it. The worker addresses psn p
+// of job j at agg_idx = Hash(j, p) % size + offset, Hash = crc32 over (job_id, psn) as
+// v1model's hash() computes it (wire.header.atp_index is the same in Python); the switch
+// computes it again and drops a packet whose agg_idx differs (DROP_OUT_OF_REGION).
+//
+// Roles (atp_jobs, per job and switch): `top` switches send a completed aggregate to the
+// job's parameter server (PS); a leaf (top = 0) sends it up as one contribution of its
+// rack (worker id up_id) to the next level. A member is a worker (leaf, single switch) or a
+// leaf (spine, racks = 1). ps_port: the port towards the PS, the only port results and
+// acknowledgements of the job may enter from.
+//
+// Aggregation (first transmissions only; a RETX packet goes to the PS unaggregated):
+//   free aggregator (count 0)             claim: values, bitmap = bit, count 1, tag (j, p)
+//   held by (j, p), bit not yet set       add (a sum that would overflow int32 is not
+//                                          added: the packet falls back to the PS)
+//   held by (j, p), bit set or complete   drop, DROP_DUPLICATE
+//   released, still tagged (j, p)         drop, DROP_STALE (a late copy of a finished use)
+//   held by (j, p') with p - p' in [gap, 2^31)   reclaimed (p' is finished: I_R below)
+//   held by anything else                 collision: COLLISION|FALLBACK to the PS
+// When count reaches the quorum the packet carries the sum: to the PS (top), or up with
+// worker_id = up_id (leaf). The aggregator stays held until the result crosses the switch.
+// Release: a RESULT or ACK of job j entering from ps_port sets count 0 (tag kept) if the
+// aggregator still holds (j, p); a RESULT is then multicast to the job's members. From any
+// other port it is dropped, DROP_FORGED_RESULT. Invariants: docs/protocol.md, "ATP".
+// Programmed by controller/atp.py.
+#ifndef _ATP_P4_
+#define _ATP_P4_
+
+// Add slot F of the packet to aggregator `idx` of register R, leaving the sum in the packet
+// and OR-ing the signed-overflow bit of the addition into `ovf`.
+#define ATP_ADD(F, R) \
+    R.read(old, idx); \
+    sum = old + hdr.inc_values.F; \
+    ovf = ovf | ((old ^ sum) & (hdr.inc_values.F ^ sum)); \
+    hdr.inc_values.F = sum;
+
+// Undo ATP_ADD on the packet (the register was not written): the packet's own value again.
+#define ATP_UNDO(F, R) \
+    R.read(old, idx); \
+    hdr.inc_values.F = hdr.inc_values.F - old;
+
+#define ATP_STORE(F, R) \
+    R.write(idx, hdr.inc_values.F);
+
+control AtpPool(inout headers_t hdr,
+                inout inc_metadata_t meta,
+                inout standard_metadata_t standard_metadata) {
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_00;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_01;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_02;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_03;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_04;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_05;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_06;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_07;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_08;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_09;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_10;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_11;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_12;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_13;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_14;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_15;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_16;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_17;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_18;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_19;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_20;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_21;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_22;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_23;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_24;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_25;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_26;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_27;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_28;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_29;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_30;
+    register<bit<32>>(ATP_POOL_SIZE) atp_value_31;
+    register<bit<16>>(ATP_POOL_SIZE) atp_job;      // job of the use held (0: never used)
+    register<bit<32>>(ATP_POOL_SIZE) atp_psn;      // psn of the use held
+    register<bit<32>>(ATP_POOL_SIZE) atp_bitmap;   // members that contributed
+    register<bit<8>>(ATP_POOL_SIZE) atp_count;     // how many; 0 = free (released)
+
+    // Pool statistics, indexed by ATP_EV_* (controller/atp.py reads them).
+    counter(ATP_EVENTS, CounterType.packets) atp_events;
+
+    bit<32> idx;
+    bit<32> old;
+    bit<32> sum;
+    bit<32> ovf;
+    bit<16> st_job;
+    bit<32> st_psn;
+    bit<32> st_bitmap;
+    bit<8>  st_count;
+
+    bit<9>  ps_port;
+    bit<1>  top;
+    bit<8>  up_id;
+    bit<1>  racks;
+    bit<32> all_workers;
+    bit<32> gap;
+
+    // ps_port: towards the job's PS; top: completed aggregates go to the PS (else up, as
+    // member up_id of the next level); racks: members are leaves (their packets' bitmap
+    // names the workers they hold); all_workers: the job's worker bitmap; gap: the window,
+    // psn distance beyond which a use of the same job is finished (reclaim).
+    action set_atp(bit<9> ps, bit<1> is_top, bit<8> up, bit<1> of_racks, bit<32> workers,
+                   bit<32> reclaim_gap, bit<16> mcast_grp) {
+        ps_port = ps;
+        top = is_top;
+        up_id = up;
+        racks = of_racks;
+        all_workers = workers;
+        gap = reclaim_gap;
+        meta.mcast_grp = mcast_grp;
+        meta.atp = 1;
+    }
+
+    table atp_jobs {
+        key = { hdr.inc.job_id: exact; }
+        actions = { set_atp; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
+    action load_state() {
+        atp_job.read(st_job, idx);
+        atp_psn.read(st_psn, idx);
+        atp_bitmap.read(st_bitmap, idx);
+        atp_count.read(st_count, idx);
+    }
+
+    action store_state() {
+        atp_job.write(idx, hdr.inc.job_id);
+        atp_psn.write(idx, hdr.inc.psn);
+        atp_bitmap.write(idx, st_bitmap);
+        atp_count.write(idx, st_count);
+    }
+
+    action add_values() {
+        ovf = 0;
+        ATP_ADD(v00, atp_value_00)
+        ATP_ADD(v01, atp_value_01)
+        ATP_ADD(v02, atp_value_02)
+        ATP_ADD(v03, atp_value_03)
+        ATP_ADD(v04, atp_value_04)
+        ATP_ADD(v05, atp_value_05)
+        ATP_ADD(v06, atp_value_06)
+        ATP_ADD(v07, atp_value_07)
+        ATP_ADD(v08, atp_value_08)
+        ATP_ADD(v09, atp_value_09)
+        ATP_ADD(v10, atp_value_10)
+        ATP_ADD(v11, atp_value_11)
+        ATP_ADD(v12, atp_value_12)
+        ATP_ADD(v13, atp_value_13)
+        ATP_ADD(v14, atp_value_14)
+        ATP_ADD(v15, atp_value_15)
+        ATP_ADD(v16, atp_value_16)
+        ATP_ADD(v17, atp_value_17)
+        ATP_ADD(v18, atp_value_18)
+        ATP_ADD(v19, atp_value_19)
+        ATP_ADD(v20, atp_value_20)
+        ATP_ADD(v21, atp_value_21)
+        ATP_ADD(v22, atp_value_22)
+        ATP_ADD(v23, atp_value_23)
+        ATP_ADD(v24, atp_value_24)
+        ATP_ADD(v25, atp_value_25)
+        ATP_ADD(v26, atp_value_26)
+        ATP_ADD(v27, atp_value_27)
+        ATP_ADD(v28, atp_value_28)
+        ATP_ADD(v29, atp_value_29)
+        ATP_ADD(v30, atp_value_30)
+        ATP_ADD(v31, atp_value_31)
+    }
+
+    action undo_values() {
+        ATP_UNDO(v00, atp_value_00)
+        ATP_UNDO(v01, atp_value_01)
+        ATP_UNDO(v02, atp_value_02)
+        ATP_UNDO(v03, atp_value_03)
+        ATP_UNDO(v04, atp_value_04)
+        ATP_UNDO(v05, atp_value_05)
+        ATP_UNDO(v06, atp_value_06)
+        ATP_UNDO(v07, atp_value_07)
+        ATP_UNDO(v08, atp_value_08)
+        ATP_UNDO(v09, atp_value_09)
+        ATP_UNDO(v10, atp_value_10)
+        ATP_UNDO(v11, atp_value_11)
+        ATP_UNDO(v12, atp_value_12)
+        ATP_UNDO(v13, atp_value_13)
+        ATP_UNDO(v14, atp_value_14)
+        ATP_UNDO(v15, atp_value_15)
+        ATP_UNDO(v16, atp_value_16)
+        ATP_UNDO(v17, atp_value_17)
+        ATP_UNDO(v18, atp_value_18)
+        ATP_UNDO(v19, atp_value_19)
+        ATP_UNDO(v20, atp_value_20)
+        ATP_UNDO(v21, atp_value_21)
+        ATP_UNDO(v22, atp_value_22)
+        ATP_UNDO(v23, atp_value_23)
+        ATP_UNDO(v24, atp_value_24)
+        ATP_UNDO(v25, atp_value_25)
+        ATP_UNDO(v26, atp_value_26)
+        ATP_UNDO(v27, atp_value_27)
+        ATP_UNDO(v28, atp_value_28)
+        ATP_UNDO(v29, atp_value_29)
+        ATP_UNDO(v30, atp_value_30)
+        ATP_UNDO(v31, atp_value_31)
+    }
+
+    action store_values() {
+        ATP_STORE(v00, atp_value_00)
+        ATP_STORE(v01, atp_value_01)
+        ATP_STORE(v02, atp_value_02)
+        ATP_STORE(v03, atp_value_03)
+        ATP_STORE(v04, atp_value_04)
+        ATP_STORE(v05, atp_value_05)
+        ATP_STORE(v06, atp_value_06)
+        ATP_STORE(v07, atp_value_07)
+        ATP_STORE(v08, atp_value_08)
+        ATP_STORE(v09, atp_value_09)
+        ATP_STORE(v10, atp_value_10)
+        ATP_STORE(v11, atp_value_11)
+        ATP_STORE(v12, atp_value_12)
+        ATP_STORE(v13, atp_value_13)
+        ATP_STORE(v14, atp_value_14)
+        ATP_STORE(v15, atp_value_15)
+        ATP_STORE(v16, atp_value_16)
+        ATP_STORE(v17, atp_value_17)
+        ATP_STORE(v18, atp_value_18)
+        ATP_STORE(v19, atp_value_19)
+        ATP_STORE(v20, atp_value_20)
+        ATP_STORE(v21, atp_value_21)
+        ATP_STORE(v22, atp_value_22)
+        ATP_STORE(v23, atp_value_23)
+        ATP_STORE(v24, atp_value_24)
+        ATP_STORE(v25, atp_value_25)
+        ATP_STORE(v26, atp_value_26)
+        ATP_STORE(v27, atp_value_27)
+        ATP_STORE(v28, atp_value_28)
+        ATP_STORE(v29, atp_value_29)
+        ATP_STORE(v30, atp_value_30)
+        ATP_STORE(v31, atp_value_31)
+    }
+
+    // The packet leaves towards the PS, unaggregated. `piece`: the workers it holds.
+    action fall_back(bit<8> why, bit<32> piece) {
+        hdr.inc.flags = hdr.inc.flags | FLAG_FALLBACK | why;
+        hdr.inc.bitmap = piece;
+        hdr.udp.checksum = 0;
+        standard_metadata.egress_spec = ps_port;
+    }
+
+    action drop_with(bit<8> reason) {
+        meta.drop = 1;
+        meta.drop_reason = reason;
+    }
+
+    apply {
+        meta.atp = 0;
+        atp_jobs.apply();
+        if (meta.atp == 1) {
+            if ((hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) != 0) {
+                // ---- release: results and acknowledgements from the PS side ----
+                idx = hdr.inc.agg_idx;
+                if (standard_metadata.ingress_port != ps_port) {
+                    drop_with(DROP_FORGED_RESULT);
+                } else if (idx >= ATP_POOL_SIZE) {
+                    drop_with(DROP_OUT_OF_REGION);
+                } else {
+                    load_state();
+                    if (st_job == hdr.inc.job_id && st_psn == hdr.inc.psn && st_count != 0) {
+                        st_count = 0;
+                        st_bitmap = 0;
+                        store_state();
+                        atp_events.count((bit<32>)ATP_EV_RELEASED);
+                    } else {
+                        atp_events.count((bit<32>)ATP_EV_RELEASE_MISSED);
+                    }
+                    if ((hdr.inc.flags & FLAG_RESULT) != 0) {
+                        hdr.udp.checksum = 0;
+                        standard_metadata.mcast_grp = meta.mcast_grp;
+                    } else {
+                        mark_to_drop(standard_metadata);  // an ACK ends here
+                    }
+                }
+            } else {
+                // ---- aggregation (JobRegion admitted the packet) ----
+                bit<32> want;
+                hash(want, HashAlgorithm.crc32, meta.region_offset,
+                     { hdr.inc.job_id, hdr.inc.psn }, meta.region_size);
+                idx = hdr.inc.agg_idx;
+                bit<32> piece = meta.worker_bit;
+                if (racks == 1) {
+                    piece = hdr.inc.bitmap;
+                }
+                if (idx != want || idx >= ATP_POOL_SIZE) {
+                    drop_with(DROP_OUT_OF_REGION);
+                } else if ((hdr.inc.flags & FLAG_RETX) != 0) {
+                    fall_back(0, piece);
+                    atp_events.count((bit<32>)ATP_EV_RETX_FALLBACK);
+                } else {
+                    load_state();
+                    bool same_job = st_job == hdr.inc.job_id;
+                    bool same_use = same_job && st_psn == hdr.inc.psn;
+                    bit<32> delta = hdr.inc.psn - st_psn;
+                    bool finished = same_job && delta >= gap && delta < PSN_HALF;
+                    if (st_count == 0 && same_use) {
+                        drop_with(DROP_STALE);
+                    } else if (st_count == 0 || finished) {
+                        if (st_count != 0) {
+                            atp_events.count((bit<32>)ATP_EV_RECLAIMED);
+                        }
+                        st_bitmap = meta.worker_bit;
+                        st_count = 1;
+                        store_values();
+                        store_state();
+                        atp_events.count((bit<32>)ATP_EV_CLAIMED);
+                    } else if (same_use) {
+                        if (st_count >= meta.quorum || (st_bitmap & meta.worker_bit) != 0) {
+                            drop_with(DROP_DUPLICATE);
+                        } else {
+                            add_values();
+                            if ((ovf & 0x80000000) != 0) {
+                                undo_values();
+                                fall_back(0, piece);
+                                atp_events.count((bit<32>)ATP_EV_OVERFLOW);
+                            } else {
+                                store_values();
+                                st_bitmap = st_bitmap | meta.worker_bit;
+                                st_count = st_count + 1;
+                                store_state();
+                                atp_events.count((bit<32>)ATP_EV_ADDED);
+                            }
+                        }
+                    } else {
+                        fall_back(FLAG_COLLISION, piece);
+                        atp_events.count((bit<32>)ATP_EV_COLLISION);
+                    }
+                    // A claim or an addition that reaches the quorum completes the use.
+                    if (meta.drop == 0 && (hdr.inc.flags & FLAG_FALLBACK) == 0) {
+                        if (st_count >= meta.quorum) {
+                            hdr.udp.checksum = 0;
+                            standard_metadata.egress_spec = ps_port;
+                            if (top == 1) {
+                                hdr.inc.bitmap = all_workers;
+                            } else {
+                                hdr.inc.worker_id = up_id;
+                                hdr.inc.bitmap = st_bitmap;
+                            }
+                            atp_events.count((bit<32>)ATP_EV_COMPLETED);
+                        } else {
+                            mark_to_drop(standard_metadata);  // absorbed
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#endif  // _ATP_P4_

@@ -1,0 +1,311 @@
+"""ATP's shared pool in p4src/atp.p4, packet by packet on an in-process p4sim switch.
+
+Jobs are admitted by the controller's own code (``controller.atp.Atp.install`` over
+P4Runtime): ATP job 1 (workers on ports 1..3), ATP job 2 (workers on ports 4, 5) share
+the pool range [0, 4); NetReduce job 3 (workers on ports 7, 8) has aggregators 8..11 of
+its own pool. Every job's aggregation address (PS) is the host on port 6. The PS side
+(hosts/atp_ps.py) is driven with what the switch emits, so the sums are checked end to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from controller.atp import Atp, AtpRequest, pool_stats
+from controller.job import Job, host_ip, host_mac
+from controller.local_switch import LocalSwitch, compile_pipeline
+from controller.memory_manager import Region
+from controller.netreduce import NetReduce, NetReduceRequest
+from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from hosts.atp_ps import AtpAggregator, AtpJobSpec
+from p4sim.switch import Switch
+from wire.framing import encapsulate
+from wire.header import (
+    SLOTS,
+    AtpEvent,
+    DropReason,
+    Flag,
+    Header,
+    aggregator_address,
+    atp_index,
+    pack,
+    unpack,
+)
+
+INC_P4 = Path(__file__).resolve().parents[1] / "p4src" / "inc.p4"
+PS_PORT = 6
+POOL = Region(0, 4)
+JOB1, JOB2, NR = 1, 2, 3
+PORTS = {JOB1: (1, 2, 3), JOB2: (4, 5), NR: (7, 8)}
+
+
+def mac(port: int) -> bytes:
+    return bytes.fromhex(host_mac(port).replace(":", ""))
+
+
+def ip(port: int) -> bytes:
+    return socket.inet_aton(host_ip(port))
+
+
+def hosts(ports: tuple[int, ...]) -> dict[str, object]:
+    ps = list(ports)
+    return {
+        "workers": len(ps),
+        "worker_ports": ps,
+        "worker_ips": [host_ip(p) for p in ps],
+        "worker_macs": [host_mac(p) for p in ps],
+        "agg_ip": host_ip(PS_PORT),
+        "agg_mac": host_mac(PS_PORT),
+    }
+
+
+class Net:
+    """The switch, its jobs, and helpers to send a worker's packet or the PS's result."""
+
+    def __init__(self, sw: Switch, conn_address: str, jobs: dict[int, Job]) -> None:
+        self.sw, self.address, self.jobs = sw, conn_address, jobs
+
+    def contribution(
+        self, job: int, worker: int, psn: int, values: np.ndarray, **fields: int
+    ) -> list[tuple[int, bytes]]:
+        j = self.jobs[job]
+        if j.kind == "atp":
+            idx, ver = atp_index(job, psn, j.region.offset, j.region.size), 0
+        else:
+            idx, ver = aggregator_address(psn, j.region.offset, j.region.size)
+        fields = {"agg_idx": idx, "ver": ver} | fields
+        h = Header(job_id=job, worker_id=worker, psn=psn, **fields)
+        port = PORTS[job][worker]
+        frame = encapsulate(pack(h, values), mac(port), mac(PS_PORT), ip(port), ip(PS_PORT))
+        return self.sw.send(port, frame)
+
+    def from_ps(self, payload: bytes, port: int = PS_PORT) -> list[tuple[int, bytes]]:
+        frame = encapsulate(payload, mac(PS_PORT), mac(1), ip(PS_PORT), ip(1))
+        return self.sw.send(port, frame)
+
+    def drops(self) -> dict[str, int]:
+        return {r.name: self.sw.counter_read("inc_drops", int(r))[0] for r in DropReason}
+
+    def events(self) -> dict[str, int]:
+        return {e.name: self.sw.counter_read("atp_events", int(e))[0] for e in AtpEvent}
+
+
+@pytest.fixture
+def net(tmp_path: Path) -> Iterator[Net]:
+    files = compile_pipeline(INC_P4, tmp_path)
+    atp, nr = Atp(), NetReduce()
+
+    def atp_job(j: int) -> Job:
+        req = AtpRequest(window=8, pool_size=4, ps_port=PS_PORT, **hosts(PORTS[j]))  # type: ignore[arg-type]
+        return atp.make_job(req, j, 0, POOL, 0)
+
+    nr_req = NetReduceRequest(window=4, **hosts(PORTS[NR]))  # type: ignore[arg-type]
+    jobs = {
+        JOB1: atp_job(JOB1),
+        JOB2: atp_job(JOB2),
+        NR: nr.make_job(nr_req, NR, 0, Region(8, 4), 0),
+    }
+
+    async def install(address: str) -> None:
+        pipeline = Pipeline.from_files(files.p4info, files.device_config)
+        async with SwitchConnection(SwitchSpec(0, address), pipeline) as conn:
+            for j in jobs.values():
+                await (atp if j.kind == "atp" else nr).install(conn, j)
+
+    with LocalSwitch(device_id=0) as local:
+        asyncio.run(install(local.address))
+        sw = local.server.switch
+        for p in range(1, 9):
+            key = {"hdr.ipv4.dstAddr": (int.from_bytes(ip(p)), 32)}
+            sw.table_add(
+                "ipv4_lpm", key, "ipv4_forward", {"dst_mac": int.from_bytes(mac(p)), "port": p}
+            )
+        yield Net(sw, local.address, jobs)
+
+
+def vals(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(-(2**20), 2**20, SLOTS).astype(np.int32)
+
+
+def inc(out: list[tuple[int, bytes]]) -> list[tuple[int, Header, np.ndarray]]:
+    """(port, INC header, values) of every packet out (UDP payload after 42 bytes)."""
+    return [(p, *unpack(data[42:])) for p, data in out]
+
+
+def ps_for(net: Net) -> AtpAggregator:
+    return AtpAggregator({JOB1: AtpJobSpec(3, host_ip(1)), JOB2: AtpJobSpec(2, host_ip(4))})
+
+
+def psn_pair_colliding(offset: int = 0, size: int = 4) -> tuple[int, int]:
+    """A psn of job 1 and one of job 2 that hash to the same aggregator."""
+    for p in range(64):
+        for q in range(64):
+            if atp_index(JOB1, p, offset, size) == atp_index(JOB2, q, offset, size):
+                return p, q
+    raise AssertionError("no colliding pair")
+
+
+def test_switch_hash_is_the_python_hash_and_a_wrong_index_is_dropped(net: Net) -> None:
+    j = net.jobs[JOB1]
+    right = atp_index(JOB1, 5, j.region.offset, j.region.size)
+    wrong = (right + 1) % j.region.size
+    assert net.contribution(JOB1, 0, 5, vals(1), agg_idx=wrong) == []
+    assert net.drops()["OUT_OF_REGION"] == 1
+    assert net.contribution(JOB1, 0, 5, vals(1)) == []  # absorbed: the switch agrees
+    assert net.events()["CLAIMED"] == 1 and net.drops()["OUT_OF_REGION"] == 1
+
+
+def test_completed_aggregate_goes_to_the_ps_and_its_result_releases_and_reaches_all(
+    net: Net,
+) -> None:
+    rows = [vals(10 + w) for w in range(3)]
+    assert net.contribution(JOB1, 0, 7, rows[0]) == []
+    assert net.contribution(JOB1, 1, 7, rows[1]) == []
+    out = inc(net.contribution(JOB1, 2, 7, rows[2]))
+    assert [(p, h.bitmap, h.flags) for p, h, _ in out] == [(PS_PORT, 0b111, 0)]
+    assert np.array_equal(out[0][2], rows[0] + rows[1] + rows[2])
+    ps = ps_for(net)
+    (payload, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
+    res = inc(net.from_ps(payload))
+    assert sorted(p for p, _, _ in res) == [1, 2, 3]
+    assert all(np.array_equal(v, rows[0] + rows[1] + rows[2]) for _, _, v in res)
+    assert sorted(h.worker_id for _, h, _ in res) == [0, 1, 2]
+    assert net.events()["RELEASED"] == 1 and net.events()["COMPLETED"] == 1
+    # Released: the same use's late copy is stale; a new psn claims the aggregator.
+    assert net.contribution(JOB1, 0, 7, rows[0]) == []
+    assert net.drops()["STALE"] == 1
+
+
+def test_collision_falls_back_to_the_ps_which_completes_the_sum_exactly(net: Net) -> None:
+    p, q = psn_pair_colliding()
+    a = [vals(20 + w) for w in range(3)]
+    b = [vals(30 + w) for w in range(2)]
+    ps = ps_for(net)
+    results = []
+    assert net.contribution(JOB1, 0, p, a[0]) == []  # job 1 holds the aggregator
+    for w in range(2):  # job 2's packets collide: to the PS, unaggregated
+        out = inc(net.contribution(JOB2, w, q, b[w]))
+        assert [(port, h.flags, h.bitmap) for port, h, _ in out] == [
+            (PS_PORT, Flag.COLLISION | Flag.FALLBACK, 1 << w)
+        ]
+        results += ps.process(out[0][1], out[0][2])
+    assert net.events()["COLLISION"] == 2
+    (payload, _), = results  # fmt: skip
+    res = inc(net.from_ps(payload))
+    assert sorted(port for port, _, _ in res) == [4, 5]
+    assert all(np.array_equal(v, b[0] + b[1]) for _, _, v in res)
+    assert net.events()["RELEASE_MISSED"] == 1  # job 1 still holds it: nothing released
+    # Job 1 completes in the switch meanwhile.
+    net.contribution(JOB1, 1, p, a[1])
+    out = inc(net.contribution(JOB1, 2, p, a[2]))
+    assert np.array_equal(out[0][2], a[0] + a[1] + a[2])
+
+
+def test_retransmission_goes_to_the_ps_and_the_ps_merges_it_with_the_aggregate(net: Net) -> None:
+    rows = [vals(40 + w) for w in range(3)]
+    ps = ps_for(net)
+    net.contribution(JOB1, 0, 9, rows[0])
+    out = inc(net.contribution(JOB1, 0, 9, rows[0], flags=Flag.RETX))
+    assert [(p, h.flags & Flag.FALLBACK, h.bitmap) for p, h, _ in out] == [(PS_PORT, 16, 1)]
+    assert ps.process(out[0][1], out[0][2]) == []
+    net.contribution(JOB1, 1, 9, rows[1])
+    out = inc(net.contribution(JOB1, 2, 9, rows[2]))  # the full aggregate contains worker 0
+    (payload, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
+    assert np.array_equal(unpack(payload)[1], rows[0] + rows[1] + rows[2])
+    assert ps.stats.results == 1 and ps.stats.aggregates == 1
+
+
+def test_sum_that_would_overflow_int32_falls_back_and_the_ps_sums_in_64_bits(net: Net) -> None:
+    big = np.full(SLOTS, 2**31 - 10, dtype=np.int32)
+    neg = np.full(SLOTS, -(2**31) + 5, dtype=np.int32)
+    ps = ps_for(net)
+    pieces = []
+    assert net.contribution(JOB1, 0, 11, big) == []
+    out = inc(net.contribution(JOB1, 1, 11, big))  # big + big overflows: not added
+    assert [(p, h.flags, h.bitmap) for p, h, _ in out] == [(PS_PORT, Flag.FALLBACK, 0b10)]
+    assert np.array_equal(out[0][2], big)  # the packet's own values, not a wrapped sum
+    assert net.events()["OVERFLOW"] == 1
+    pieces += out
+    # Worker 2 adds fine to worker 0 but the aggregate never completes (worker 1 is missing):
+    # everyone retransmits, and the PS completes from the retransmissions.
+    assert net.contribution(JOB1, 2, 11, neg) == []
+    for w, v in ((0, big), (2, neg)):
+        pieces += inc(net.contribution(JOB1, w, 11, v, flags=Flag.RETX))
+    results = [r for _, h, v in pieces for r in ps.process(h, v)]
+    (payload, _), = results  # fmt: skip
+    want = (big.astype(np.int64) * 2 + neg).astype(np.int32)
+    assert np.array_equal(unpack(payload)[1], want)
+    inc(net.from_ps(payload))
+    assert net.events()["RELEASED"] == 1
+
+
+def test_results_and_acks_from_a_port_not_towards_the_ps_are_dropped_and_release_nothing(
+    net: Net,
+) -> None:
+    rows = [vals(50 + w) for w in range(3)]
+    for w in range(3):
+        out = inc(net.contribution(JOB1, w, 13, rows[w]))
+    h, v = out[0][1], out[0][2]
+    forged = pack(Header(job_id=JOB1, psn=13, agg_idx=h.agg_idx, flags=Flag.RESULT), v * 0)
+    ack = pack(Header(job_id=JOB1, psn=13, agg_idx=h.agg_idx, flags=Flag.ACK), v * 0)
+    for port in (1, 4, 7):  # a worker of the job, of another job, a NetReduce worker
+        assert net.from_ps(forged, port=port) == []
+        assert net.from_ps(ack, port=port) == []
+    assert net.drops()["FORGED_RESULT"] == 6
+    assert net.events()["RELEASED"] == 0
+    # Job 2's PS side cannot release job 1's aggregator with its own job id either.
+    other = pack(Header(job_id=JOB2, psn=13, agg_idx=h.agg_idx, flags=Flag.ACK), v * 0)
+    assert net.from_ps(other) == []
+    assert net.events()["RELEASED"] == 0 and net.events()["RELEASE_MISSED"] == 1
+    # The real ACK from the PS port releases it.
+    assert net.from_ps(ack) == []
+    assert net.events()["RELEASED"] == 1
+
+
+def test_netreduce_job_beside_atp_jobs_aggregates_in_its_own_pool(net: Net) -> None:
+    rows = [vals(60), vals(61)]
+    for psn in range(3):
+        net.contribution(JOB1, 0, psn, rows[0])  # ATP traffic in between
+        assert net.contribution(NR, 0, psn, rows[0]) == []
+        out = inc(net.contribution(NR, 1, psn, rows[1]))
+        assert sorted(p for p, _, _ in out) == [7, 8]
+        assert all(np.array_equal(v, rows[0] + rows[1]) for _, _, v in out)
+    assert sum(net.drops().values()) == 0
+
+
+def test_uninstall_frees_the_jobs_aggregators_and_pool_stats_count_them(net: Net) -> None:
+    for psn in range(4):
+        net.contribution(JOB1, 0, psn, vals(psn))
+
+    async def run() -> tuple[dict[str, int], dict[str, int]]:
+        async with SwitchConnection(SwitchSpec(0, net.address), None) as conn:
+            before = await pool_stats(conn, POOL)
+            await Atp().uninstall(conn, net.jobs[JOB1])
+            return before, await pool_stats(conn, POOL)
+
+    before, after = asyncio.run(run())
+    held = len({atp_index(JOB1, p, 0, 4) for p in range(4)})
+    assert before["held"] == held and before["claimed"] >= 1
+    assert after["held"] == 0
+
+
+def test_a_window_of_psns_from_every_worker_aggregates_in_the_switch(net: Net) -> None:
+    """Workers send psns 0..5 each in turn (as a window does): every psn whose aggregator is
+    not taken by an earlier psn is summed in the switch; the rest go to the PS."""
+    ps, results = ps_for(net), {}
+    for w in range(3):
+        for psn in range(6):
+            for _, h, v in inc(net.contribution(JOB1, w, psn, vals(100 * w + psn))):
+                for payload, _ in ps.process(h, v):
+                    results[psn] = unpack(payload)[1]
+    assert sorted(results) == list(range(6)), (net.events(), net.drops())
+    for psn, got in results.items():
+        assert np.array_equal(got, sum(vals(100 * w + psn) for w in range(3)))
+    slots = len({atp_index(JOB1, p, 0, 4) for p in range(6)})
+    assert net.events()["COMPLETED"] == slots, net.events()

@@ -1,0 +1,180 @@
+"""ATP on Mininet: jobs sharing one pool of switch aggregators, a parameter server each.
+
+Run (root; ``make setup`` first)::
+
+    python -m topologies.atp [--jobs 2] [--workers 2] [--pool-size 16] [--window 32]
+                             [--size 20000] [--calls 3] [--loss 0.01]
+
+Jobs ``1..J`` have ``W`` workers each on one switch (hosts ``h1 ..``), all in the ATP pool
+range ``[0, pool_size)``; one host after the workers runs ``hosts.atp_ps`` for every job (the
+jobs' aggregation address). Each worker all-reduces seeded int32 vectors
+(``hosts.vector_job``); the run checks every result against the host-side sum and prints
+per job the call times, retransmissions, and the pool's statistics (claims, collisions,
+fallbacks, releases) read from the switch. What is shared with other experiments
+(network, daemon, hosts, impairments) is ``topologies/experiment.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from topologies.experiment import Experiment, ExperimentConfig, HostRun, host_ip, host_mac
+from topologies.impair_relay import Impairment
+
+RUN_DIR = Path("run/atp")
+
+
+@dataclass(frozen=True)
+class AtpJob:
+    """A submitted job: its id and its workers' host numbers (``h{n}``)."""
+
+    job_id: int
+    hosts: tuple[int, ...]
+    kind: str = "atp"
+
+
+def submit_atp(
+    ex: Experiment, name: str, hosts: list[int], ps_host: int, window: int, pool: tuple[int, int]
+) -> AtpJob:
+    """``incctl job submit --kind atp`` for workers on hosts ``h{n}`` of a star layout."""
+    job = ex.submit(
+        name,
+        kind="atp",
+        workers=len(hosts),
+        window=window,
+        worker_ports=hosts,
+        worker_ips=[host_ip(h) for h in hosts],
+        worker_macs=[host_mac(h) for h in hosts],
+        agg_ip=host_ip(ps_host),
+        agg_mac=host_mac(ps_host),
+        ps_port=ps_host,
+        pool_offset=pool[0],
+        pool_size=pool[1],
+    )
+    return AtpJob(job, tuple(hosts))
+
+
+def start_ps(ex: Experiment, ps_host: int, job_ids: list[int]) -> Any:
+    """One ATP parameter server on ``h{ps_host}`` serving ``job_ids``."""
+    cmd = [sys.executable, "-m", "hosts.atp_ps", "--controller", ex.controller_url]
+    for j in job_ids:
+        cmd += ["--job-id", str(j)]
+    return ex.start_service(f"h{ps_host}", cmd, ready="atp parameter server on")
+
+
+def vector_cmd(
+    ex: Experiment, job: AtpJob, worker: int, out: Path, size: int, calls: int, seed: int,
+    *extra: str,
+) -> list[str]:  # fmt: skip
+    return [
+        sys.executable, "-m", "hosts.vector_job", "--controller", ex.controller_url,
+        "--job-id", str(job.job_id), "--worker-id", str(worker), "--size", str(size),
+        "--calls", str(calls), "--seed", str(seed), "--out", str(out / f"j{job.job_id}w{worker}"),
+        *extra,
+    ]  # fmt: skip
+
+
+def run_jobs(
+    ex: Experiment, jobs: list[AtpJob], out: Path, size: int, calls: int, seed: int,
+    *extra: str, timeout: float = 300.0,
+) -> dict[int, list[dict[str, Any]]]:  # fmt: skip
+    """All workers of all ``jobs`` at once; per job and worker: exit code, record, results.
+    Job ``j`` all-reduces with seed ``seed + j``."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmds = [
+        (f"h{h}", vector_cmd(ex, j, w, out, size, calls, seed + j.job_id, *extra))
+        for j in jobs
+        for w, h in enumerate(j.hosts)
+    ]
+    runs: list[HostRun] = ex.run_hosts(cmds, timeout=timeout)
+    got: dict[int, list[dict[str, Any]]] = {}
+    i = 0
+    for j in jobs:
+        got[j.job_id] = []
+        for w in range(len(j.hosts)):
+            rec_path = out / f"j{j.job_id}w{w}.json"
+            rec = json.loads(rec_path.read_text()) if rec_path.exists() else {"error": "no record"}
+            npy = out / f"j{j.job_id}w{w}.npy"
+            res = np.load(npy) if npy.exists() else None
+            got[j.job_id].append({"code": runs[i].code, "rec": rec, "res": res})
+            i += 1
+    return got
+
+
+def exact(got: list[dict[str, Any]], seed: int, size: int, calls: int, bits: int = 32) -> list[str]:
+    """Problems of one job's results against the host-side int32 sum (empty: bit-exact)."""
+    from hosts.vector_job import expected_sum
+
+    want = np.stack([expected_sum(seed, len(got), c, size, bits) for c in range(calls)])
+    bad = []
+    for w, g in enumerate(got):
+        if g["code"] != 0:
+            bad.append(f"worker {w}: exit {g['code']}: {g['rec'].get('error')}")
+        elif g["res"] is None or not np.array_equal(g["res"], want):
+            bad.append(f"worker {w}: result differs from the host sum")
+    return bad
+
+
+def pool_events(ex: Experiment, switch: str = "s1") -> dict[str, int]:
+    """ATP's ``atp_events`` counter by event name."""
+    from wire.header import AtpEvent
+
+    cells = ex.read_counter("IncIngress.atp.atp_events", switch)
+    return {e.name.lower(): cells.get(int(e), (0, 0))[0] for e in AtpEvent}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from topologies.experiment import main_guard, star
+
+    ap = argparse.ArgumentParser(
+        prog="python -m topologies.atp", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--pool-size", type=int, default=16)
+    ap.add_argument("--window", type=int, default=32)
+    ap.add_argument("--size", type=int, default=20000)
+    ap.add_argument("--calls", type=int, default=3)
+    ap.add_argument("--loss", type=float, default=0.0, help="loss, duplication, reordering")
+    a = ap.parse_args(argv)
+
+    def run() -> int:
+        n = a.jobs * a.workers
+        imp = Impairment(loss=a.loss, dup=a.loss, reorder=a.loss, seed=3) if a.loss else None
+        cfg = ExperimentConfig(star(n + 1), impairment=imp, run_dir=RUN_DIR)
+        with Experiment(cfg) as ex:
+            ps = n + 1
+            jobs = [
+                submit_atp(ex, f"atp{j}", list(range(j * a.workers + 1, (j + 1) * a.workers + 1)),
+                           ps, a.window, (0, a.pool_size))
+                for j in range(a.jobs)
+            ]  # fmt: skip
+            start_ps(ex, ps, [j.job_id for j in jobs])
+            got = run_jobs(ex, jobs, RUN_DIR / "out", a.size, a.calls, seed=7)
+            events = pool_events(ex)
+        failed = 0
+        for j in jobs:
+            bad = exact(got[j.job_id], 7 + j.job_id, a.size, a.calls)
+            times = [t for g in got[j.job_id] for t in g["rec"].get("times", [])]
+            retx = sum(g["rec"].get("stats", {}).get("retransmissions", 0) for g in got[j.job_id])
+            mean = sum(times) / len(times) if times else float("nan")
+            print(f"job {j.job_id}: {'EXACT' if not bad else 'WRONG'}, mean call {mean:.3f} s,"
+                  f" retransmissions {retx}")  # fmt: skip
+            for b in bad:
+                print(f"  {b}")
+            failed += bool(bad)
+        print("ATP pool:", ", ".join(f"{k} {v}" for k, v in events.items()))
+        return 1 if failed else 0
+
+    return main_guard("topologies.atp", run)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
