@@ -6,8 +6,9 @@ absolute, else under each search directory: the JSON's folder and the one above 
 working directory, any ``--p4-source-dir``), compiles it and checks that the JSON describes
 the same program: every table of the program, with its actions, is a table of the JSON, and
 every register, counter and meter array of the JSON is one of the program's with the same
-size. The JSON's own parsers, pipelines and actions are not interpreted; a JSON whose source
-cannot be found or does not match it is refused with a message saying which.
+size (a JSON that does not match its source is refused, saying how). A JSON whose source is
+not at hand is run itself: ``p4sim.bmv2_translate`` writes it back as P4 (what it covers is
+listed there), or the refusal says why it cannot.
 
 Example::
 
@@ -18,9 +19,12 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+log_ = logging.getLogger("p4sim")
 
 
 class Bmv2JsonError(Exception):
@@ -127,8 +131,43 @@ def switch_from_bmv2_json(
         raise Bmv2JsonError(f"not a BMv2 JSON file: {err}") from None
     if not isinstance(doc, dict):
         raise Bmv2JsonError("not a BMv2 JSON file: the top level is not an object")
-    source = find_source(doc, dirs)
-    includes = (str(source.parent), *include_dirs)
-    sw = Switch.from_file(str(source), include_dirs=includes, log=log, tm=tm, backend=backend)
-    check_same_program(doc, sw, source)
+    try:
+        source = find_source(doc, dirs)
+    except Bmv2JsonError as missing:
+        source = _translated(doc, missing)
+    else:
+        includes = (str(source.parent), *include_dirs)
+        sw = Switch.from_file(str(source), include_dirs=includes, log=log, tm=tm, backend=backend)
+        check_same_program(doc, sw, source)
+        return sw, source
+    log_.info("%s; running the JSON itself (translated to %s)", missing_text(doc), source)
+    sw = Switch.from_file(str(source), log=log, tm=tm, backend=backend)
     return sw, source
+
+
+def missing_text(doc: dict[str, Any]) -> str:
+    return f"the P4 source of this BMv2 JSON ({doc.get('program')}) is not at hand"
+
+
+def _translated(doc: dict[str, Any], missing: Bmv2JsonError) -> Path:
+    """The JSON as P4 source (p4sim.bmv2_translate), kept in a file named by its hash."""
+    import hashlib
+    import tempfile
+
+    from p4sim.bmv2_translate import p4_from_bmv2_json
+
+    try:
+        text = p4_from_bmv2_json(doc)
+    except Bmv2JsonError as err:
+        raise Bmv2JsonError(f"{missing}; nor can p4sim run the JSON itself: {err}") from None
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "p4sim-bmv2-json"
+    folder.mkdir(exist_ok=True)
+    name = Path(str(doc.get("program") or "program.p4")).stem
+    path = folder / f"{_safe(name)}-{digest}.p4"
+    path.write_text(text)
+    return path
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in name) or "program"

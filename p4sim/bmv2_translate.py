@@ -1,0 +1,432 @@
+"""p4c's BMv2 JSON back into P4_16, for a JSON whose source is not at hand.
+
+``p4_from_bmv2_json(doc)`` writes a v1model program that does what the JSON's parser,
+deparser, pipelines, actions, checksum calculations, register and counter arrays say, with
+every table, action and extern under the JSON's own name (``@name(".X")``), so that the
+P4Info p4c wrote for the JSON fits the program p4sim compiles from it. BMv2's expressions
+are unbounded integers masked where p4c wants them to wrap; here each operation runs at the
+width of its widest operand, which gives the same bits for what p4c emits.
+
+Covered: headers and metadata, parser extract/set/verify and select on fields (value and
+mask), the deparser's order, actions with assign, add_header/remove_header, mark_to_drop,
+exit, register_read/write and count, tables (exact/lpm/ternary keys, default entries, const
+entries) and conditionals chained by next_tables (by action, hit/miss), csum16 checksum
+verify/update. Anything else (header stacks and unions, action profiles, meters, hashes,
+clones, digests) raises Bmv2JsonError naming it.
+
+Example::
+
+    source = p4_from_bmv2_json(json.loads(Path("build/basic.json").read_text()))
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from p4sim.bmv2_json import Bmv2JsonError
+
+_BIN = {"+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"}
+_CMP = {"==", "!=", "<", ">", "<=", ">="}
+
+
+def _ident(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
+
+
+class _Translator:
+    def __init__(self, doc: dict[str, Any]) -> None:
+        self.doc = doc
+        self.types = {t["name"]: t for t in doc.get("header_types") or []}
+        self.headers = {h["name"]: h for h in doc.get("headers") or []}
+        self.actions = {a["id"]: a for a in doc.get("actions") or []}
+        self.errors = {code: name for name, code in doc.get("errors") or []}
+        self.calcs = {c["name"]: c for c in doc.get("calculations") or []}
+        self.out: list[str] = []
+        for key in ("header_stacks", "header_unions", "header_union_stacks", "meter_arrays",
+                    "learn_lists", "parse_vsets", "extern_instances"):  # fmt: skip
+            if doc.get(key):
+                raise Bmv2JsonError(f"p4sim cannot run this BMv2 JSON without its source: {key}")
+
+    # -- names and widths ------------------------------------------------------------
+
+    def field_ref(self, ref: list[str]) -> tuple[str, int]:
+        header, field = ref
+        h = self.headers.get(header)
+        if h is None:
+            raise Bmv2JsonError(f"BMv2 JSON names an unknown header {header}")
+        if field == "$valid$":
+            return f"((bit<1>)({self.header_ref(header)}.isValid()))", 1
+        widths = {f[0]: f[1] for f in self.types[h["header_type"]]["fields"]}
+        if field not in widths:
+            raise Bmv2JsonError(f"BMv2 JSON names an unknown field {header}.{field}")
+        return f"{self.header_ref(header)}.{_ident(field)}", int(widths[field])
+
+    def header_ref(self, header: str) -> str:
+        h = self.headers[header]
+        if header == "standard_metadata":
+            return "sm"
+        if h.get("metadata"):
+            return f"meta.{_ident(header)}"
+        return f"hdr.{_ident(header)}"
+
+    # -- expressions: (code, width); width 0 = unsized integer, -1 = bool --------------
+
+    def expr(self, e: Any, rd: list[tuple[str, int]]) -> tuple[str, int]:
+        t, v = e.get("type"), e.get("value")
+        if t == "field":
+            return self.field_ref(v)
+        if t == "hexstr":
+            return str(int(v, 16)), 0
+        if t == "bool":
+            return ("true" if v else "false"), -1
+        if t == "runtime_data":
+            name, w = rd[int(v)]
+            return name, w
+        if t == "header":
+            return self.header_ref(v), -2
+        if t == "expression":
+            return self.op(v, rd)
+        raise Bmv2JsonError(f"p4sim cannot translate BMv2 expression of type {t}")
+
+    def sized(self, code: str, w: int, to: int) -> str:
+        if w == 0:
+            return f"{to}w{code}" if not code.startswith("-") else f"(bit<{to}>)({code})"
+        if w == -1:
+            return f"((bit<{to}>)(bit<1>)({code}))" if to > 1 else f"((bit<1>)({code}))"
+        return code if w == to else f"((bit<{to}>)({code}))"
+
+    def op(self, v: dict[str, Any], rd: list[tuple[str, int]]) -> tuple[str, int]:
+        o = v["op"]
+        if o == "?":
+            c = self.boolean(v["cond"], rd)
+            (a, wa), (b, wb) = self.expr(v["left"], rd), self.expr(v["right"], rd)
+            if wa == wb == -1:
+                return f"({c} ? {a} : {b})", -1
+            w = max(wa, wb)
+            if w <= 0:
+                w = 32
+            return f"({c} ? {self.sized(a, wa, w)} : {self.sized(b, wb, w)})", w
+        if o in ("and", "or"):
+            a, b = self.boolean(v["left"], rd), self.boolean(v["right"], rd)
+            return f"({a} {'&&' if o == 'and' else '||'} {b})", -1
+        if o == "not":
+            return f"(!{self.boolean(v['right'], rd)})", -1
+        if o == "valid":
+            return f"{self.expr(v['right'], rd)[0]}.isValid()", -1
+        if o == "d2b":
+            code, w = self.expr(v["right"], rd)
+            return (code, -1) if w == -1 else (f"({code} != 0)", -1)
+        if o == "b2d":
+            code, w = self.expr(v["right"], rd)
+            return (f"((bit<1>)({code}))" if w == -1 else code), (1 if w == -1 else w)
+        if o == "~":
+            code, w = self.expr(v["right"], rd)
+            return f"(~{self.sized(code, w, max(w, 1))})", max(w, 1)
+        if o == "two_comp_mod":
+            code, w = self.expr(v["left"], rd)
+            width = int(self.expr(v["right"], rd)[0])
+            return f"((bit<{width}>)({code}))", width
+        if o in _BIN or o in _CMP:
+            (a, wa), (b, wb) = self.expr(v["left"], rd), self.expr(v["right"], rd)
+            if wa == 0 and wb == 0:
+                val = eval(f"{a} {o.replace('/', '//')} {b}")  # noqa: S307 - two integers
+                return (str(val), 0) if o in _BIN else (("true" if val else "false"), -1)
+            if o in ("<<", ">>"):
+                w = max(wa, 1) if wa != 0 else 32
+                return f"({self.sized(a, wa, w)} {o} {self.sized(b, wb, max(wb, 1))})", w
+            w = max(wa, wb, 1)
+            code = f"({self.sized(a, wa, w)} {o} {self.sized(b, wb, w)})"
+            return (code, -1) if o in _CMP else (code, w)
+        raise Bmv2JsonError(f"p4sim cannot translate BMv2 operator {o!r}")
+
+    def boolean(self, e: Any, rd: list[tuple[str, int]]) -> str:
+        code, w = self.expr(e, rd)
+        return code if w == -1 else f"({code} != 0)"
+
+    # -- statements --------------------------------------------------------------------
+
+    def primitive(self, p: dict[str, Any], rd: list[tuple[str, int]]) -> str:
+        op, params = p["op"], p.get("parameters") or []
+        if op in ("assign", "modify_field"):
+            dst, w = self.expr(params[0], rd)
+            src, ws = self.expr(params[1], rd)
+            if ws == -2:  # a whole header
+                return f"{dst} = {src};"
+            return f"{dst} = {self.sized(src, ws, w)};"
+        if op == "assign_header":
+            return f"{self.expr(params[0], rd)[0]} = {self.expr(params[1], rd)[0]};"
+        if op == "add_header":
+            return f"{self.expr(params[0], rd)[0]}.setValid();"
+        if op == "remove_header":
+            return f"{self.expr(params[0], rd)[0]}.setInvalid();"
+        if op in ("mark_to_drop", "drop"):
+            return "mark_to_drop(sm);"
+        if op == "exit":
+            return "exit;"
+        if op == "log_msg":
+            return ""
+        if op == "register_read":
+            dst, _ = self.expr(params[0], rd)
+            idx, wi = self.expr(params[2], rd)
+            return f"{_ident(params[1]['value'])}.read({dst}, {self.sized(idx, wi, 32)});"
+        if op == "register_write":
+            reg = self.registers[params[0]["value"]]
+            idx, wi = self.expr(params[1], rd)
+            val, wv = self.expr(params[2], rd)
+            return (
+                f"{_ident(params[0]['value'])}.write({self.sized(idx, wi, 32)}, "
+                f"{self.sized(val, wv, reg)});"
+            )
+        if op == "count":
+            idx, wi = self.expr(params[1], rd)
+            return f"{_ident(params[0]['value'])}.count({self.sized(idx, wi, 32)});"
+        raise Bmv2JsonError(f"p4sim cannot translate the BMv2 primitive {op!r}")
+
+    # -- program -------------------------------------------------------------------------
+
+    def program(self) -> str:
+        out = self.out
+        out += ["#include <core.p4>", "#include <v1model.p4>", ""]
+        meta_fields: list[str] = []
+        hdr_fields: list[str] = []
+        for name, h in self.headers.items():
+            if name == "standard_metadata":
+                continue
+            t = self.types[h["header_type"]]
+            fields = [f for f in t["fields"] if not f[0].startswith("_padding")]
+            kind = "struct" if h.get("metadata") else "header"
+            tname = f"{_ident(t['name'])}_{kind[0]}"
+            body = " ".join(f"bit<{f[1]}> {_ident(f[0])};" for f in fields)
+            if not any(line.startswith(f"{kind} {tname} ") for line in out):
+                out.append(f"{kind} {tname} {{ {body} }}")
+            (meta_fields if kind == "struct" else hdr_fields).append(f"{tname} {_ident(name)};")
+        out.append(f"struct headers_t {{ {' '.join(hdr_fields)} }}")
+        out.append(f"struct meta_t {{ {' '.join(meta_fields)} }}")
+        self.registers = {
+            r["name"]: int(r["bitwidth"]) for r in self.doc.get("register_arrays") or []
+        }
+        out += self.parser()
+        out += self.checksum_control("Verify", verify=True)
+        out += self.pipeline("ingress", "Ingress")
+        out += self.pipeline("egress", "Egress")
+        out += self.checksum_control("Compute", verify=False)
+        deparsers: list[dict[str, Any]] = self.doc.get("deparsers") or [{}]
+        order = deparsers[0].get("order") or []
+        emits = " ".join(f"pk.emit({self.header_ref(h)});" for h in order)
+        out.append(f"control Deparser(packet_out pk, in headers_t hdr) {{ apply {{ {emits} }} }}")
+        out.append("V1Switch(Parser(), Verify(), Ingress(), Egress(), Compute(), Deparser()) main;")
+        return "\n".join(out) + "\n"
+
+    def parser(self) -> list[str]:
+        parsers = self.doc.get("parsers") or []
+        if len(parsers) != 1:
+            raise Bmv2JsonError("p4sim translates BMv2 JSON with exactly one parser")
+        p = parsers[0]
+        lines = [
+            "parser Parser(packet_in pk, out headers_t hdr, inout meta_t meta,",
+            "              inout standard_metadata_t sm) {",
+        ]
+        for st in p["parse_states"]:
+            name = "start" if st["name"] == p["init_state"] else f"s_{_ident(st['name'])}"
+            body = []
+            for op in st.get("parser_ops") or []:
+                params = op.get("parameters") or []
+                if op["op"] == "extract" and params and params[0]["type"] == "regular":
+                    body.append(f"pk.extract({self.header_ref(params[0]['value'])});")
+                elif op["op"] == "set":
+                    body.append(self.primitive({"op": "assign", "parameters": params}, []))
+                elif op["op"] == "verify":
+                    code, _ = self.expr(params[1], [])
+                    err = self.errors.get(int(code), "NoError")
+                    body.append(f"verify({self.boolean(params[0], [])}, error.{err});")
+                elif op["op"] == "primitive":
+                    body += [self.primitive(x, []) for x in params]
+                else:
+                    raise Bmv2JsonError(f"p4sim cannot translate the parser op {op['op']!r}")
+            body.append(self.transition(st, p["init_state"]))
+            lines.append(f"    state {name} {{ {' '.join(body)} }}")
+        if p["init_state"] not in {s["name"] for s in p["parse_states"]}:
+            raise Bmv2JsonError(f"the parser's init_state {p['init_state']} is not a state")
+        lines.append("}")
+        return lines
+
+    def _state(self, name: str | None, init: str) -> str:
+        if name is None:
+            return "accept"
+        return "start" if name == init else f"s_{_ident(name)}"
+
+    def transition(self, st: dict[str, Any], init: str) -> str:
+        keys = [self.expr(k, []) for k in st.get("transition_key") or []]
+        trans = st.get("transitions") or []
+        if not keys:
+            nxt = next((t["next_state"] for t in trans if t["type"] == "default"), None)
+            return f"transition {self._state(nxt, init)};"
+        cases = []
+        for t in trans:
+            if t["type"] == "default":
+                cases.append(f"default: {self._state(t['next_state'], init)};")
+                continue
+            if t["type"] != "hexstr":
+                raise Bmv2JsonError(f"p4sim cannot translate a {t['type']} transition")
+            value, mask = int(t["value"], 16), int(t["mask"], 16) if t.get("mask") else None
+            parts, shift = [], sum((w + 7) // 8 * 8 for _, w in keys)
+            for _, w in keys:  # BMv2 concatenates the key fields, each in whole bytes
+                shift -= (w + 7) // 8 * 8
+                bits = (1 << w) - 1
+                part = f"{w}w{(value >> shift) & bits}"
+                if mask is not None:
+                    part += f" &&& {w}w{(mask >> shift) & bits}"
+                parts.append(part)
+            label = parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
+            cases.append(f"{label}: {self._state(t['next_state'], init)};")
+        if not any(c.startswith("default") for c in cases):
+            cases.append("default: reject;")
+        return f"transition select({', '.join(k for k, _ in keys)}) {{ {' '.join(cases)} }}"
+
+    def checksum_control(self, name: str, verify: bool) -> list[str]:
+        calls = []
+        for c in self.doc.get("checksums") or []:
+            if not c.get("verify" if verify else "update"):
+                continue
+            calc = self.calcs[c["calculation"]]
+            if calc.get("algo") != "csum16":
+                raise Bmv2JsonError(f"p4sim cannot translate the checksum algorithm {calc['algo']}")
+            fields = ", ".join(self.expr(x, [])[0] for x in calc["input"])
+            target, _ = self.field_ref(c["target"])
+            cond = self.boolean(c["if_cond"], []) if c.get("if_cond") else "true"
+            fn = "verify_checksum" if verify else "update_checksum"
+            calls.append(f"{fn}({cond}, {{ {fields} }}, {target}, HashAlgorithm.csum16);")
+        head = f"control {name}(inout headers_t hdr, inout meta_t meta)"
+        return [f"{head} {{ apply {{ {' '.join(calls)} }} }}"]
+
+    def pipeline(self, which: str, ctl: str) -> list[str]:
+        pipe = next((p for p in self.doc.get("pipelines") or [] if p["name"] == which), None)
+        lines = [
+            f"control {ctl}(inout headers_t hdr, inout meta_t meta,",
+            "        inout standard_metadata_t sm) {",
+        ]
+        if pipe is None:
+            return lines + ["    apply { }", "}"]
+        if pipe.get("action_profiles"):
+            raise Bmv2JsonError("p4sim cannot translate BMv2 action profiles without the source")
+        for r in self.doc.get("register_arrays") or []:
+            lines.append(
+                f'    @name(".{r["name"]}") register<bit<{r["bitwidth"]}>>({r["size"]}) '
+                f"{_ident(r['name'])};"
+            )
+        for c in self.doc.get("counter_arrays") or []:
+            if c.get("is_direct"):
+                raise Bmv2JsonError(
+                    "p4sim cannot translate BMv2 direct counters without the source"
+                )
+            lines.append(
+                f'    @name(".{c["name"]}") counter({c["size"]}, CounterType.packets_and_bytes) '
+                f"{_ident(c['name'])};"
+            )
+        self.tables = {t["name"]: t for t in pipe.get("tables") or []}
+        self.conds = {c["name"]: c for c in pipe.get("conditionals") or []}
+        used = {a for t in self.tables.values() for a in t["action_ids"]}
+        for aid in sorted(used):
+            lines.append("    " + self.action(self.actions[aid]))
+        for t in self.tables.values():
+            lines += ["    " + line for line in self.table(t)]
+        lines.append(f"    apply {{ {self.node(pipe.get('init_table'), 0)} }}")
+        lines.append("}")
+        return lines
+
+    def action(self, a: dict[str, Any]) -> str:
+        rd = [(_ident(p["name"]), int(p["bitwidth"])) for p in a["runtime_data"]]
+        params = ", ".join(f"bit<{w}> {n}" for n, w in rd)
+        body = " ".join(self.primitive(p, rd) for p in a.get("primitives") or [])
+        return f'@name(".{a["name"]}") action a{a["id"]}({params}) {{ {body} }}'
+
+    def table(self, t: dict[str, Any]) -> list[str]:
+        if t.get("type", "simple") != "simple" or t.get("with_counters") or t.get("direct_meters"):
+            raise Bmv2JsonError(
+                f"p4sim cannot translate table {t['name']} (indirect, counters or meters)"
+            )
+        keys = []
+        for k in t.get("key") or []:
+            if k["match_type"] not in ("exact", "lpm", "ternary") or k.get("mask"):
+                raise Bmv2JsonError(
+                    f"p4sim cannot translate the {k['match_type']} key of {t['name']}"
+                )
+            code, _ = self.field_ref(k["target"])
+            keys.append(f'{code}: {k["match_type"]} @name("{k["name"]}");')
+        actions = " ".join(f"a{i};" for i in t["action_ids"])
+        hidden = "@hidden " if t["name"].startswith("tbl_") else ""  # p4c's own tables
+        out = [f'{hidden}@name(".{t["name"]}") table t{t["id"]} {{']
+        if keys:
+            out.append(f"    key = {{ {' '.join(keys)} }}")
+        out.append(f"    actions = {{ {actions} }}")
+        out.append(f"    size = {t.get('max_size', 1024)};")
+        d = t.get("default_entry")
+        if d is not None:
+            args = ", ".join(str(int(x, 16)) for x in d.get("action_data") or [])
+            const = "const " if d.get("action_const") else ""
+            out.append(f"    {const}default_action = a{d['action_id']}({args});")
+        entries = t.get("entries") or []
+        if entries:
+            out.append("    const entries = {")
+            for e in entries:
+                out.append(f"        {self.entry(t, e)}")
+            out.append("    }")
+        out.append("}")
+        return out
+
+    def entry(self, t: dict[str, Any], e: dict[str, Any]) -> str:
+        parts = []
+        for k, m in zip(t["key"], e["match_key"], strict=False):
+            _, w = self.field_ref(k["target"])
+            v = int(m["key"], 16)
+            if m["match_type"] == "lpm":
+                mask = ((1 << w) - 1) ^ ((1 << (w - int(m["prefix_length"]))) - 1)
+                parts.append(f"{w}w{v} &&& {w}w{mask}")
+            elif m["match_type"] == "ternary":
+                parts.append(f"{w}w{v} &&& {w}w{int(m['mask'], 16)}")
+            else:
+                parts.append(f"{w}w{v}")
+        ae = e["action_entry"]
+        args = ", ".join(str(int(x, 16)) for x in ae.get("action_data") or [])
+        key = parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
+        return f"{key} : a{ae['action_id']}({args});"
+
+    def node(self, name: str | None, depth: int) -> str:
+        if name is None:
+            return ""
+        if depth > 200:
+            raise Bmv2JsonError("the BMv2 pipeline's control flow is too deep to translate")
+        if name in self.conds:
+            c = self.conds[name]
+            cond = self.boolean(c["expression"], [])
+            yes, no = self.node(c["true_next"], depth + 1), self.node(c["false_next"], depth + 1)
+            return f"if ({cond}) {{ {yes} }} else {{ {no} }}"
+        t = self.tables.get(name)
+        if t is None:
+            raise Bmv2JsonError(f"the BMv2 pipeline names an unknown table or conditional {name}")
+        nxt = t.get("next_tables") or {}
+        apply = f"t{t['id']}.apply()"
+        if "__HIT__" in nxt or "__MISS__" in nxt:
+            hit, miss = (
+                self.node(nxt.get("__HIT__"), depth + 1),
+                self.node(nxt.get("__MISS__"), depth + 1),
+            )
+            return f"if ({apply}.hit) {{ {hit} }} else {{ {miss} }}"
+        targets = set(nxt.values()) if nxt else {t.get("base_default_next")}
+        if len(targets) == 1:
+            return f"{apply}; {self.node(targets.pop(), depth + 1)}"
+        ids = {self.actions[i]["name"]: i for i in t["action_ids"]}
+        cases = " ".join(
+            f"a{ids[a]}: {{ {self.node(n, depth + 1)} }}" for a, n in nxt.items() if a in ids
+        )
+        rest = self.node(t.get("base_default_next"), depth + 1)
+        return f"switch ({apply}.action_run) {{ {cases} default: {{ {rest} }} }}"
+
+
+def p4_from_bmv2_json(doc: dict[str, Any]) -> str:
+    """P4_16 source doing what the BMv2 JSON ``doc`` says (Bmv2JsonError if not covered)."""
+    try:
+        return _Translator(doc).program()
+    except (KeyError, IndexError, TypeError, ValueError) as err:
+        raise Bmv2JsonError(f"malformed or unsupported BMv2 JSON: {err!r}") from None
