@@ -9,10 +9,12 @@ width of its widest operand, which gives the same bits for what p4c emits.
 
 Covered: headers and metadata, parser extract/set/verify and select on fields (value and
 mask), the deparser's order, actions with assign, add_header/remove_header, mark_to_drop,
-exit, register_read/write and count, tables (exact/lpm/ternary keys, default entries, const
-entries) and conditionals chained by next_tables (by action, hit/miss), csum16 checksum
-verify/update. Anything else (header stacks and unions, action profiles, meters, hashes,
-clones, digests) raises Bmv2JsonError naming it.
+exit, register_read/write, count, execute_meter, hashes into a field
+(modify_field_with_hash_based_offset) and clones, register/counter/meter arrays and direct
+counters, tables (exact/lpm/ternary keys, default entries, const entries) and conditionals
+chained by next_tables (by action, hit/miss), csum16 checksum verify/update. Anything else
+(header stacks and unions, action profiles, direct meters, digests, resubmit/recirculate)
+raises Bmv2JsonError naming it.
 
 Example::
 
@@ -28,6 +30,8 @@ from p4sim.bmv2_json import Bmv2JsonError
 
 _BIN = {"+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"}
 _CMP = {"==", "!=", "<", ">", "<=", ">="}
+_HASHES = {"crc16", "crc32", "crc16_custom", "crc32_custom", "identity", "csum16", "xor16"}
+_EXTERN_PARAMS = {"register_array", "counter_array", "meter_array"}
 
 
 def _ident(name: str) -> str:
@@ -43,8 +47,8 @@ class _Translator:
         self.errors = {code: name for name, code in doc.get("errors") or []}
         self.calcs = {c["name"]: c for c in doc.get("calculations") or []}
         self.out: list[str] = []
-        for key in ("header_stacks", "header_unions", "header_union_stacks", "meter_arrays",
-                    "learn_lists", "parse_vsets", "extern_instances"):  # fmt: skip
+        for key in ("header_stacks", "header_unions", "header_union_stacks", "learn_lists",
+                    "parse_vsets", "extern_instances"):  # fmt: skip
             if doc.get(key):
                 raise Bmv2JsonError(f"p4sim cannot run this BMv2 JSON without its source: {key}")
 
@@ -178,6 +182,27 @@ class _Translator:
                 f"{_ident(params[0]['value'])}.write({self.sized(idx, wi, 32)}, "
                 f"{self.sized(val, wv, reg)});"
             )
+        if op == "execute_meter":
+            idx, wi = self.expr(params[1], rd)
+            dst, _ = self.expr(params[2], rd)
+            return f"{_ident(params[0]['value'])}.execute_meter({self.sized(idx, wi, 32)}, {dst});"
+        if op == "modify_field_with_hash_based_offset":
+            dst, w = self.expr(params[0], rd)
+            base, wb = self.expr(params[1], rd)
+            size, ws = self.expr(params[3], rd)
+            calc = self.calcs[params[2]["value"]]
+            algo = calc.get("algo")
+            if algo not in _HASHES:
+                raise Bmv2JsonError(f"p4sim cannot translate the hash algorithm {algo!r}")
+            fields = ", ".join(self.expr(x, rd)[0] for x in calc["input"])
+            return (
+                f"hash({dst}, HashAlgorithm.{algo}, {self.sized(base, wb, w)}, {{ {fields} }}, "
+                f"{self.sized(size, ws, 32)});"
+            )
+        if op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
+            session, ws = self.expr(params[0], rd)
+            kind = "I2E" if op.startswith("clone_ingress") else "E2E"
+            return f"clone(CloneType.{kind}, {self.sized(session, ws, 32)});"
         if op == "count":
             idx, wi = self.expr(params[1], rd)
             return f"{_ident(params[0]['value'])}.count({self.sized(idx, wi, 32)});"
@@ -310,23 +335,10 @@ class _Translator:
             return lines + ["    apply { }", "}"]
         if pipe.get("action_profiles"):
             raise Bmv2JsonError("p4sim cannot translate BMv2 action profiles without the source")
-        for r in self.doc.get("register_arrays") or []:
-            lines.append(
-                f'    @name(".{r["name"]}") register<bit<{r["bitwidth"]}>>({r["size"]}) '
-                f"{_ident(r['name'])};"
-            )
-        for c in self.doc.get("counter_arrays") or []:
-            if c.get("is_direct"):
-                raise Bmv2JsonError(
-                    "p4sim cannot translate BMv2 direct counters without the source"
-                )
-            lines.append(
-                f'    @name(".{c["name"]}") counter({c["size"]}, CounterType.packets_and_bytes) '
-                f"{_ident(c['name'])};"
-            )
         self.tables = {t["name"]: t for t in pipe.get("tables") or []}
         self.conds = {c["name"]: c for c in pipe.get("conditionals") or []}
         used = {a for t in self.tables.values() for a in t["action_ids"]}
+        lines += ["    " + d for d in self.externs(used, set(self.tables))]
         for aid in sorted(used):
             lines.append("    " + self.action(self.actions[aid]))
         for t in self.tables.values():
@@ -335,6 +347,41 @@ class _Translator:
         lines.append("}")
         return lines
 
+    def externs(self, actions: set[int], tables: set[str]) -> list[str]:
+        """Declarations of the register, counter and meter arrays this pipeline uses (its
+        actions name them, or they are bound to its tables)."""
+        named = {
+            p["value"]
+            for aid in actions
+            for prim in self.actions[aid].get("primitives") or []
+            for p in prim.get("parameters") or []
+            if isinstance(p, dict) and p.get("type") in _EXTERN_PARAMS
+        }
+        out = []
+        for r in self.doc.get("register_arrays") or []:
+            if r["name"] in named:
+                out.append(
+                    f'@name(".{r["name"]}") register<bit<{r["bitwidth"]}>>({r["size"]}) '
+                    f"{_ident(r['name'])};"
+                )
+        for kind, key in (("counter", "counter_arrays"), ("meter", "meter_arrays")):
+            for c in self.doc.get(key) or []:
+                unit = "CounterType.packets_and_bytes" if kind == "counter" else "MeterType."
+                if kind == "meter":
+                    unit += "bytes" if c.get("type") == "bytes" else "packets"
+                if c.get("is_direct"):
+                    if c.get("binding") in tables and kind == "counter":
+                        out.append(
+                            f'@name(".{c["name"]}") direct_counter({unit}) {_ident(c["name"])};'
+                        )
+                    elif c.get("binding") in tables:
+                        raise Bmv2JsonError("p4sim cannot translate BMv2 direct meters")
+                elif c["name"] in named:
+                    out.append(
+                        f'@name(".{c["name"]}") {kind}({c["size"]}, {unit}) {_ident(c["name"])};'
+                    )
+        return out
+
     def action(self, a: dict[str, Any]) -> str:
         rd = [(_ident(p["name"]), int(p["bitwidth"])) for p in a["runtime_data"]]
         params = ", ".join(f"bit<{w}> {n}" for n, w in rd)
@@ -342,7 +389,7 @@ class _Translator:
         return f'@name(".{a["name"]}") action a{a["id"]}({params}) {{ {body} }}'
 
     def table(self, t: dict[str, Any]) -> list[str]:
-        if t.get("type", "simple") != "simple" or t.get("with_counters") or t.get("direct_meters"):
+        if t.get("type", "simple") != "simple" or t.get("direct_meters"):
             raise Bmv2JsonError(
                 f"p4sim cannot translate table {t['name']} (indirect, counters or meters)"
             )
@@ -361,6 +408,15 @@ class _Translator:
             out.append(f"    key = {{ {' '.join(keys)} }}")
         out.append(f"    actions = {{ {actions} }}")
         out.append(f"    size = {t.get('max_size', 1024)};")
+        if t.get("with_counters"):
+            direct = [
+                c["name"]
+                for c in self.doc.get("counter_arrays") or []
+                if c.get("is_direct") and c.get("binding") == t["name"]
+            ]
+            if len(direct) != 1:
+                raise Bmv2JsonError(f"table {t['name']} counts but names no direct counter")
+            out.append(f"    counters = {_ident(direct[0])};")
         d = t.get("default_entry")
         if d is not None:
             args = ", ".join(str(int(x, 16)) for x in d.get("action_data") or [])

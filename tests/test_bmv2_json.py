@@ -26,6 +26,7 @@ from p4sim.bmv2_json import Bmv2JsonError, switch_from_bmv2_json
 from p4sim.p4info import compile_outputs, write_p4info
 from p4sim.p4runtime.pipeline import load_switch_from_device_config
 from p4sim.p4runtime.server import P4RuntimeServer
+from p4sim.runtime import hashes
 from p4sim.runtime_json import load_runtime_json
 from p4sim.stf import parse_stf, run_stf
 from p4sim.switch import Switch
@@ -269,3 +270,52 @@ def test_p4cs_json_of_the_basic_tutorial_runs_itself_as_its_source(tmp_path: Pat
     assert path.parent.name == "p4sim-bmv2-json"
     result = run_stf(from_json, parse_stf(stf.read_text(), str(stf)))
     assert result.passed, result.report
+
+
+def test_json_externs_hash_clone_and_direct_counter_run_without_the_source(
+    tmp_path: Path,
+) -> None:
+    """The router JSON with more of what BMv2 JSON holds: a register and a counter array
+    written by the forward action, a direct counter on the route table, a crc16 hash into
+    the IPv4 identification, a clone to session 5 (shapes as p4c writes them)."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    f = lambda h, n: {"type": "field", "value": [h, n]}  # noqa: E731
+    x = lambda v: {"type": "hexstr", "value": v}  # noqa: E731
+    doc["register_arrays"] = [
+        {"name": "RouterIngress.last_ttl", "id": 0, "size": 16, "bitwidth": 8}
+    ]
+    doc["counter_arrays"] = [
+        {"name": "RouterIngress.per_port", "id": 0, "is_direct": False, "size": 16},
+        {"name": "RouterIngress.route_hits", "id": 1, "is_direct": True,
+         "binding": "RouterIngress.ipv4_route"},
+    ]  # fmt: skip
+    doc["calculations"].append(
+        {"name": "calc_0", "id": 1, "algo": "crc16",
+         "input": [f("ipv4", "src_addr"), f("ipv4", "dst_addr")]}
+    )  # fmt: skip
+    forward = doc["actions"][3]["primitives"]
+    forward += [
+        {"op": "register_write", "parameters": [
+            {"type": "register_array", "value": "RouterIngress.last_ttl"},
+            {"type": "runtime_data", "value": 1}, f("ipv4", "ttl")]},
+        {"op": "count", "parameters": [
+            {"type": "counter_array", "value": "RouterIngress.per_port"},
+            {"type": "runtime_data", "value": 1}]},
+        {"op": "modify_field_with_hash_based_offset", "parameters": [
+            f("ipv4", "identification"), x("0x0000"), {"type": "calculation", "value": "calc_0"},
+            x("0x10000")]},
+        {"op": "clone_ingress_pkt_to_egress", "parameters": [x("0x00000005"), x("0x0")]},
+    ]  # fmt: skip
+    route = doc["pipelines"][0]["tables"][1]
+    route["with_counters"] = True
+    sw, _ = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    _entries(sw)
+    sw.clone_session_set(5, [(7, 0)])
+    out = sw.send(1, _ipv4("10.0.2.2"))
+    assert sorted(p for p, _ in out) == [2, 7]  # forwarded and its ingress clone
+    ip = IP(dict(out)[2][14:])
+    assert sw.register_read("RouterIngress.last_ttl", 2) == 63
+    assert sw.counter_read("RouterIngress.per_port", 2)[0] == 1
+    assert [e.counter[0] for e in sw.table_entries("RouterIngress.ipv4_route")] == [1, 0]
+    data = bytes(IP(src="10.0.1.1", dst="10.0.2.2"))[12:20]  # the two addresses
+    assert ip.id == hashes.compute("crc16", data)
