@@ -6,6 +6,9 @@ Example::
     python -m examples.run training --comm gloo   # the same with PyTorch's own all-reduce
     python -m examples.run training --exhaust     # switch memory taken first: runs on hosts
     python -m examples.run training --direct      # examples/direct/training.py (no inclib)
+    python -m examples.run kv_client              # clients h1..h4, storage server h5
+    python -m examples.run replicated_counter     # clients h1..h4, replicas h5..h7
+    python -m examples.run kv_client --no-switch  # no controller: inclib runs on the hosts
     python -m examples.run training --kind serene --mode "bounded 1"   # a Serene mode
 
 One switch ``s1`` (p4sim, or BMv2 with SWITCH=bmv2) with hosts h1..h5 on a star
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +40,14 @@ from topologies.experiment import (
 from wire.header import AGG_POOL_SIZE
 
 WORKERS = 4
-APPS = ("training",)
+NO_SWITCH = "unix:/nonexistent/controller.sock"  # --no-switch: admission finds no controller
+#: Apps whose launcher admits the job (the app's ``admit`` role) and starts servers first:
+#: app -> hosts in the star, [(host, role arguments)] of the servers (each prints "ready").
+SERVED_APPS: dict[str, tuple[int, list[tuple[str, list[str]]]]] = {
+    "kv_client": (5, [("h5", ["serve"])]),
+    "replicated_counter": (7, [(f"h{5 + i}", ["replica", "--rank", str(i)]) for i in range(3)]),
+}
+APPS = ("training", *SERVED_APPS)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -48,6 +59,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--mode", default="sync", help="training, serene: synchronisation mode")
     ap.add_argument("--exhaust", action="store_true", help="take all switch memory first")
     ap.add_argument("--direct", action="store_true", help="the version without inclib")
+    ap.add_argument("--no-switch", action="store_true", help="admit with no controller (hosts)")
     ap.add_argument("--out", default="results/examples", help="folder for the record")
     ap.add_argument("--quiet", action="store_true", help="print only the record")
     return ap
@@ -87,6 +99,38 @@ def run_app(
     return json.loads(record.read_text()), runs
 
 
+def run_served_app(
+    ex: Experiment, app: str, record: Path, no_switch: bool = False, direct: bool = False
+) -> tuple[dict[str, Any], list[HostRun]]:
+    """Admit ``app``'s job with its own ``admit`` role, start its servers, run its clients
+    on h1..h4 and stop the servers; rank 0's record and every client's run."""
+    url = NO_SWITCH if no_switch else ex.controller_url
+    mod = [sys.executable, "-m", f"examples.{'direct.' if direct else ''}{app}"]
+    got = subprocess.run([*mod, "admit", "--controller", url], capture_output=True, text=True)
+    if got.returncode != 0:
+        raise ExperimentError(f"{app} admit: {got.stderr.strip()}")
+    plan = got.stdout.strip()
+    servers = [
+        ex.start_service(h, [*mod, *role, "--plan", plan], ready="ready", log_name=f"{app}-{h}")
+        for h, role in SERVED_APPS[app][1]
+    ]
+    record.unlink(missing_ok=True)
+    try:
+        cmds = []
+        for rank in range(WORKERS):
+            cmd = [*mod, "client", "--plan", plan, "--rank", str(rank), "--world", str(WORKERS)]
+            cmds.append((f"h{rank + 1}", cmd + (["--out", str(record)] if rank == 0 else [])))
+        runs = ex.run_hosts(cmds, show=0)
+    finally:
+        for p in servers:
+            ex.stop(p)
+    for run in runs:
+        if run.code != 0:
+            last = " | ".join(run.lines[-3:])
+            raise ExperimentError(f"{run.host} exited with {run.code}: {last}")
+    return json.loads(record.read_text()), runs
+
+
 def take_all_memory(ex: Experiment) -> None:
     """Admit a job that holds the whole aggregator pool of s1."""
     ex.submit("hog", workers=1, window=AGG_POOL_SIZE)
@@ -96,10 +140,16 @@ def run(a: argparse.Namespace) -> int:
     out_dir = Path(a.out)
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = ("-direct" if a.direct else "") + ("-exhaust" if a.exhaust else "")
+    tag += "-no-switch" if a.no_switch else ""
     record = (out_dir / f"{a.app}-{a.comm}{tag}.json").resolve()
     log = (lambda s: None) if a.quiet else print
-    cfg = ExperimentConfig(star(WORKERS + 1), run_dir=Path("run/examples"), log=log)
+    hosts = SERVED_APPS[a.app][0] if a.app in SERVED_APPS else WORKERS + 1
+    cfg = ExperimentConfig(star(hosts), run_dir=Path("run/examples"), log=log)
     with Experiment(cfg) as ex:
+        if a.app in SERVED_APPS:
+            rec, _ = run_served_app(ex, a.app, record, a.no_switch, a.direct)
+            print(json.dumps(rec, indent=1))
+            return 0
         if a.exhaust:
             take_all_memory(ex)
             log(f"examples: job 'hog' holds all {AGG_POOL_SIZE} aggregators of s1")

@@ -18,11 +18,15 @@ unchanged. The package talks to the controller only through its HTTP API
 """
 
 from inclib.block_quantize import BlockQuantized, block_allreduce
+from inclib.kv import KvStorage
+from inclib.log import LogReplica
 from inclib.plan import Plan, admit
 from inclib.session import ReducerSession, Session, join, reducer
 
 __all__ = [
     "BlockQuantized",
+    "KvStorage",
+    "LogReplica",
     "Plan",
     "ReducerSession",
     "Session",

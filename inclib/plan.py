@@ -31,6 +31,7 @@ from controller.api_client import ApiError, ControllerApi
 #: HTTP statuses meaning "the switch cannot serve this job now" (not the request's fault).
 CANNOT_SERVE = (0, 409, 502, 503)
 DEFAULT_WINDOW = 64
+WINDOWED_KINDS = ("netreduce", "serene")  # kinds that need a window (the default above)
 
 
 class AdmissionError(ValueError):
@@ -48,7 +49,8 @@ class Plan:
     name: str = ""
     job_id: int | None = None  # None: host-only
     reason: str = ""  # why host-only
-    reducer: str = ""  # key-value aggregation: the reducer's "IP" or "IP:PORT" (host path)
+    reducer: str = ""  # the job's aggregation address: ASK's reducer, the KV storage server
+    replicas: tuple[str, ...] = ()  # consensus: the replicas' IPs by id
 
     @property
     def on_switch(self) -> bool:
@@ -62,6 +64,7 @@ class Plan:
         try:
             raw = json.loads(text)
             raw["peers"] = tuple(raw["peers"])
+            raw["replicas"] = tuple(raw.get("replicas", ()))
             return cls(**raw)
         except (ValueError, KeyError, TypeError) as err:
             raise ValueError(f"not an inclib plan: {err}") from None
@@ -84,7 +87,7 @@ def admit(
     kind: str = "netreduce",
     name: str = "",
     peers: tuple[str, ...] | list[str] | None = None,
-    window: int | None = DEFAULT_WINDOW,
+    window: int | None = None,
     reducer_address: str | None = None,
     **fields: Any,
 ) -> Plan:
@@ -102,12 +105,18 @@ def admit(
     if len(addrs) != workers:
         raise AdmissionError(f"{len(addrs)} peers given for {workers} workers")
     request: dict[str, Any] = {"kind": kind, "workers": workers, "name": name, **fields}
+    if window is None and kind in WINDOWED_KINDS:
+        window = DEFAULT_WINDOW
     if window is not None:
         request["window"] = window
     if peers is not None and "worker_ips" not in fields:
         request["worker_ips"] = [a.rsplit(":", 1)[0] if a.count(":") == 1 else a for a in addrs]
     reducer = str(reducer_address or fields.get("agg_ip") or f"10.0.0.{workers + 1}")
-    plan = Plan(controller, workers, addrs, kind, name, reducer=reducer)
+    replicas: tuple[str, ...] = ()
+    if kind == "consensus":  # the controller's default: the hosts after the clients
+        n_rep = int(fields.get("replicas", 3))
+        replicas = tuple(fields.get("replica_ips") or default_peers(workers + n_rep)[workers:])
+    plan = Plan(controller, workers, addrs, kind, name, reducer=reducer, replicas=replicas)
     try:
         job = ControllerApi(controller, timeout=60.0).submit(request)
     except ApiError as err:

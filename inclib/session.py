@@ -33,6 +33,8 @@ import numpy as np
 from controller.api_client import ApiError, ControllerApi
 from inclib.block_quantize import DEFAULT_BLOCK, block_allreduce
 from inclib.host_reduce import HOST_REDUCE_PORT, HostReducer, send_pairs
+from inclib.kv import KvHandle
+from inclib.log import LogHandle
 from inclib.plan import Plan
 
 #: Kinds whose all-reduce this library drives through the switch.
@@ -42,6 +44,8 @@ HOST_PATHS = {
     "netreduce": "all-reduce runs as a ring all-reduce among the workers",
     "serene": "all-reduce runs as a ring all-reduce among the workers",
     "ask": "reduce-by-key sends each mapper's combined pairs to the reducer over TCP",
+    "kv_cache": "get/put go straight to the storage server (no switch cache)",
+    "consensus": "the leader replica sequences the log's appends, not the switch",
 }
 _noticed: set[tuple[str, int, str]] = set()
 
@@ -90,6 +94,8 @@ class Session:
         self.timeout, self.total_timeout = timeout, total_timeout
         self._notice_to = notice
         self._allreduce: _IntAllReduce | None = None
+        self._kv: KvHandle | None = None
+        self._log: LogHandle | None = None
         self.calls = 0  # all-reduce calls so far: a Serene job's epoch (its round)
         self.last_error_bound: np.ndarray | None = None
         self.config: dict[str, Any] = {}
@@ -164,6 +170,19 @@ class Session:
         to = peer_address(self.plan.reducer, HOST_REDUCE_PORT)
         return send_pairs(to, pairs, self.total_timeout)
 
+    # --- key-value read/write and consensus -------------------------------------------------
+    def kv(self) -> KvHandle:
+        """This client's handle on the job's key-value store (``get``/``put``)."""
+        if self._kv is None:
+            self._kv = KvHandle(self)
+        return self._kv
+
+    def log(self) -> LogHandle:
+        """This client's handle on the job's replicated log (``append``/``read``)."""
+        if self._log is None:
+            self._log = LogHandle(self)
+        return self._log
+
     # --- life cycle -----------------------------------------------------------------------
     def _notice(self, what: str) -> None:
         key = (self.plan.name, self.plan.n_workers, self.plan.reason)
@@ -173,7 +192,7 @@ class Session:
         job = f"job {self.plan.name!r}" if self.plan.name else "this job"
         out = self._notice_to if self._notice_to is not None else sys.stderr
         print(
-            f"inclib: the switch cannot serve {job} ({self.plan.reason}); {what} instead",
+            f"inclib: the switch cannot serve {job} ({self.plan.reason}); on the hosts: {what}",
             file=out,
             flush=True,
         )
@@ -182,6 +201,10 @@ class Session:
         if self._allreduce is not None:
             self._allreduce.close()
             self._allreduce = None
+        for handle in (self._kv, self._log):
+            if handle is not None:
+                handle.close()
+        self._kv = self._log = None
 
     def __enter__(self) -> Session:
         return self

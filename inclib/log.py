@@ -1,0 +1,82 @@
+"""A replicated log (consensus) sequenced by the switch, or by the leader replica.
+
+Example (inside Mininet hosts; ``examples/replicated_counter.py`` is the whole program)::
+
+    with inclib.join(plan, worker_id=0) as s:          # a client
+        session, index = s.log().append(b"+1")       # returns once committed
+        entries = s.log().read()                     # [b"+1", ...] in log order
+    LogReplica(plan, replica_id=1).run(stop)         # on each replica host
+
+The replicas and the client are those of ``hosts/consensus.py``. On the switch path (a
+``consensus`` job) the switch stamps every request with a sequence number and multicasts
+it to the replicas (NOPaxos' ordered unreliable multicast). On the host path the leader
+replica numbers the requests itself (``--sequencer host``: clients send to the leader with
+the ``FALLBACK`` flag, which the switch forwards untouched); everything else is the same.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from controller.api_client import ControllerApi
+from hosts.consensus import LogClient, LogConfig, Replica
+from inclib.plan import Plan
+
+if TYPE_CHECKING:
+    from inclib.session import Session
+
+HOST_JOB_ID = 1  # host-only plans have no controller job id; both ends use this one
+
+
+def _ip(address: str) -> str:
+    return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
+
+
+class LogHandle:
+    """``append``/``read`` of one client (worker) of a consensus job."""
+
+    def __init__(self, session: Session) -> None:
+        plan, cfg = session.plan, session.config
+        if plan.on_switch:
+            reps = tuple(str(r["ip"]) for r in cfg["replicas"])
+            config = LogConfig(
+                int(cfg["job_id"]), session.worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps
+            )
+        else:
+            me = _ip(plan.peers[session.worker_id])
+            config = LogConfig(HOST_JOB_ID, session.worker_id, me, "", plan.replicas, True)
+        self.client = LogClient(config)
+
+    def append(self, data: bytes) -> tuple[int, int]:
+        """Append ``data`` (up to 124 bytes); returns (session, log index) once committed."""
+        return self.client.append(data)
+
+    def read(self) -> list[bytes]:
+        """Every committed entry's data, in log order (repeats and no-ops left out)."""
+        return [e.data for e in self.client.read()]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class LogReplica:
+    """Replica ``replica_id`` of the log ``plan`` describes (``run`` until stopped)."""
+
+    def __init__(self, plan: Plan, replica_id: int) -> None:
+        clients = {i: _ip(p) for i, p in enumerate(plan.peers)}
+        if plan.on_switch:
+            assert plan.job_id is not None
+            params: dict[str, Any] = ControllerApi(plan.controller).job(plan.job_id)["params"]
+            self.replica = Replica(
+                plan.job_id, replica_id, list(params["replicas"]), clients, params["group_ip"]
+            )
+        else:
+            reps = [{"id": i, "ip": ip} for i, ip in enumerate(plan.replicas)]
+            self.replica = Replica(HOST_JOB_ID, replica_id, reps, clients, None)
+
+    def run(self, stop: list[bool]) -> None:
+        """Serve until ``stop[0]`` becomes true."""
+        self.replica.run(stop)
+
+    def entries(self) -> list[bytes]:
+        return [e.data for e in self.replica.log if e.client >= 0]
