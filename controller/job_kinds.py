@@ -6,7 +6,7 @@ Example:
     >>> kind_of("gossip")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    controller.job.JobError: unknown job kind 'gossip' (known: ask, consensus, kv_cache, ...)
+    controller.job.JobError: unknown job kind 'gossip' (known: ask, ...)
 
 The job manager (``controller/jobs.py``) does what every kind shares: pick the switch and
 a job id, allocate memory, store the job, roll back on failure. A ``JobKind`` says what
