@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from topologies.experiment import Experiment, ExperimentConfig, HostRun, host_ip, host_mac
+from topologies.experiment import (
+    Experiment,
+    ExperimentConfig,
+    ExperimentError,
+    HostRun,
+    host_ip,
+    host_mac,
+)
 from topologies.impair_relay import Impairment
 
 RUN_DIR = Path("run/atp")
@@ -130,6 +137,165 @@ def pool_events(ex: Experiment, switch: str = "s1") -> dict[str, int]:
     return {e.name.lower(): cells.get(int(e), (0, 0))[0] for e in AtpEvent}
 
 
+# --- benchmark: shared pool vs static partitioning vs PS only --------------------------------
+MODES = ("atp shared pool", "static partition", "ps only")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """``jobs``: concurrent job counts; every job has ``workers`` workers and window
+    ``window``; ``pool`` aggregators in all (the ATP range shared by every job, or split in
+    equal NetReduce regions), smaller than the jobs' combined windows."""
+
+    jobs: tuple[int, ...] = (1, 2, 4)
+    workers: int = 2
+    window: int = 16
+    pool: int = 16
+    size: int = 8192
+    calls: int = 2
+    plot: Path = Path("results/atp_bench.png")
+
+    def command(self) -> str:
+        return (
+            f"{sys.executable} -m topologies.atp --bench --bench-jobs "
+            f"{','.join(map(str, self.jobs))} --workers {self.workers} --window {self.window}"
+            f" --pool-size {self.pool} --size {self.size} --calls {self.calls}"
+        )
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    jobs: int
+    mode: str
+    per_job_mbps: tuple[float, ...]
+    collisions: float  # of the first transmissions the pool saw (ATP only)
+    fallbacks: float  # packets that reached the PS unaggregated / all packets admitted
+
+    @property
+    def total_mbps(self) -> float:
+        return sum(self.per_job_mbps)
+
+
+def _goodput(got: list[dict[str, Any]], size: int) -> float:
+    """A job's all-reduce goodput, Mbit/s: vector bytes per call over the slowest worker's
+    mean call time."""
+    times = [sum(g["rec"].get("times", [])) / max(len(g["rec"].get("times", [])), 1) for g in got]
+    slowest = max(times)
+    return size * 4 * 8 / slowest / 1e6 if slowest > 0 else 0.0
+
+
+def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
+    """Each job count on a fresh network: the three modes one after the other, same hosts."""
+    from topologies.experiment import star
+
+    rows = []
+    for n in cfg.jobs:
+        hosts = n * cfg.workers
+        ps = hosts + 1
+        run_cfg = ExperimentConfig(star(ps), run_dir=RUN_DIR / f"bench{n}", log=lambda s: None)
+        with Experiment(run_cfg) as ex:
+            groups = [list(range(j * cfg.workers + 1, (j + 1) * cfg.workers + 1)) for j in range(n)]
+            atp_jobs = [
+                submit_atp(ex, f"atp{j}", g, ps, cfg.window, (0, cfg.pool))
+                for j, g in enumerate(groups)
+            ]
+            start_ps(ex, ps, [j.job_id for j in atp_jobs])
+            share = max(cfg.pool // n, 1)
+            static = [
+                AtpJob(ex.submit(f"nr{j}", workers=cfg.workers, window=share, worker_ports=g,
+                                 worker_ips=[host_ip(h) for h in g],
+                                 worker_macs=[host_mac(h) for h in g],
+                                 agg_ip=host_ip(ps), agg_mac=host_mac(ps)), tuple(g), "netreduce")
+                for j, g in enumerate(groups)
+            ]  # fmt: skip
+            ex.start_service(
+                f"h{ps}", [sys.executable, "-m", "hosts.ps", "--workers", str(cfg.workers)],
+                ready="parameter server on", log_name="ps-baseline",
+            )  # fmt: skip
+            for mode, jobs, extra in (
+                (MODES[0], atp_jobs, ()),
+                (MODES[1], static, ()),
+                (MODES[2], static, ("--method", "ps")),
+            ):
+                before = pool_events(ex)
+                out = RUN_DIR / f"bench{n}" / mode.replace(" ", "_")
+                got = run_jobs(ex, jobs, out, cfg.size, cfg.calls, 70, "--bits", "24", *extra)
+                after = pool_events(ex)
+                for j in jobs:
+                    bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, cfg.calls, bits=24)
+                    if bad:
+                        raise ExperimentError(f"{mode}, job {j.job_id}: {bad[0]}")
+                d = {k: after[k] - before[k] for k in after}
+                first = d["claimed"] + d["added"] + d["collision"] + d["overflow"]
+                seen = first + d["retx_fallback"]
+                fell = d["collision"] + d["retx_fallback"] + d["overflow"]
+                rows.append(
+                    BenchRow(
+                        n, mode, tuple(_goodput(got[j.job_id], cfg.size) for j in jobs),
+                        d["collision"] / first if first else 0.0,
+                        fell / seen if seen else 0.0,
+                    )
+                )  # fmt: skip
+                log(f"{n} job(s), {mode}: {rows[-1].total_mbps:.2f} Mbit/s in total")
+    return rows
+
+
+def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
+    from rich.table import Table
+
+    t = Table(
+        title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} aggregators,"
+        f" window {cfg.window} per job, {cfg.workers} workers per job, p4sim on Mininet)"
+    )
+    for col in ("jobs", "mode", "per-job Mbit/s", "total Mbit/s", "vs static", "collisions",
+                "fallbacks"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "mode" else "right")
+    static = {r.jobs: r.total_mbps for r in rows if r.mode == MODES[1]}
+    for r in rows:
+        ratio = r.total_mbps / static[r.jobs] if static.get(r.jobs) else float("nan")
+        atp = r.mode == MODES[0]
+        t.add_row(
+            str(r.jobs), r.mode, " ".join(f"{v:.2f}" for v in r.per_job_mbps),
+            f"{r.total_mbps:.2f}", f"{ratio:.2f}x",
+            f"{r.collisions:.1%}" if atp else "-", f"{r.fallbacks:.1%}" if atp else "-",
+        )  # fmt: skip
+    return t
+
+
+def plot(rows: list[BenchRow], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = sorted({r.jobs for r in rows})
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.8 / len(MODES)
+    for i, mode in enumerate(MODES):
+        vals = [next((r.total_mbps for r in rows if r.jobs == n and r.mode == mode), 0.0)
+                for n in counts]  # fmt: skip
+        ax.bar([c + (i - 1) * width for c in range(len(counts))], vals, width, label=mode)
+    ax.set_xticks(range(len(counts)), [f"{n} job(s)" for n in counts])
+    ax.set_ylabel("total all-reduce goodput, Mbit/s")
+    ax.set_title("ATP vs NetReduce regions vs PS (p4sim, Mininet)")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def ratio_line(rows: list[BenchRow]) -> str:
+    top = max(r.jobs for r in rows)
+    by = {r.mode: r.total_mbps for r in rows if r.jobs == top}
+    s = by.get(MODES[1]) or float("nan")
+    return (
+        f"at {top} jobs: shared pool / static partitioning = {by.get(MODES[0], 0) / s:.2f}x"
+        f" (goal >= 1.3x; ATP reports +38-66%), PS only / static = {by.get(MODES[2], 0) / s:.2f}x"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     from topologies.experiment import main_guard, star
 
@@ -143,7 +309,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=20000)
     ap.add_argument("--calls", type=int, default=3)
     ap.add_argument("--loss", type=float, default=0.0, help="loss, duplication, reordering")
+    ap.add_argument("--bench", action="store_true", help="shared pool vs static vs PS only")
+    ap.add_argument("--bench-jobs", default="1,2,4", help="bench: concurrent job counts")
     a = ap.parse_args(argv)
+
+    def bench() -> int:
+        from rich.console import Console
+
+        cfg = BenchConfig(
+            tuple(int(x) for x in a.bench_jobs.split(",")), a.workers, a.window, a.pool_size,
+            a.size, a.calls,
+        )  # fmt: skip
+        console = Console(width=140)
+        rows = measure(cfg, log=console.print)
+        console.print(table(rows, cfg))
+        console.print(ratio_line(rows))
+        console.print(f"plot: {plot(rows, cfg.plot)}")
+        return 0
+
+    if a.bench:
+        return main_guard("topologies.atp", bench)
 
     def run() -> int:
         n = a.jobs * a.workers

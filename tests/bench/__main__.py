@@ -35,7 +35,12 @@ through the switch's key-value cache against the storage server alone, and a rep
 with the switch as sequencer against a host leader; each pair in one run on one network:
 reads or commits per second, median and tail latency.
 
-``--only sched|p4sim|wire|ddp|kvcons|netreduce|serene`` runs one section.
+Section atp (topologies/atp.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
+smaller than their combined windows: ATP's shared pool against static equal partitioning
+(NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
+fallback rates, side by side in one run per job count; a plot under results/.
+
+``--only sched|p4sim|wire|ddp|kvcons|netreduce|serene|atp`` runs one section.
 """
 
 from __future__ import annotations
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
     ap.add_argument(
         "--only",
-        choices=["sched", "p4sim", "wire", "ddp", "kvcons", "netreduce", "serene"],
+        choices=["sched", "p4sim", "wire", "ddp", "kvcons", "netreduce", "serene", "atp"],
         help="run one section",
     )
     ap.add_argument("--ddp-epochs", type=int, default=4, help="ddp: training epochs")
@@ -143,7 +148,27 @@ def main(argv: list[str] | None = None) -> int:
         code = bench_netreduce(args, console)
     if args.only in (None, "serene"):
         code = bench_serene(console) or code
+    if args.only in (None, "atp"):
+        code = bench_atp(console) or code
     return code
+
+
+def bench_atp(console: Console) -> int:
+    """ATP's shared pool vs static partitioning vs PS only (topologies/atp.py)."""
+    from topologies import atp
+
+    cfg = atp.BenchConfig()
+    console.rule("ATP: shared pool vs static partitioning vs PS only (Mininet)")
+    if os.geteuid() != 0:
+        console.print(f"atp bench skipped: Mininet needs root; as root run: {cfg.command()}")
+        return 0
+    t0 = time.monotonic()
+    rows = atp.measure(cfg, log=console.print)
+    console.print(atp.table(rows, cfg))
+    console.print(atp.ratio_line(rows))
+    console.print(f"plot: {atp.plot(rows, cfg.plot)}")
+    console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {cfg.command()}")
+    return 0
 
 
 def bench_serene(console: Console) -> int:
