@@ -254,8 +254,9 @@ def test_json_using_what_the_translation_lacks_is_refused_naming_it(tmp_path: Pa
     with pytest.raises(Bmv2JsonError, match=r"not found in.*nor can p4sim run.*header_stacks"):
         switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
     doc = json.loads(ROUTER_JSON.read_text())
-    doc["actions"][3]["primitives"].append({"op": "clone_ingress_pkt_to_egress", "parameters": []})
-    with pytest.raises(Bmv2JsonError, match=r"primitive 'clone_ingress_pkt_to_egress'"):
+    recirculate = {"op": "recirculate", "parameters": [{"type": "hexstr", "value": "0x1"}]}
+    doc["actions"][3]["primitives"].append(recirculate)
+    with pytest.raises(Bmv2JsonError, match=r"primitive 'recirculate'"):
         switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
 
 
