@@ -75,6 +75,16 @@ class AskRequest(JobRequest):
     reducer_port: Port | None = None
 
     @model_validator(mode="after")
+    def _hosts_agree(self) -> AskRequest:
+        """As for every kind, except that mappers may share a host and its port (the
+        partitions of one Spark executor): the port still binds each flow."""
+        for key in ("worker_ports", "worker_ips", "worker_macs"):
+            values = getattr(self, key)
+            if values and len(values) != self.workers:
+                raise ValueError(f"{key} lists {len(values)} values for {self.workers} workers")
+        return self
+
+    @model_validator(mode="after")
     def _fits(self) -> AskRequest:
         _power_of_two(self.window)
         need = self.workers * self.window

@@ -160,6 +160,11 @@ class MapperFlow:
     # -- sending ------------------------------------------------------------------------
 
     @property
+    def ready(self) -> int:
+        """Packets built and waiting for the window."""
+        return len(self._ready)
+
+    @property
     def in_flight(self) -> int:
         return len(self._flight)
 

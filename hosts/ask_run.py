@@ -25,7 +25,7 @@ import select
 import socket
 import sys
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ from hosts.ask_mapper import MapperConfig, MapperFlow
 from hosts.ask_reducer import Reducer
 from hosts.ask_wire import parse
 from hosts.transport import Endpoint
-from wire.header import INC_UDP_PORT, ProtocolError
+from wire.header import ASK_TUPLES, INC_UDP_PORT, ProtocolError
 
 CONTROL_PORT = INC_UDP_PORT + 1
 
@@ -76,22 +76,27 @@ def chunk_counts(words: Iterator[str], size: int) -> Iterator[dict[Hashable, int
         yield buf
 
 
-def run_mapper(a: argparse.Namespace) -> int:
+def send_partition(
+    controller: str, job_id: int, worker_id: int, chunks: Iterable[Mapping[Hashable, int]],
+    hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
+    e.g. a chunk's word counts) through the switch and answer the reducer until it has the
+    result; returns the mapper's figures. The reducer must be running."""
     from controller.api_client import ControllerApi
 
-    cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
+    cfg = ControllerApi(controller, timeout=30.0).worker_config(job_id, worker_id)
     mcfg = MapperConfig(
-        job_id=a.job_id, flow=a.worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
-        window=cfg["window"], hot_threshold=a.hot, tuples_per_packet=a.tuples, rto=a.rto,
+        job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
+        window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
     )  # fmt: skip
     m = MapperFlow(mcfg)
-    print(f"ask mapper {a.worker_id}: partition {mcfg.part_base}+{mcfg.part_size}", flush=True)
     dest = (cfg["agg_ip"], INC_UDP_PORT)
     ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
-    ctl.send({"hello": a.worker_id})
-    ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
+    ctl.send({"hello": worker_id})
+    ep = Endpoint(("0.0.0.0", 0))  # replies come back to this port (ask.p4 swaps ports)
     t0 = time.perf_counter()
-    chunks = chunk_counts(words_of(Path(a.input)), a.chunk)
+    source = iter(chunks)
     more = True
     done_sent = False
     told = m.epoch
@@ -99,26 +104,24 @@ def run_mapper(a: argparse.Namespace) -> int:
     try:
         while True:
             # keep a few packets ready beyond the window, not the whole input
-            while more and len(m._ready) < 4 * mcfg.window:
-                c = next(chunks, None)
+            while more and m.ready < 4 * mcfg.window:
+                c = next(source, None)
                 if c is None:
                     m.flush()
                     more = False
                 else:
                     m.add_counts(c)
             now = time.monotonic()
-            if a.verbose and now >= next_report:
+            if verbose and now >= next_report:
                 next_report = now + 2.0
-                print(f"ask mapper {a.worker_id}: {m.stats}, in flight {m.in_flight},"
-                      f" ready {len(m._ready)}, epoch {m.epoch}", flush=True)  # fmt: skip
+                print(f"ask mapper {worker_id}: {m.stats}, in flight {m.in_flight}", flush=True)
             out = m.to_send(now)
             if out:
                 ep.send_many((p, dest) for p in out)
             if not more and m.idle and m.moved and not done_sent:
                 vocab = [[fp, ks] for fp, ks in m.vocab.items()]
-                ctl.send({"done": a.worker_id, "vocab": vocab, "stats": m.stats.__dict__})
+                ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
                 done_sent = True
-                print(f"ask mapper {a.worker_id}: all tuples acknowledged", flush=True)
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
             if ep.fileno() in r:
                 for payload, _ in ep.recv_many():
@@ -134,19 +137,38 @@ def run_mapper(a: argparse.Namespace) -> int:
                         counts = m.counts_for(int(x) for x in msg["counts_for"])
                         ctl.send({"counts": list(counts.items())})
                     elif msg.get("bye"):
-                        print(
-                            f"ask mapper {a.worker_id}: {m.stats.packets} packets,"
-                            f" {m.stats.retransmissions} retransmitted,"
-                            f" {time.perf_counter() - t0:.2f} s",
-                            flush=True,
-                        )
-                        return 0
+                        return {**m.stats.__dict__, "seconds": time.perf_counter() - t0}
             if m.moved and told != m.epoch:
                 ctl.send({"moved": m.epoch})
                 told = m.epoch
     finally:
         ep.close()
         ctl.sock.close()
+
+
+def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
+    """Wait for the reducer's record of the job (``result``: key -> total, figures)."""
+    ctl = Lines(socket.create_connection((reducer_ip, CONTROL_PORT), timeout=30.0))
+    try:
+        ctl.send({"collect": True})
+        ctl.sock.settimeout(timeout)
+        while True:
+            for msg in ctl.read():
+                if "record" in msg:
+                    rec: dict[str, Any] = msg["record"]
+                    return rec
+    finally:
+        ctl.sock.close()
+
+
+def run_mapper(a: argparse.Namespace) -> int:
+    stats = send_partition(
+        a.controller, a.job_id, a.worker_id, chunk_counts(words_of(Path(a.input)), a.chunk),
+        hot=a.hot, tuples=a.tuples, rto=a.rto, verbose=a.verbose,
+    )  # fmt: skip
+    n, retx, secs = stats["packets"], stats["retransmissions"], stats["seconds"]
+    print(f"ask mapper {a.worker_id}: {n} packets, {retx} retransmitted, {secs:.2f} s", flush=True)
+    return 0
 
 
 def run_reducer(a: argparse.Namespace) -> int:
@@ -171,6 +193,7 @@ def run_reducer(a: argparse.Namespace) -> int:
     last_swap = time.monotonic()
     t_first: float | None = None
     mapper_addr: dict[int, tuple[str, int]] = {}
+    collectors: list[Lines] = []
     try:
         while True:
             now = time.monotonic()
@@ -187,7 +210,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                         t_first = time.perf_counter()
                     ack = red.on_packet(payload)
                     if ack is not None:
-                        acks.append((ack, (addr[0], INC_UDP_PORT)))
+                        acks.append((ack, addr))
                 if acks:
                     ep.send_many(acks)
             if lst in r:
@@ -197,7 +220,9 @@ def run_reducer(a: argparse.Namespace) -> int:
             for s in [s for s in r if s in socks]:
                 peer = socks[s]
                 for msg in peer.read():
-                    if "hello" in msg:
+                    if "collect" in msg:
+                        collectors.append(peer)
+                    elif "hello" in msg:
                         peers[int(msg["hello"])] = peer
                         mapper_addr[int(msg["hello"])] = s.getpeername()
                     elif "moved" in msg:
@@ -238,13 +263,16 @@ def run_reducer(a: argparse.Namespace) -> int:
                         p.send({"epoch": epoch})
         result = red.result(list(vocabs.values()), lambda fps: counts)
         seconds = time.perf_counter() - (t_first or time.perf_counter())
-        for p in peers.values():
-            p.send({"bye": True})
         out = {
             "result": result, "seconds": seconds, "epochs": epoch,
             "reducer": red.stats.__dict__, "mappers": stats,
         }  # fmt: skip
-        Path(a.out).write_text(json.dumps(out))
+        if a.out:
+            Path(a.out).write_text(json.dumps(out))
+        for c in collectors:
+            c.send({"record": out})
+        for p in peers.values():
+            p.send({"bye": True})
         print(f"ask reducer: {len(result)} keys, {epoch} epochs, {seconds:.2f} s", flush=True)
         return 0
     finally:
@@ -270,7 +298,7 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--hot", type=int, default=0, help="keys counted fewer times bypass")
     m.add_argument("--tuples", type=int, default=16, help="tuples per packet (1..16)")
     r = sub.choices["reducer"]
-    r.add_argument("--out", required=True, help="JSON file for the result")
+    r.add_argument("--out", help="JSON file for the result")
     r.add_argument("--swap-s", type=float, default=0.0, help="array swap period (s), 0: none")
     return ap
 

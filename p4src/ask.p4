@@ -197,6 +197,9 @@ control Ask(inout headers_t hdr,
         hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
         hdr.ipv4.srcAddr = ip;
         hdr.ipv4.ttl = 64;
+        bit<16> port = hdr.udp.dstPort;   // back to the sender's own UDP port
+        hdr.udp.dstPort = hdr.udp.srcPort;
+        hdr.udp.srcPort = port;
         hdr.udp.checksum = 0;
         hdr.inc.flags = hdr.inc.flags | flag;
         standard_metadata.egress_spec = standard_metadata.ingress_port;
