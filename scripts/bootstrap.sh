@@ -22,9 +22,11 @@ declare -A NEED=(
   [mnexec]=mininet [ip]=iproute2 [ping]=iputils-ping [ethtool]=ethtool
   [tcpdump]=tcpdump [nft]=nftables [tc]=iproute2 [gcc]=gcc
 )
-# Only for the test suite: headless Chromium loads the dashboard (tests/test_dashboard.py).
+# Only for the test suite: headless Chromium loads the dashboard (tests/test_dashboard.py);
+# Java runs PySpark for ASK's Spark tests (tests/test_mininet_ask.py).
 declare -A TEST_NEED=(
   [chromium]=chromium
+  [java]=openjdk-17-jre-headless
 )
 extras=dev
 if [ "$for_tests" = 1 ]; then

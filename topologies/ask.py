@@ -125,9 +125,52 @@ def run(
     return record
 
 
+def run_spark(
+    partitions: int = 2, words: int = 20000, rows: int = 256, window: int = 16,
+    run_dir: Path = RUN_DIR / "spark", log: Any = print, timeout: float = 600.0,
+    corpus: Path | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """PySpark (local mode) on ``h1``, its ``reduceByKey`` through the switch to the reducer
+    on ``h2``, beside Spark's own RDD and DataFrame word counts on the same file."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    text = corpus or run_dir / "words.txt"
+    if corpus is None:
+        zipf_text(text, words * partitions, seed=11)
+    cfg = ExperimentConfig(star(2), run_dir=run_dir, log=log)
+    with Experiment(cfg) as ex:
+        job = ex.api.submit({
+            "kind": "ask", "name": "spark-wordcount", "workers": partitions, "rows": rows,
+            "window": window, "worker_ports": [1] * partitions,
+            "worker_ips": [host_ip(1)] * partitions, "worker_macs": [host_mac(1)] * partitions,
+            "agg_ip": host_ip(2), "agg_mac": host_mac(2), "reducer_port": 2,
+        })  # fmt: skip
+        jid = int(job["job_id"])
+        ctl = ["--controller", ex.controller_url, "--job-id", str(jid)]
+        ex.start_service(
+            "h2", [sys.executable, "-m", "hosts.ask_run", "reducer", *ctl],
+            ready="ask reducer ready",
+        )  # fmt: skip
+        out = (run_dir / "spark.json").resolve()
+        cmd = [sys.executable, "-m", "hosts.ask_spark", "--input", str(text.resolve()),
+               "--partitions", str(partitions), *ctl, "--reducer-ip", host_ip(2),
+               "--out", str(out)]  # fmt: skip
+        with open(ex.logs / "h1.log", "wb") as f:
+            p = ex.popen("h1", cmd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            code = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ExperimentError(f"the Spark job still runs after {timeout:g} s") from None
+        if code != 0 and not out.exists():
+            tail = (ex.logs / "h1.log").read_text().strip().splitlines()[-5:]
+            raise ExperimentError(f"the Spark job failed: {' | '.join(tail)}")
+    rec: dict[str, Any] = json.loads(out.read_text())
+    return rec
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m topologies.ask", description=__doc__)
-    ap.add_argument("cmd", choices=["run"])
+    ap.add_argument("cmd", choices=["run", "spark"])
+    ap.add_argument("--partitions", type=int, default=2, help="spark: RDD partitions")
     ap.add_argument("--mappers", type=int, default=2)
     ap.add_argument("--words", type=int, default=20000, help="words per mapper (Zipf)")
     ap.add_argument("--rows", type=int, default=256)
@@ -137,6 +180,12 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     def go() -> int:
+        if a.cmd == "spark":
+            srec = run_spark(a.partitions, a.words, a.rows)
+            Path("results").mkdir(exist_ok=True)
+            Path("results/ask_spark.json").write_text(json.dumps(srec, indent=1))
+            print(json.dumps({k: v for k, v in srec.items() if k != "switch_stats"}))
+            return 0 if all(v for k, v in srec.items() if k.endswith("_exact")) else 1
         rec = run(a.mappers, a.words, a.rows, swap_s=a.swap_s, hot=a.hot, loss=a.loss)
         Path("results").mkdir(exist_ok=True)
         Path("results/ask.json").write_text(json.dumps(rec, indent=1))
