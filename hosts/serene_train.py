@@ -20,6 +20,10 @@ sends its previous gradient again (stale by one iteration) to catch up, as the r
 on without it (only when not one of its packets made it: losing the race for the last place on a
 few packets is ordinary). Every worker applies the same results, so all replicas stay identical.
 
+With ``--ahead S`` (bounded staleness) the worker computes epoch e on a model that has the
+results up to e - S - 1 (``hosts/ssp_client.py`` keeps up to S + 1 epochs in flight), with
+the learning rate divided by 1 + S.
+
 ``--json``: per evaluation (every ``--eval-every`` iterations) the iteration, the training
 time so far (evaluation excluded) and the test accuracy; the cumulative time spent in
 all-reduce calls (waiting for the others included), WAIT replies, late rounds, skips.
@@ -56,6 +60,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--clip", type=float, default=1.0, help="|gradient| bound (fixed point)")
     ap.add_argument("--eval-every", type=int, default=10)
+    ap.add_argument(
+        "--ahead",
+        type=int,
+        default=0,
+        help="epochs this worker may compute before it needs a result (bounded staleness)",
+    )
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--json", required=True)
     return ap
@@ -83,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     from controller.api_client import ApiError, ControllerApi
     from hosts.allreduce import AllReduceClient, AllReduceTimeout
     from hosts.mlp import MLP
+    from hosts.ssp_client import PipelinedAllReduce
     from hosts.train import load_digits_split
 
     a = parser().parse_args(argv)
@@ -96,48 +107,70 @@ def main(argv: list[str] | None = None) -> int:
             dest=(cfg["agg_ip"], cfg["udp_port"]), slots=cfg["slots"], timeout=a.timeout,
             total_timeout=120.0, max_retries=10**6,
         )  # fmt: skip
+        pipe = PipelinedAllReduce(client)
         x_tr, y_tr, x_te, y_te = load_digits_split(a.seed)
         model = MLP((x_tr.shape[1], a.hidden, 10), seed=a.seed)
         velocity = np.zeros_like(model.theta)
         per_epoch = (len(y_tr) + a.batch_size - 1) // a.batch_size
         grad = np.zeros_like(model.theta)
-        late, late_rounds, trained = False, 0, 0.0
+        # A gradient up to `ahead` steps stale: a step 1 / (1 + ahead) as large keeps
+        # momentum SGD stable (staleness-aware learning rate).
+        lr = a.lr / (1 + a.ahead)
+        state: dict[str, Any] = {"applied": 0, "late": False, "late_rounds": 0, "eval_s": 0.0}
+        t_start = time.perf_counter()
+
+        def apply_next() -> None:
+            """Wait for the oldest epoch not applied yet and take its step (all workers
+            take the same steps in the same order)."""
+            t0 = time.perf_counter()
+            total, bitmaps = pipe.result(state["applied"])
+            out["comm_s"] += time.perf_counter() - t0
+            total, partial = rescale(total, bitmaps, n, client.slots)
+            # Late for the whole round (not one packet of it counted): the rounds are
+            # going on without this worker, which then skips a compute to catch up.
+            # Missing a few packets only is the ordinary race for the last place.
+            mine_in = any(int(b) >> a.worker_id & 1 for b in bitmaps)
+            state["late"] = partial and not mine_in
+            state["late_rounds"] += int(not mine_in)
+            velocity[:] = a.momentum * velocity + total
+            model.theta -= lr * velocity
+            state["applied"] += 1
+            done = state["applied"]
+            if done % a.eval_every == 0 or done == a.iterations:
+                t1 = time.perf_counter()
+                trained = t1 - t_start - state["eval_s"]  # evaluation time excluded
+                acc = model.accuracy(x_te, y_te)
+                state["eval_s"] += time.perf_counter() - t1
+                out["evals"].append({"iteration": done, "time_s": trained, "accuracy": acc})
+
         order = np.arange(len(y_tr))
         try:
             for it in range(a.iterations):
-                t0 = time.perf_counter()
+                # Bounded staleness on the host: compute epoch `it` on a model that has
+                # every result up to it - ahead - 1 (ahead 0: the last one, synchronous).
+                while state["applied"] < it - a.ahead or (
+                    state["applied"] < it and pipe.ready(state["applied"])
+                ):
+                    apply_next()
                 if it % per_epoch == 0:
                     order = np.random.default_rng((a.seed, it // per_epoch)).permutation(len(y_tr))
                 start = (it % per_epoch) * a.batch_size
                 batch = order[start : start + a.batch_size]
-                if late:
+                if state["late"]:
                     out["skips"] += 1  # catch up: last iteration's gradient again, no compute
+                    state["late"] = False
                 else:
                     mine = np.array_split(batch, n)[a.worker_id]
                     _, g = model.loss_and_grad(x_tr[mine], y_tr[mine], denom=len(batch))
                     grad = np.clip(g, -a.clip, a.clip)
                     time.sleep(a.compute * (a.slow if slow_now(a, it, rng) else 1.0))
-                client.epoch = it
-                t1 = time.perf_counter()
-                total = client.allreduce(grad, bound=a.clip)
-                out["comm_s"] += time.perf_counter() - t1
-                total, partial = rescale(total, client.last_bitmaps, n, client.slots)
-                # Late for the whole round (not one packet of it counted): the rounds are
-                # going on without this worker, which then skips a compute to catch up.
-                # Missing a few packets only is the ordinary race for the last place.
-                mine_in = any(int(b) >> a.worker_id & 1 for b in client.last_bitmaps)
-                late = partial and not mine_in
-                late_rounds += int(not mine_in)
-                velocity *= a.momentum
-                velocity += total
-                model.theta -= a.lr * velocity
-                trained += time.perf_counter() - t0
-                if (it + 1) % a.eval_every == 0 or it + 1 == a.iterations:
-                    acc = model.accuracy(x_te, y_te)
-                    out["evals"].append({"iteration": it + 1, "time_s": trained, "accuracy": acc})
+                pipe.submit(it, grad, bound=a.clip)
+            while state["applied"] < a.iterations:
+                apply_next()
         finally:
-            out["waits"] = client.stats.waits
-            out["late_rounds"] = late_rounds
+            pipe.close()
+            out["waits"] = pipe.waits
+            out["late_rounds"] = state["late_rounds"]
             client.close()
         out["theta_sum"] = float(np.sum(model.theta, dtype=np.float64))
     except (ApiError, AllReduceTimeout, ValueError, OSError) as e:

@@ -9,7 +9,9 @@ Example (root)::
 Network (``topologies/experiment.py``): one switch, workers on h1..h4, the aggregation
 address on h5. Per configuration a ``serene`` job is admitted (``incctl job submit --kind
 serene --mode ...``) and the workers (``hosts/serene_train.py``) train for
-``--iterations`` iterations, one all-reduce each; worker 4 (the last) straggles ``--slow``
+``--iterations`` iterations, one all-reduce each (under ``bounded S`` and ``async`` they
+compute up to S, or 6, epochs ahead of their results: ``hosts/ssp_client.py``); worker 4
+(the last) straggles ``--slow``
 times slower (``--straggle fixed|transient|random``). The dynamic configuration starts in
 sync and runs ``--policy`` (``controller/sync_policy.py``) against the switch's clocks
 meanwhile, swapping modes through the daemon.
@@ -54,6 +56,17 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
+def ahead_of(mode: str) -> int:
+    """Epochs a worker computes ahead of its results: the bound S of ``bounded S``, the
+    clock ring's limit for ``async``, none otherwise (each epoch needs the last result)."""
+    from controller.sync_modes import MAX_BOUND
+
+    words = mode.split()
+    if words[0] == "bounded":
+        return int(words[1])
+    return MAX_BOUND if words[0] == "async" else 0
+
+
 def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dict[str, Any]:
     start_mode = "sync" if mode == DYNAMIC else mode
     job = ex.submit(
@@ -66,6 +79,7 @@ def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dic
                "--job-id", str(job), "--worker-id", str(w), "--iterations", str(a.iterations),
                "--compute", str(a.compute), "--eval-every", str(a.eval_every),
                "--json", str(out / f"w{w}.json")]  # fmt: skip
+        cmd += ["--ahead", str(ahead_of(start_mode))]
         if w == WORKERS - 1:
             cmd += ["--slow", str(a.slow), "--straggle", a.straggle]
             if a.straggle == "transient":
@@ -124,7 +138,7 @@ def summarise(
 
 def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
     base = next((r for r in rows if r["mode"] == "sync"), None)
-    cols = ["mode", "time to target (s)", "vs sync", "final acc", "vs sync (pt)",
+    cols = ["mode", "time to target (s)", "vs sync", "final acc", "vs sync (pt)", "train (s)",
             "waiting per worker (s)", "late rounds", "same model"]  # fmt: skip
     out = []
     for r in rows:
@@ -137,7 +151,8 @@ def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
         )
         out.append([
             r["mode"], "not reached" if tta is None else f"{tta:.1f}", ratio,
-            f"{r['final_accuracy']:.3f}", dacc, " ".join(f"{w:.1f}" for w in r["waiting_s"]),
+            f"{r['final_accuracy']:.3f}", dacc, f"{r['total_time_s']:.1f}",
+            " ".join(f"{w:.1f}" for w in r["waiting_s"]),
             str(sum(r["late_rounds"])), "yes" if r["replicas_identical"] else "NO",
         ])  # fmt: skip
     title = (f"Serene: 4 workers, worker 4 {a.slow:g}x slower ({a.straggle}), "
