@@ -18,8 +18,10 @@ parser IncParser(packet_in packet,
     // addresses and relies on a fixed 20-byte IPv4 header.
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        transition select(hdr.ipv4.ihl, hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
-            (4w5, 13w0, IP_PROTO_UDP): parse_udp;
+        // flags[0:0] is MF: a first fragment (offset 0, more to come) is a fragment too.
+        transition select(hdr.ipv4.ihl, hdr.ipv4.flags[0:0], hdr.ipv4.fragOffset,
+                          hdr.ipv4.protocol) {
+            (4w5, 1w0, 13w0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }

@@ -309,3 +309,28 @@ def test_a_window_of_psns_from_every_worker_aggregates_in_the_switch(net: Net) -
         assert np.array_equal(got, sum(vals(100 * w + psn) for w in range(3)))
     slots = len({atp_index(JOB1, p, 0, 4) for p in range(6)})
     assert net.events()["COMPLETED"] == slots, net.events()
+
+
+def test_ipv4_fragment_carrying_an_inc_header_is_never_aggregated(net: Net) -> None:
+    """A first fragment (MF set, offset 0) of a worker packet, ATP's or NetReduce's, is
+    forwarded as plain IPv4 and touches no aggregator."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    from wire.header import INC_UDP_PORT
+
+    j = net.jobs[JOB1]
+    for job, worker, idx in ((JOB1, 0, atp_index(JOB1, 1, j.region.offset, j.region.size)),
+                             (NR, 0, 8)):  # fmt: skip
+        h = Header(job_id=job, worker_id=worker, psn=1, agg_idx=idx)
+        port = PORTS[job][worker]
+        frag = (
+            Ether(src=host_mac(port), dst=host_mac(PS_PORT))
+            / IP(src=host_ip(port), dst=host_ip(PS_PORT), flags="MF")
+            / UDP(sport=INC_UDP_PORT, dport=INC_UDP_PORT, chksum=0)
+            / Raw(pack(h, vals(1)))
+        )
+        out = net.sw.send(port, bytes(frag))
+        assert [p for p, _ in out] == [PS_PORT]  # routed to the PS's address, unchanged
+    assert net.events()["CLAIMED"] == 0 and sum(net.drops().values()) == 0

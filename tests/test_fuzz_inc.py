@@ -306,7 +306,7 @@ def inc_fields(frame: bytes) -> dict[str, int] | None:
     if len(frame) < INC_AT + HEADER_LEN or frame[12:14] != b"\x08\x00":
         return None
     ver_ihl, frag, proto = frame[14], struct.unpack_from("!H", frame, 20)[0], frame[23]
-    if ver_ihl & 0x0F != 5 or frag & 0x1FFF or proto != 17:
+    if ver_ihl & 0x0F != 5 or frag & 0x3FFF or proto != 17:  # offset or MF: a fragment
         return None
     if struct.unpack_from("!H", frame, 36)[0] != INC_UDP_PORT:
         return None

@@ -27,32 +27,32 @@ def start_net(hosts: int, impairment: Impairment | None = None) -> Any:
     return Experiment(cfg).__enter__()
 
 
-def test_two_atp_jobs_sharing_a_small_pool_and_a_netreduce_job_are_all_exact(
+def test_three_atp_jobs_sharing_a_small_pool_and_a_netreduce_job_are_all_exact(
     tmp_path: Path,
 ) -> None:
     from topologies.atp import AtpJob, exact, pool_events, run_jobs, start_ps, submit_atp
 
-    ex = start_net(7)
+    ex = start_net(9)
     try:
-        # Two ATP jobs share 8 aggregators with windows of 16: collisions are certain.
-        a = submit_atp(ex, "a", [1, 2], ps_host=7, window=16, pool=(0, 8))
-        b = submit_atp(ex, "b", [3, 4], ps_host=7, window=16, pool=(0, 8))
-        nr = ex.submit("nr", workers=2, window=16, worker_ports=[5, 6],
-                       worker_ips=["10.0.0.5", "10.0.0.6"],
-                       worker_macs=["00:00:00:00:00:05", "00:00:00:00:00:06"],
-                       agg_ip="10.0.0.7", agg_mac="00:00:00:00:00:07")  # fmt: skip
-        start_ps(ex, 7, [a.job_id, b.job_id])
+        # Three ATP jobs share 8 aggregators with windows of 16: collisions are certain.
+        atp = [submit_atp(ex, f"a{j}", [2 * j + 1, 2 * j + 2], ps_host=9, window=16,
+                          pool=(0, 8)) for j in range(3)]  # fmt: skip
+        nr = ex.submit("nr", workers=2, window=16, worker_ports=[7, 8],
+                       worker_ips=["10.0.0.7", "10.0.0.8"],
+                       worker_macs=["00:00:00:00:00:07", "00:00:00:00:00:08"],
+                       agg_ip="10.0.0.9", agg_mac="00:00:00:00:00:09")  # fmt: skip
+        start_ps(ex, 9, [j.job_id for j in atp])
         size, calls = 4000, 2
-        jobs = [a, b, AtpJob(nr, (5, 6), "netreduce")]
+        jobs = [*atp, AtpJob(nr, (7, 8), "netreduce")]
         got = run_jobs(ex, jobs, tmp_path, size, calls, 40, "--bits", "24")
         events = pool_events(ex)
         drops_seen = ex.drop_counters()
     finally:
         ex.close()
-    for j in (a.job_id, b.job_id, nr):
+    for j in [*(a.job_id for a in atp), nr]:
         assert exact(got[j], 40 + j, size, calls, bits=24) == [], j
     assert events["collision"] > 0 and events["completed"] > 0, f"{events} {drops_seen}"
-    assert events["released"] > 0, events
+    assert events["added"] > 0 and events["released"] > 0, events
 
 
 @pytest.mark.parametrize("p", [0.01, 0.05], ids=["1pct", "5pct"])
@@ -75,3 +75,74 @@ def test_atp_sum_is_exact_with_loss_duplication_and_reordering_on_every_link(
     assert sorted(stats) == ["r1", "r2", "r3"], stats
     assert all(s["dropped"] > 0 for s in stats.values()), stats
     assert events["retx_fallback"] > 0, events  # lost packets were finished by the PS
+
+
+ATP_FORGER = r"""
+import socket, sys, time
+import numpy as np
+from scapy.layers.inet import IP, UDP
+from scapy.packet import Raw
+from wire.header import Flag, Header, atp_index, pack
+ps_ip, victim, own, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+junk = np.full(32, 0x01010101, dtype=np.int32)
+while True:
+    for psn in range(256):
+        idx = atp_index(victim, psn, 0, size)
+        for h in (
+            Header(job_id=victim, worker_id=0, psn=psn, agg_idx=idx),  # not its worker
+            Header(job_id=victim, psn=psn, agg_idx=idx, flags=Flag.RESULT),  # forged result
+            Header(job_id=victim, psn=psn, agg_idx=idx, flags=Flag.ACK),  # forged release
+            Header(job_id=own, psn=psn, agg_idx=5000),  # its own job, out of the pool
+            Header(job_id=own, psn=psn, agg_idx=(atp_index(own, psn, 0, size) + 1) % size),
+            Header(job_id=own, psn=psn, agg_idx=atp_index(own, psn, 0, size)),  # a noisy tenant
+        ):
+            s.sendto(pack(h, junk), (ps_ip, 20050))
+        frag = IP(dst=ps_ip, flags="MF") / UDP(sport=20050, dport=20050, chksum=0) / Raw(
+            pack(Header(job_id=victim, worker_id=0, psn=psn, agg_idx=idx), junk))
+        raw.sendto(bytes(frag), (ps_ip, 0))  # a first fragment: never aggregated
+        time.sleep(0.01)
+"""
+
+
+def test_forged_packets_change_no_atp_or_netreduce_result(tmp_path: Path) -> None:
+    """A host that is the only worker of ATP job c (sharing the pool) forges, while ATP job a
+    and a NetReduce job run: packets of job a from outside it, results and ACKs of job a,
+    its own job's packets out of the pool or at a wrong index, first fragments of job a,
+    and a stream of valid packets of its own job that occupy the shared aggregators."""
+    import subprocess
+    import sys
+    import time
+
+    from topologies.atp import AtpJob, exact, run_jobs, start_ps, submit_atp
+
+    ex = start_net(6)
+    forger = None
+    try:
+        a = submit_atp(ex, "a", [1, 2], ps_host=6, window=16, pool=(0, 8))
+        c = submit_atp(ex, "c", [5], ps_host=6, window=16, pool=(0, 8))
+        nr = ex.submit("nr", workers=2, window=16, worker_ports=[3, 4],
+                       worker_ips=["10.0.0.3", "10.0.0.4"],
+                       worker_macs=["00:00:00:00:00:03", "00:00:00:00:00:04"],
+                       agg_ip="10.0.0.6", agg_mac="00:00:00:00:00:06")  # fmt: skip
+        start_ps(ex, 6, [a.job_id, c.job_id])
+        cmd = [sys.executable, "-c", ATP_FORGER, "10.0.0.6", str(a.job_id), str(c.job_id), "8"]
+        forger = ex.popen("h5", cmd, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        want = ("UNKNOWN_WORKER", "FORGED_RESULT", "OUT_OF_REGION")
+        while not all(ex.drop_counters().get(k, 0) >= 50 for k in want):
+            assert forger.poll() is None, "the forger died"
+            assert time.monotonic() < deadline, ex.drop_counters()
+            time.sleep(0.2)
+        size, calls = 4000, 2
+        got = run_jobs(ex, [a, AtpJob(nr, (3, 4), "netreduce")], tmp_path, size, calls, 60,
+                       "--bits", "24")  # fmt: skip
+        drops = ex.drop_counters()
+    finally:
+        if forger is not None:
+            ex.stop(forger)
+        ex.close()
+    assert exact(got[a.job_id], 60 + a.job_id, size, calls, bits=24) == []
+    assert exact(got[nr], 60 + nr, size, calls, bits=24) == []
+    assert all(drops[k] >= 50 for k in want), drops

@@ -1,0 +1,69 @@
+"""ATP's host side without a switch: the PS's piece merging, and the worker's bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hosts.allreduce import AllReduceTimeout
+from hosts.atp_ps import AtpAggregator, AtpJobSpec
+from hosts.atp_worker import AtpClient
+from wire.header import Flag, Header, unpack
+
+SPEC = {3: AtpJobSpec(4, "10.0.0.1")}
+
+
+def piece(bitmap: int, values: list[int], psn: int = 0, flags: int = Flag.FALLBACK) -> Header:
+    return Header(job_id=3, psn=psn, bitmap=bitmap, flags=flags, slot_count=len(values))
+
+
+def test_pieces_that_nest_or_are_disjoint_are_summed_once_in_64_bits() -> None:
+    ps = AtpAggregator(SPEC, slots=2)
+    big = 2**31 - 1
+    w0, w1 = [1, big], [2, 5 - big]
+    assert ps.process(piece(0b0001, w0), np.array(w0)) == []
+    # A rack's aggregate of workers 0 and 1 contains the stored piece: it replaces it.
+    assert ps.process(piece(0b0011, [3, 5]), np.array([3, 5])) == []
+    # Worker 1 alone (its retransmission reached the PS too): covered, a duplicate.
+    assert ps.process(piece(0b0010, w1), np.array(w1)) == []
+    # Workers 2 and 3; the int64 sum of the pieces is wrapped once, at the end.
+    out = ps.process(piece(0b1100, [10, big]), np.array([10, big]))
+    (payload, dest), = out  # fmt: skip
+    h, v = unpack(payload)
+    assert v.tolist() == [13, np.int32(np.int64(5 + big) - 2**32)]
+    assert h.flags & Flag.RESULT and h.bitmap == 0b1111 and dest == ("10.0.0.1", 20050)
+    assert ps.stats.duplicates == 1 and ps.stats.results == 1 and ps.stats.aggregates == 2
+
+
+def test_finished_psn_is_served_again_only_to_a_retransmission() -> None:
+    ps = AtpAggregator({3: AtpJobSpec(1, "10.0.0.1")}, slots=1)
+    assert len(ps.process(piece(1, [7]), np.array([7]))) == 1
+    assert ps.process(piece(1, [7]), np.array([7])) == []  # a late copy
+    again = ps.process(piece(1, [7], flags=Flag.FALLBACK | Flag.RETX), np.array([7]))
+    assert unpack(again[0][0])[1].tolist() == [7] and ps.stats.reserved == 1
+
+
+def test_pieces_of_unknown_jobs_results_and_wrong_slot_counts_are_ignored() -> None:
+    ps = AtpAggregator(SPEC, slots=2)
+    assert ps.process(Header(job_id=4, bitmap=1, slot_count=2), np.array([1, 2])) == []
+    assert ps.process(piece(1, [1, 2], flags=Flag.RESULT), np.array([1, 2])) == []
+    assert ps.process(piece(1, [1]), np.array([1])) == []
+    assert ps.stats.ignored == 3
+
+
+def test_an_atp_call_that_cannot_finish_ends_with_a_clear_error_within_its_bound() -> None:
+    c = AtpClient(3, 0, 2, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0),
+                  timeout=0.02, total_timeout=0.5)  # fmt: skip
+    with pytest.raises(AllReduceTimeout, match=r"job 3, worker 0 timed out.*psn 0"):
+        c.allreduce_int(np.arange(64, dtype=np.int32))
+    assert c.window_cuts >= 1 and c.cwnd < 8  # the window backed off on the timeouts
+    c.close()
+
+
+def test_worker_addresses_the_hash_of_job_and_psn_in_its_range() -> None:
+    from wire.header import atp_index
+
+    c = AtpClient(3, 0, 2, 100, 16, 64, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    assert [c._address(p) for p in range(20)] == [(atp_index(3, p, 100, 16), 0) for p in range(20)]
+    assert all(100 <= c._address(p)[0] < 116 for p in range(200))
+    c.close()
