@@ -6,6 +6,7 @@ Example::
     python -m examples.run training --comm gloo   # the same with PyTorch's own all-reduce
     python -m examples.run training --exhaust     # switch memory taken first: runs on hosts
     python -m examples.run training --direct      # examples/direct/training.py (no inclib)
+    python -m examples.run word_count             # mappers h1..h4, reducer h5 (ASK)
     python -m examples.run kv_client              # clients h1..h4, storage server h5
     python -m examples.run replicated_counter     # clients h1..h4, replicas h5..h7
     python -m examples.run kv_client --no-switch  # no controller: inclib runs on the hosts
@@ -26,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +43,25 @@ from wire.header import AGG_POOL_SIZE
 
 WORKERS = 4
 NO_SWITCH = "unix:/nonexistent/controller.sock"  # --no-switch: admission finds no controller
-#: Apps whose launcher admits the job (the app's ``admit`` role) and starts servers first:
-#: app -> hosts in the star, [(host, role arguments)] of the servers (each prints "ready").
-SERVED_APPS: dict[str, tuple[int, list[tuple[str, list[str]]]]] = {
-    "kv_client": (5, [("h5", ["serve"])]),
-    "replicated_counter": (7, [(f"h{5 + i}", ["replica", "--rank", str(i)]) for i in range(3)]),
+
+
+@dataclass(frozen=True)
+class Served:
+    """An app whose launcher admits the job (the app's ``admit`` role) and starts its
+    servers (each prints a line with "ready") before its clients on h1..h4."""
+
+    hosts: int  # in the star
+    servers: list[tuple[str, list[str]]]  # (host, role arguments)
+    client_role: str = "client"
+    server_writes_record: bool = False  # the first server writes the record and then ends
+
+
+SERVED_APPS = {
+    "word_count": Served(5, [("h5", ["reduce"])], "map", server_writes_record=True),
+    "kv_client": Served(5, [("h5", ["serve"])]),
+    "replicated_counter": Served(
+        7, [(f"h{5 + i}", ["replica", "--rank", str(i)]) for i in range(3)]
+    ),
 }
 APPS = ("training", *SERVED_APPS)
 
@@ -110,17 +126,24 @@ def run_served_app(
     if got.returncode != 0:
         raise ExperimentError(f"{app} admit: {got.stderr.strip()}")
     plan = got.stdout.strip()
-    servers = [
-        ex.start_service(h, [*mod, *role, "--plan", plan], ready="ready", log_name=f"{app}-{h}")
-        for h, role in SERVED_APPS[app][1]
-    ]
+    app_ = SERVED_APPS[app]
     record.unlink(missing_ok=True)
+    servers = []
+    for i, (h, role) in enumerate(app_.servers):
+        cmd = [*mod, *role, "--plan", plan]
+        cmd += ["--out", str(record)] if app_.server_writes_record and i == 0 else []
+        servers.append(ex.start_service(h, cmd, ready="ready", log_name=f"{app}-{h}"))
     try:
         cmds = []
         for rank in range(WORKERS):
-            cmd = [*mod, "client", "--plan", plan, "--rank", str(rank), "--world", str(WORKERS)]
-            cmds.append((f"h{rank + 1}", cmd + (["--out", str(record)] if rank == 0 else [])))
+            cmd = [*mod, app_.client_role, "--plan", plan, "--rank", str(rank)]
+            cmd += ["--world", str(WORKERS)]
+            if rank == 0 and not app_.server_writes_record:
+                cmd += ["--out", str(record)]
+            cmds.append((f"h{rank + 1}", cmd))
         runs = ex.run_hosts(cmds, show=0)
+        if app_.server_writes_record:
+            servers[0].wait(timeout=120)
     finally:
         for p in servers:
             ex.stop(p)
@@ -128,6 +151,8 @@ def run_served_app(
         if run.code != 0:
             last = " | ".join(run.lines[-3:])
             raise ExperimentError(f"{run.host} exited with {run.code}: {last}")
+    if not record.exists():
+        raise ExperimentError(f"{app}: no record at {record} (see {ex.logs})")
     return json.loads(record.read_text()), runs
 
 
@@ -143,11 +168,15 @@ def run(a: argparse.Namespace) -> int:
     tag += "-no-switch" if a.no_switch else ""
     record = (out_dir / f"{a.app}-{a.comm}{tag}.json").resolve()
     log = (lambda s: None) if a.quiet else print
-    hosts = SERVED_APPS[a.app][0] if a.app in SERVED_APPS else WORKERS + 1
+    hosts = SERVED_APPS[a.app].hosts if a.app in SERVED_APPS else WORKERS + 1
     cfg = ExperimentConfig(star(hosts), run_dir=Path("run/examples"), log=log)
     with Experiment(cfg) as ex:
         if a.app in SERVED_APPS:
             rec, _ = run_served_app(ex, a.app, record, a.no_switch, a.direct)
+            if "counts" in rec:  # word count: the record file has them all
+                counts = rec.pop("counts")
+                top = sorted(counts.items(), key=lambda kv: -kv[1])[:10]
+                rec.update(distinct=len(counts), words=sum(counts.values()), top=top)
             print(json.dumps(rec, indent=1))
             return 0
         if a.exhaust:

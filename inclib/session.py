@@ -24,7 +24,10 @@ same shapes, as data-parallel training does.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
 from collections.abc import Hashable, Iterable
 from typing import Any, Protocol, TextIO
 
@@ -32,7 +35,7 @@ import numpy as np
 
 from controller.api_client import ApiError, ControllerApi
 from inclib.block_quantize import DEFAULT_BLOCK, block_allreduce
-from inclib.host_reduce import HOST_REDUCE_PORT, HostReducer, send_pairs
+from inclib.host_reduce import CHUNK, HOST_REDUCE_PORT, HostReducer, combine, send_pairs
 from inclib.kv import KvHandle
 from inclib.log import LogHandle
 from inclib.plan import Plan
@@ -163,12 +166,19 @@ class Session:
         (``inclib.reducer(plan).collect()``); returns once they are delivered. Returns the
         number of distinct keys sent."""
         if self.plan.on_switch:
-            raise SessionError(
-                f"reduce_by_key through the switch (kind {self.plan.kind}) is not in inclib"
-                " yet; admit the job as host-only or use hosts.ask_* directly"
-            )
+            return self._ask_mapper(pairs)
         to = peer_address(self.plan.reducer, HOST_REDUCE_PORT)
         return send_pairs(to, pairs, self.total_timeout)
+
+    def _ask_mapper(self, pairs: Iterable[tuple[Hashable, int]]) -> int:
+        from hosts.ask_run import send_partition
+
+        plan = self.plan
+        assert plan.job_id is not None
+        items = list(combine(pairs).items())
+        chunks = (dict(items[i : i + CHUNK]) for i in range(0, len(items), CHUNK))
+        send_partition(plan.controller, plan.job_id, self.worker_id, chunks)
+        return len(items)
 
     # --- key-value read/write and consensus -------------------------------------------------
     def kv(self) -> KvHandle:
@@ -218,24 +228,35 @@ class ReducerSession:
 
     def __init__(self, plan: Plan, *, bind: tuple[str, int] | None = None) -> None:
         self.plan = plan
-        if plan.on_switch:
-            raise SessionError(
-                f"the switch's reducer (kind {plan.kind}) is not in inclib yet; admit the job"
-                " as host-only or use hosts.ask_* directly"
-            )
-        port = peer_address(plan.reducer, HOST_REDUCE_PORT)[1]
-        self._host = HostReducer(bind or ("0.0.0.0", port), plan.n_workers)
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return self._host.address
+        self._host: HostReducer | None = None
+        if not plan.on_switch:
+            port = peer_address(plan.reducer, HOST_REDUCE_PORT)[1]
+            self._host = HostReducer(bind or ("0.0.0.0", port), plan.n_workers)
 
     def collect(self, timeout: float = 600.0) -> dict[Hashable, int]:
-        """Wait for every mapper and return key -> sum of its values."""
-        return self._host.collect(timeout)
+        """Wait for every mapper and return key -> sum of its values; prints a line with
+        "reducer ready" once mappers can connect. Through the switch (ASK:
+        ``hosts/ask_run.py``'s reducer, which drains the switch's array; its mappers are
+        ``send_partition``) keys come back as strings; ``timeout`` bounds the host path."""
+        if self._host is not None:
+            host, port = self._host.address
+            print(f"inclib reducer ready: {self.plan.n_workers} mappers, TCP {port}", flush=True)
+            return self._host.collect(timeout)
+        from hosts import ask_run
+
+        plan = self.plan
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "result.json")
+            argv = ["reducer", "--controller", plan.controller, "--job-id", str(plan.job_id),
+                    "--out", out]  # fmt: skip
+            if ask_run.run_reducer(ask_run.parser().parse_args(argv)) != 0:
+                raise SessionError(f"the reducer of job {plan.job_id} failed")
+            with open(out) as f:
+                return dict(json.load(f)["result"])
 
     def close(self) -> None:
-        self._host.close()
+        if self._host is not None:
+            self._host.close()
 
     def __enter__(self) -> ReducerSession:
         return self

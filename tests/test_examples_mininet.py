@@ -1,6 +1,7 @@
-"""The key-value client and the replicated counter of examples/, written with inclib, on
-Mininet: through the switch (kv_cache and consensus jobs) and, with no controller, on the
-hosts with one notice per client; and the direct versions give the same results (root)."""
+"""Word count, the key-value client and the replicated counter of examples/, written with
+inclib, on Mininet: through the switch (ask, kv_cache and consensus jobs) and, with no
+controller, on the hosts with one notice per client; and the direct versions give the same
+results (root)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,23 @@ def test_replicated_counter_counts_every_committed_increment(
     for n in notices(runs):
         assert len(n) == (1 if no_switch else 0)
         assert all("the leader replica sequences the log's appends" in x for x in n)
+
+
+@pytest.mark.parametrize("no_switch", [False, True], ids=["switch", "hosts"])
+def test_word_count_equals_a_counter_of_the_same_corpus(
+    net: Any, tmp_path: Path, no_switch: bool
+) -> None:
+    from collections import Counter
+
+    from examples.run import WORKERS, run_served_app
+    from examples.word_count import corpus
+
+    rec, runs = run_served_app(net, "word_count", tmp_path / "wc.json", no_switch)
+    want = Counter(w for r in range(WORKERS) for w in corpus(r, WORKERS))
+    assert rec["on_switch"] is not no_switch and rec["counts"] == dict(want)
+    for n in notices(runs):
+        assert len(n) == (1 if no_switch else 0)
+        assert all("reduce-by-key sends each mapper's combined pairs" in x for x in n)
 
 
 @pytest.mark.parametrize("app", ["kv_client", "replicated_counter"])
