@@ -7,13 +7,14 @@ P4Info p4c wrote for the JSON fits the program p4sim compiles from it. BMv2's ex
 are unbounded integers masked where p4c wants them to wrap; here each operation runs at the
 width of its widest operand, which gives the same bits for what p4c emits.
 
-Covered: headers and metadata, parser extract/set/verify and select on fields (value and
+Covered: headers, header stacks (extract into next, ``last`` in select keys, push/pop,
+elements by index) and metadata, parser extract/set/verify and select on fields (value and
 mask), the deparser's order, actions with assign, add_header/remove_header, mark_to_drop,
 exit, register_read/write, count, execute_meter, hashes into a field
 (modify_field_with_hash_based_offset) and clones, register/counter/meter arrays and direct
 counters, tables (exact/lpm/ternary keys, default entries, const entries) and conditionals
 chained by next_tables (by action, hit/miss), csum16 checksum verify/update. Anything else
-(header stacks and unions, action profiles, direct meters, digests, resubmit/recirculate)
+(header unions, action profiles, direct meters, digests, resubmit/recirculate, lookahead)
 raises Bmv2JsonError naming it.
 
 Example::
@@ -47,8 +48,14 @@ class _Translator:
         self.errors = {code: name for name, code in doc.get("errors") or []}
         self.calcs = {c["name"]: c for c in doc.get("calculations") or []}
         self.out: list[str] = []
-        for key in ("header_stacks", "header_unions", "header_union_stacks", "learn_lists",
-                    "parse_vsets", "extern_instances"):  # fmt: skip
+        self.stacks = {st["name"]: st for st in doc.get("header_stacks") or []}
+        self.elements = {  # "labels[1]" -> ("labels", 1)
+            self.header_name(hid): (st["name"], i)
+            for st in self.stacks.values()
+            for i, hid in enumerate(st.get("header_ids") or [])
+        }
+        for key in ("header_unions", "header_union_stacks", "learn_lists", "parse_vsets",
+                    "extern_instances"):  # fmt: skip
             if doc.get(key):
                 raise Bmv2JsonError(f"p4sim cannot run this BMv2 JSON without its source: {key}")
 
@@ -66,7 +73,18 @@ class _Translator:
             raise Bmv2JsonError(f"BMv2 JSON names an unknown field {header}.{field}")
         return f"{self.header_ref(header)}.{_ident(field)}", int(widths[field])
 
+    def header_name(self, hid: int) -> str:
+        for name, h in self.headers.items():
+            if h.get("id") == hid:
+                return name
+        raise Bmv2JsonError(f"a header stack names an unknown header id {hid}")
+
     def header_ref(self, header: str) -> str:
+        if header in self.elements:
+            stack, i = self.elements[header]
+            return f"hdr.{_ident(stack)}[{i}]"
+        if header in self.stacks:
+            return f"hdr.{_ident(header)}"
         h = self.headers[header]
         if header == "standard_metadata":
             return "sm"
@@ -87,8 +105,13 @@ class _Translator:
         if t == "runtime_data":
             name, w = rd[int(v)]
             return name, w
-        if t == "header":
+        if t in ("header", "header_stack"):
             return self.header_ref(v), -2
+        if t == "stack_field":  # a field of the stack's last element
+            stack, field = v
+            st = self.stacks[stack]
+            widths = {f[0]: f[1] for f in self.types[st["header_type"]]["fields"]}
+            return f"hdr.{_ident(stack)}.last.{_ident(field)}", int(widths[field])
         if t == "expression":
             return self.op(v, rd)
         raise Bmv2JsonError(f"p4sim cannot translate BMv2 expression of type {t}")
@@ -166,6 +189,10 @@ class _Translator:
             return f"{self.expr(params[0], rd)[0]}.setInvalid();"
         if op in ("mark_to_drop", "drop"):
             return "mark_to_drop(sm);"
+        if op in ("push", "pop"):
+            stack, _ = self.expr(params[0], rd)
+            count, _ = self.expr(params[1], rd)
+            return f"{stack}.{op}_front({int(count)});"
         if op == "exit":
             return "exit;"
         if op == "log_msg":
@@ -215,8 +242,16 @@ class _Translator:
         out += ["#include <core.p4>", "#include <v1model.p4>", ""]
         meta_fields: list[str] = []
         hdr_fields: list[str] = []
+        for st in self.stacks.values():
+            t = self.types[st["header_type"]]
+            tname = f"{_ident(t['name'])}_h"
+            fields = [f for f in t["fields"] if not f[0].startswith("_padding")]
+            body = " ".join(f"bit<{f[1]}> {_ident(f[0])};" for f in fields)
+            if not any(line.startswith(f"header {tname} ") for line in out):
+                out.append(f"header {tname} {{ {body} }}")
+            hdr_fields.append(f"{tname}[{st['size']}] {_ident(st['name'])};")
         for name, h in self.headers.items():
-            if name == "standard_metadata":
+            if name == "standard_metadata" or name in self.elements:
                 continue
             t = self.types[h["header_type"]]
             fields = [f for f in t["fields"] if not f[0].startswith("_padding")]
@@ -259,6 +294,8 @@ class _Translator:
                 params = op.get("parameters") or []
                 if op["op"] == "extract" and params and params[0]["type"] == "regular":
                     body.append(f"pk.extract({self.header_ref(params[0]['value'])});")
+                elif op["op"] == "extract" and params and params[0]["type"] == "stack":
+                    body.append(f"pk.extract(hdr.{_ident(params[0]['value'])}.next);")
                 elif op["op"] == "set":
                     body.append(self.primitive({"op": "assign", "parameters": params}, []))
                 elif op["op"] == "verify":

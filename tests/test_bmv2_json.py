@@ -250,8 +250,8 @@ def test_client_pushes_a_json_whose_source_is_nowhere_and_packets_forward(tmp_pa
 
 def test_json_using_what_the_translation_lacks_is_refused_naming_it(tmp_path: Path) -> None:
     doc = json.loads(ROUTER_JSON.read_text())
-    doc["header_stacks"] = [{"name": "labels", "id": 0, "size": 2, "header_type": "ipv4_h"}]
-    with pytest.raises(Bmv2JsonError, match=r"not found in.*nor can p4sim run.*header_stacks"):
+    doc["header_unions"] = [{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [2, 3]}]
+    with pytest.raises(Bmv2JsonError, match=r"not found in.*nor can p4sim run.*header_unions"):
         switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
     doc = json.loads(ROUTER_JSON.read_text())
     recirculate = {"op": "recirculate", "parameters": [{"type": "hexstr", "value": "0x1"}]}
@@ -320,3 +320,65 @@ def test_json_externs_hash_clone_and_direct_counter_run_without_the_source(
     assert [e.counter[0] for e in sw.table_entries("RouterIngress.ipv4_route")] == [1, 0]
     data = bytes(IP(src="10.0.1.1", dst="10.0.2.2"))[12:20]  # the two addresses
     assert ip.id == hashes.compute("crc16", data)
+
+
+def test_json_with_a_header_stack_parses_pops_and_deparses_it(tmp_path: Path) -> None:
+    """A label stack as p4c writes it (``header_stacks``, elements ``labels[i]``, parser
+    ``stack`` extract and ``stack_field`` key, the ``pop`` primitive): the first label
+    picks the port and is popped."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    f = lambda h, n: {"type": "field", "value": [h, n]}  # noqa: E731
+    x = lambda v: {"type": "hexstr", "value": v}  # noqa: E731
+    doc["header_types"].append(
+        {"name": "label_t", "id": 4, "fields": [["port", 8, False], ["bos", 1, False],
+                                                ["rsvd", 7, False]]}
+    )  # fmt: skip
+    doc["headers"] += [
+        {"name": f"labels[{i}]", "id": 4 + i, "header_type": "label_t", "metadata": False}
+        for i in range(3)
+    ]
+    doc["header_stacks"] = [
+        {"name": "labels", "id": 0, "header_type": "label_t", "size": 3, "header_ids": [4, 5, 6]}
+    ]
+    start, parse_ipv4 = doc["parsers"][0]["parse_states"]
+    start["transitions"].insert(1, {"type": "hexstr", "value": "0x8847", "mask": None,
+                                    "next_state": "parse_label"})  # fmt: skip
+    doc["parsers"][0]["parse_states"].append(
+        {"name": "parse_label", "id": 2,
+         "parser_ops": [{"op": "extract", "parameters": [{"type": "stack", "value": "labels"}]}],
+         "transition_key": [{"type": "stack_field", "value": ["labels", "bos"]}],
+         "transitions": [{"type": "hexstr", "value": "0x01", "mask": None,
+                          "next_state": "parse_ipv4"},
+                         {"type": "default", "value": None, "mask": None,
+                          "next_state": "parse_label"}]}
+    )  # fmt: skip
+    doc["actions"].append(
+        {"name": "RouterIngress.pop_label", "id": 4, "runtime_data": [], "primitives": [
+            {"op": "assign", "parameters": [f("standard_metadata", "egress_spec"),
+                                            f("labels[0]", "port")]},
+            {"op": "pop", "parameters": [{"type": "header_stack", "value": "labels"}, x("0x1")]},
+        ]}
+    )  # fmt: skip
+    ingress = doc["pipelines"][0]
+    ingress["tables"].append(
+        {"name": "tbl_pop_label", "id": 2, "key": [], "match_type": "exact", "type": "simple",
+         "max_size": 1024, "with_counters": False, "support_timeout": False,
+         "direct_meters": None, "action_ids": [4], "actions": ["RouterIngress.pop_label"],
+         "base_default_next": None, "next_tables": {"RouterIngress.pop_label": None},
+         "default_entry": {"action_id": 4, "action_const": True, "action_data": [],
+                           "action_entry_const": True}}
+    )  # fmt: skip
+    ingress["conditionals"].append(
+        {"name": "node_label", "id": 1,
+         "expression": {"type": "expression", "value": {
+             "op": "d2b", "left": None, "right": f("labels[0]", "$valid$")}},
+         "true_next": "tbl_pop_label", "false_next": "node_2"}
+    )  # fmt: skip
+    ingress["init_table"] = "node_label"
+    doc["deparsers"][0]["order"] = ["ethernet", "labels[0]", "labels[1]", "labels[2]", "ipv4"]
+    sw, _ = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    ip = bytes(IP(src="10.0.1.1", dst="10.0.2.2") / UDP())
+    eth = bytes(Ether(dst="00:00:00:00:00:01", type=0x8847))
+    out = sw.send(1, eth + bytes([5, 0x00, 6, 0x80]) + ip)
+    assert out == [(5, eth + bytes([6, 0x80]) + ip)]
+    assert [p for p, _ in _entries(sw).send(1, _ipv4("10.0.2.2"))] == [2]  # no labels: routed
