@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 from finsy import P4TableEntry, P4TableMatch
 from pydantic import Field, model_validator
 
+from controller.figures import Figure, JobStats
 from controller.job import Ipv4, Job, JobRequest, Mac, Port, host_ip, host_mac
 from controller.job_kinds import JobKind
 from controller.memory_manager import Region
@@ -132,6 +133,11 @@ class Consensus(JobKind):
 
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
         return bool(await sw.read(group_key(job.job_id)))
+
+    async def live_stats(self, sw: SwitchConnection, job: Job) -> JobStats:
+        seq = await sw.read_register(CONS_SEQ, job.region.offset)
+        figures = (Figure("sequenced", seq, "requests the switch numbered in this session"),)
+        return JobStats(figures, {"replicas": f"{len(job.params['replicas'])}, leader by view"})
 
     def worker_config(self, job: Job, worker_id: int, switch_address: str) -> dict[str, Any]:
         return super().worker_config(job, worker_id, switch_address) | {

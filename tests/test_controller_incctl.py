@@ -84,3 +84,24 @@ def test_submit_sends_only_the_options_given() -> None:
     )
     body = incctl._submit_body(args)
     assert body == {"workers": 3, "window": 8, "slots": 32, "name": "", "worker_ports": [4, 5, 6]}
+
+
+def test_submit_of_key_value_and_consensus_jobs_sends_their_options_and_no_slots() -> None:
+    kv = incctl.parser().parse_args(
+        ["job", "submit", "--kind", "kv_cache", "--workers", "2", "--cache-size", "16",
+         "--server", "3", "--refresh-ms", "250"]
+    )  # fmt: skip
+    assert incctl._submit_body(kv) == {
+        "workers": 2, "kind": "kv_cache", "name": "", "cache_size": 16, "server": 3,
+        "refresh_ms": 250,
+    }  # fmt: skip
+    log = incctl.parser().parse_args(
+        ["job", "submit", "--kind", "consensus", "--workers", "1", "--replica-ports", "2,3,4"]
+    )
+    assert incctl._submit_body(log) == {
+        "workers": 1, "kind": "consensus", "name": "", "replica_ports": [2, 3, 4],
+    }  # fmt: skip
+    from controller.job import parse_request
+
+    assert parse_request(incctl._submit_body(kv)).kind == "kv_cache"  # the daemon accepts it
+    assert parse_request(incctl._submit_body(log)).kind == "consensus"
