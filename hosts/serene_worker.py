@@ -38,6 +38,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--slow-from", type=int, default=0, help="first slow epoch")
     ap.add_argument("--slow-until", type=int, default=-1, help="first normal epoch again")
     ap.add_argument("--compute", type=float, default=0.0, help="seconds per epoch for all")
+    ap.add_argument("--ahead", type=int, default=0, help="epochs in flight beyond the oldest")
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--total-timeout", type=float, default=60.0, help="bound of one call, s")
     ap.add_argument("--out", required=True, help="PREFIX: writes PREFIX.npz and PREFIX.json")
@@ -46,6 +47,29 @@ def parser() -> argparse.ArgumentParser:
 
 def straggling(a: argparse.Namespace, epoch: int) -> bool:
     return epoch >= a.slow_from and (a.slow_until < 0 or epoch < a.slow_until)
+
+
+def run_ahead(
+    a: argparse.Namespace, client: Any, results: list[Any], bitmaps: list[Any], out: Any
+) -> None:
+    """Up to ``--ahead`` epochs in flight beyond the oldest without its result
+    (``hosts/ssp_client.py``), as a bounded-staleness worker sends them."""
+    from hosts.ssp_client import PipelinedAllReduce
+    from hosts.vector_job import make_vector
+
+    pipe = PipelinedAllReduce(client)
+    try:
+        for epoch in range(a.epochs + a.ahead):
+            if epoch < a.epochs:
+                time.sleep(a.compute + (a.slow if straggling(a, epoch) else 0.0))
+                pipe.submit(epoch, make_vector(a.seed, a.worker_id, epoch, a.size), None)
+            if epoch >= a.ahead:
+                total, bms = pipe.result(epoch - a.ahead)
+                results.append(total)
+                bitmaps.append(bms.copy())
+    finally:
+        pipe.close()
+        out["waits"] = pipe.waits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,8 +89,10 @@ def main(argv: list[str] | None = None) -> int:
             slots=cfg["slots"], timeout=a.timeout, total_timeout=a.total_timeout,
             max_retries=10**6,
         )  # fmt: skip
+        if a.ahead > 0:
+            run_ahead(a, client, results, bitmaps, out)
         try:
-            for epoch in range(a.epochs):
+            for epoch in range(a.epochs if a.ahead == 0 else 0):
                 t0 = time.perf_counter()
                 time.sleep(a.compute + (a.slow if straggling(a, epoch) else 0.0))
                 client.epoch = epoch
@@ -75,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 bitmaps.append(client.last_bitmaps.copy())
                 out["times"].append(time.perf_counter() - t0)
         finally:
-            out["waits"] = client.stats.waits
+            out["waits"] = out.get("waits", 0) + client.stats.waits
             client.close()
     except (ApiError, AllReduceTimeout, ValueError, OSError) as e:
         out["error"] = str(e)

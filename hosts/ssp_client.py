@@ -72,12 +72,18 @@ class PipelinedAllReduce:
         self._thread.start()
 
     # --- what the training loop calls ---------------------------------------------------------
-    def submit(self, epoch: int, x: np.ndarray, bound: float) -> None:
+    def submit(self, epoch: int, x: np.ndarray, bound: float | None) -> None:
         """Start epoch ``epoch``'s all-reduce of float32 ``x`` (|x| <= ``bound`` on every
-        worker alike); epochs must be submitted in order, the same on every worker."""
-        v = np.clip(np.asarray(x, dtype=np.float32).reshape(-1), -bound, bound)
-        scale = choose_scale(bound, self.c.n_workers)
-        packets = split_into_packets(quantize(v, scale, self.c.n_workers), self.c.slots)
+        worker alike; ``bound`` None: ``x`` is int32, summed as is); epochs must be
+        submitted in order, the same on every worker."""
+        if bound is None:
+            v = np.asarray(x).reshape(-1).astype(np.int32)
+            scale, ints = 0.0, v
+        else:
+            v = np.clip(np.asarray(x, dtype=np.float32).reshape(-1), -bound, bound)
+            scale = choose_scale(bound, self.c.n_workers)
+            ints = quantize(v, scale, self.c.n_workers)
+        packets = split_into_packets(ints, self.c.slots)
         wire = packets.astype(">i4")
         with self._lock:
             first = self._end
@@ -99,7 +105,8 @@ class PipelinedAllReduce:
         return ep is not None and ep.done.is_set()
 
     def result(self, epoch: int, timeout: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Epoch ``epoch``'s sum (float32) and per packet its contributors' bitmap."""
+        """Epoch ``epoch``'s sum (float32; int32 if submitted without a bound) and per
+        packet its contributors' bitmap."""
         ep = self._epochs[epoch]
         limit = self.c.total_timeout if timeout is None else timeout
         deadline = time.monotonic() + limit
@@ -110,8 +117,8 @@ class PipelinedAllReduce:
                 raise AllReduceTimeout(self.c.job_id, self.c.worker_id, missing, why)
         with self._lock:
             del self._epochs[epoch]
-        total = dequantize(ep.data.reshape(-1)[: ep.length], ep.scale)
-        return total, ep.bitmaps
+        ints = ep.data.reshape(-1)[: ep.length]
+        return (ints.copy() if ep.scale == 0.0 else dequantize(ints, ep.scale)), ep.bitmaps
 
     def close(self) -> None:
         self._stop.set()

@@ -1,6 +1,7 @@
 """Serene's synchronisation modes through the switch in Mininet, with 1% loss on every
-link (root): partial rounds with a straggler, and the mode swapped back and forth while
-the workers run, every round checked.
+link (root): partial rounds with a straggler, workers running ahead under bounded
+staleness and async, and the mode swapped back and forth while the workers run, every
+round checked.
 
 Three workers (``python -m hosts.serene_worker``, worker 2 a straggler) all-reduce seeded
 vectors, one all-reduce per epoch; each packet's result must be exactly the sum of the
@@ -46,12 +47,15 @@ def net() -> Iterator[Any]:
         ex.close()
 
 
-def run_workers(net: Any, job: int, out: Path, epochs: int, slow: float) -> list[dict[str, Any]]:
+def run_workers(
+    net: Any, job: int, out: Path, epochs: int, slow: float, *extra: str
+) -> list[dict[str, Any]]:
     procs = []
     for w in range(WORKERS):
         cmd = [sys.executable, "-m", "hosts.serene_worker", "--controller", net.controller_url,
                "--job-id", str(job), "--worker-id", str(w), "--epochs", str(epochs),
                "--size", str(SIZE), "--seed", str(SEED), "--out", str(out / f"w{w}")]  # fmt: skip
+        cmd += list(extra)
         if w == WORKERS - 1:
             cmd += ["--slow", str(slow)]
         procs.append(net.popen(f"h{w + 1}", cmd))
@@ -146,4 +150,23 @@ def test_mode_swapped_repeatedly_under_traffic_never_splits_a_round(
                 mode = m
         want = WORKERS if mode == "sync" else 2
         assert (counts[e] == want).all(), (e, mode, counts[e], swaps)
+    assert incctl(net, "job", "cancel", str(job)).returncode == 0
+
+
+@pytest.mark.parametrize(("mode", "held"), [("bounded 1", True), ("async", False)])
+def test_workers_running_ahead_are_held_to_the_bound_and_every_round_is_whole(
+    net: Any, tmp_path: Path, mode: str, held: bool
+) -> None:
+    """Workers keep 4 epochs in flight (``--ahead 3``) beside a straggler. Under bounded 1
+    the switch refuses epochs more than 2 past the slowest worker's (WAIT replies, resent
+    until admitted); under async (bound: the clock ring) nobody waits. Either way every
+    round completes with all three, exactly."""
+    job = net.submit(mode.replace(" ", "-"), kind="serene", workers=WORKERS, window=16,
+                     region_size=16, mode=mode)  # fmt: skip
+    epochs = 12
+    got = run_workers(net, job, tmp_path, epochs, 0.2, "--ahead", "3")
+    bitmaps = check_every_packet(got, epochs)
+    assert (popcount(bitmaps) == WORKERS).all(), bitmaps
+    fast_waits = sum(g["rec"]["waits"] for g in got[:-1])
+    assert (fast_waits > 0) == held, [g["rec"]["waits"] for g in got]
     assert incctl(net, "job", "cancel", str(job)).returncode == 0
