@@ -18,7 +18,11 @@ default is the whole pool. Workers address psn ``p`` at ``Hash(job, p) % size + 
 aggregation address ``agg_ip``, behind switch port ``ps_port``), which completes the sum and
 sends the result through the switch: that releases the aggregator and multicasts the result
 to the workers. Hashed addressing on an exclusive range is the same job kind with a range no
-other job is given.
+other job is given. A job submitted with a class (md/be) is *scheduled*: the scheduler
+(``controller/scheduled_jobs.py``, one per switch and pool) gives it such a range and
+resizes it at epoch boundaries (the slot of ``job_region.p4`` sets the range the switch
+hashes into for that epoch's packets). Shared-range jobs and scheduled ones do not hold the
+ATP pool of one switch at the same time (the shared jobs own all of it).
 
 Admission installs the result path (multicast group, ``result_dst``), the workers, the
 ``atp_jobs`` entry (role, PS port) and the ``jobs`` entry last. Removal deletes them in the
@@ -38,9 +42,9 @@ from pydantic import Field, model_validator
 
 from controller import job_region, result_rewrite
 from controller.figures import PROGRESS, Figure, JobStats
-from controller.job import Job, JobRequest, Port
+from controller.job import Job, JobRequest, Port, Scheduling
 from controller.job_kinds import JobKind
-from controller.memory_manager import MemoryManager, Region
+from controller.memory_manager import MemoryManager, OutOfMemory, Region
 from controller.p4runtime_client import SwitchConnection, table_entry
 from wire.header import ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent
 
@@ -56,7 +60,7 @@ ATP_COUNT = PREFIX + "atp_count"
 STATE_REGISTERS = (ATP_JOB, ATP_PSN, ATP_BITMAP, ATP_COUNT)
 
 
-class AtpRequest(JobRequest):
+class AtpRequest(JobRequest, Scheduling):
     """An ATP job: ``workers`` send ``window`` packets in flight each to the aggregators of
     ``[pool_offset, pool_offset + pool_size)`` of the ATP pool, shared with every job given
     an overlapping range; collisions and retransmissions go to the PS at ``agg_ip``.
@@ -65,7 +69,12 @@ class AtpRequest(JobRequest):
     completed aggregates up as member ``up_id`` of the spine; ``spine`` has the racks'
     leaves as its members (``workers`` = racks, ``worker_ports`` = the leaves' ports) and
     ``all_workers`` workers in total; a leaf's workers have the job-wide ids
-    ``first_worker ..``."""
+    ``first_worker ..``.
+
+    With ``class`` (md/be, ``controller.job.Scheduling``) the job is scheduled: the
+    scheduler gives it a range of the ATP pool of its own, sized by the seed's models and
+    changed at epoch boundaries like a NetReduce job's region; its workers hash into it
+    (collisions still fall back to the PS). No ``pool_offset``/``pool_size`` then."""
 
     kind: Literal["atp"] = "atp"
     window: Annotated[int, Field(strict=True, ge=1, le=1 << 16)] = 32
@@ -80,6 +89,16 @@ class AtpRequest(JobRequest):
 
     @model_validator(mode="after")
     def _fits_the_pool(self) -> AtpRequest:
+        if self.scheduled:
+            given = {"pool_offset", "pool_size"} & self.model_fields_set
+            if given:
+                raise ValueError(
+                    f"{', '.join(sorted(given))}: a scheduled job gets its range from the scheduler"
+                )
+            if self.role != "single":
+                raise ValueError("a scheduled ATP job has role single (one switch)")
+            if self.addressing is not None:
+                raise ValueError("addressing: ATP jobs always hash (it is for netreduce jobs)")
         if self.slots != SLOTS:
             raise ValueError(
                 f"the switch aggregates exactly {SLOTS} slots per packet, got {self.slots}"
@@ -108,6 +127,7 @@ class Atp(JobKind):
     request = AtpRequest
     pool = ATP_POOL
     pool_units = ATP_POOL_SIZE
+    schedulable = True  # with class md/be: a range of its own, sized by the scheduler
 
     def region_size(self, req: JobRequest) -> int:
         assert isinstance(req, AtpRequest)
@@ -121,10 +141,19 @@ class Atp(JobKind):
         """The job's range of the shared pool; the memory manager records the whole pool as
         ATP's (owner ``atp-shared``), so that its view shows what ATP holds."""
         if memory.region_of(SHARED) is None:
-            memory.reserve(SHARED, Region(0, memory.pool_size))
+            try:
+                memory.reserve(SHARED, Region(0, memory.pool_size))
+            except ValueError:
+                raise OutOfMemory(
+                    "the ATP pool holds ranges of scheduled ATP jobs; a shared-range ATP job"
+                    " can be admitted once they have ended"
+                ) from None
         return self.allocate_region(req)
 
     def reserve(self, memory: MemoryManager, job: Job) -> None:
+        if job.params.get("scheduled"):  # a range of its own, from the scheduler
+            memory.reserve(job.job_id, job.region)
+            return
         if memory.region_of(SHARED) is None:
             memory.reserve(SHARED, Region(0, memory.pool_size))
 
@@ -158,6 +187,7 @@ class Atp(JobKind):
             created_at=created_at,
             kind=self.name,
             params={
+                **(req.scheduling_params(created_at) if req.scheduled else {}),
                 "addressing": "hash",
                 "ps_port": ps_port,
                 "role": req.role,

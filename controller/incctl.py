@@ -384,8 +384,9 @@ def cmd_sched(api: ControllerApi, args: argparse.Namespace, out: Console) -> Non
     now = view["now"]
     for sw in view["switches"]:
         t = Table(
-            title=f"switch {sw['device_id']}, policy {view['policy']}: {sw['capacity']} of"
-            f" {sw['pool_size']} aggregators scheduled, {sw['free']} free (queue in policy order)"
+            title=f"switch {sw['device_id']}, pool {sw.get('pool', 'agg')}, policy"
+            f" {view['policy']}: {sw['capacity']} of {sw['pool_size']} aggregators scheduled,"
+            f" {sw['free']} free (queue in policy order)"
         )
         for col in (
             "job", "class", "state", "epochs", "region", "planned", "want", "need",

@@ -40,6 +40,9 @@ class JobKind(ABC):
     request: ClassVar[type[JobRequest]]
     pool: ClassVar[str] = AGG_POOL
     pool_units: ClassVar[int] = AGG_POOL_SIZE  # size of ``pool`` in each switch
+    # Jobs of this kind may be submitted with a class (md/be): their region of ``pool`` is
+    # then sized by the scheduler and changes at epoch boundaries (scheduled_jobs.py).
+    schedulable: ClassVar[bool] = False
 
     @abstractmethod
     def region_size(self, req: JobRequest) -> int:

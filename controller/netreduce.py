@@ -67,6 +67,7 @@ class NetReduce(JobKind):
     name = "netreduce"
     request = NetReduceRequest
     pool = AGG_POOL
+    schedulable = True
 
     def region_size(self, req: JobRequest) -> int:
         assert isinstance(req, NetReduceRequest) and req.window is not None

@@ -101,7 +101,7 @@ class ScheduledJobs:
         self.m = manager
         self.options = options
         self.clock = clock
-        self.schedulers: dict[int, Scheduler] = {}
+        self.schedulers: dict[tuple[int, str], Scheduler] = {}  # (device, memory pool)
         self.switchovers: dict[int, Switchover] = {}
         self.done: dict[int, set[int]] = {}
         self.finished: list[dict[str, Any]] = []
@@ -112,12 +112,17 @@ class ScheduledJobs:
             if job.params.get("scheduled"):
                 self._adopt(job)
 
-    def scheduler(self, device_id: int) -> Scheduler:
-        if device_id not in self.schedulers:
-            memory = self.m._memory(device_id, AGG_POOL)
+    def scheduler(self, device_id: int, pool: str = AGG_POOL) -> Scheduler:
+        """The scheduler of one memory pool of one switch (NetReduce's ``agg``, ATP's ``atp``)."""
+        key = (device_id, pool)
+        if key not in self.schedulers:
+            memory = self.m._memory(device_id, pool)
             policy = make_policy(self.options.policy, self.options.quantum)
-            self.schedulers[device_id] = Scheduler(policy, memory)
-        return self.schedulers[device_id]
+            self.schedulers[key] = Scheduler(policy, memory)
+        return self.schedulers[key]
+
+    def _scheduler_of(self, job: Job) -> Scheduler:
+        return self.scheduler(job.device_id, kind_of(job.kind).pool)
 
     def is_scheduled(self, job_id: int) -> bool:
         return job_id in self.switchovers
@@ -138,7 +143,7 @@ class ScheduledJobs:
     def _adopt(self, job: Job) -> None:
         """A stored job after a restart: scheduled again from its stored region, both slots
         set to it (``restore`` rewrites them); its progress is learnt from its workers."""
-        self.scheduler(job.device_id).add(self._sched_job(job))
+        self._scheduler_of(job).add(self._sched_job(job))
         config = SlotConfig(job.region if job.region.size else None, job.quorum)
         self.switchovers[job.job_id] = Switchover(
             [w.worker_id for w in job.workers], config, resumed=True
@@ -150,14 +155,14 @@ class ScheduledJobs:
     async def submit(self, req: JobRequest, job_id: int, device: int) -> Job:
         assert isinstance(req, Scheduling) and req.scheduled
         kind = kind_of(req.kind)
-        if kind.pool != AGG_POOL:
-            raise JobError(f"{req.kind} jobs cannot be scheduled (their memory is not {AGG_POOL})")
+        if not kind.schedulable:
+            raise JobError(f"{req.kind} jobs cannot be scheduled (only netreduce and atp jobs)")
         now = self.clock()
-        sched = self.scheduler(device)
+        sched = self.scheduler(device, kind.pool)
         stub = kind.make_job(req, job_id, device, NO_REGION, now)
         sched.add(self._sched_job(stub))
         try:
-            await self.reschedule(device)
+            await self.reschedule(device, kind.pool)
             region = sched.memory.region_of(job_id) or NO_REGION
             job = replace(stub, region=region, window=region.size)
             sw = self.m.switches[device]
@@ -176,7 +181,7 @@ class ScheduledJobs:
                 raise
         except BaseException:
             sched.remove(job_id)
-            await self.reschedule(device)
+            await self.reschedule(device, kind.pool)
             raise
         self.switchovers[job_id] = Switchover([w.worker_id for w in job.workers], config)
         self.done[job_id] = set()
@@ -186,7 +191,7 @@ class ScheduledJobs:
     async def remove(self, job: Job, finished: bool) -> None:
         """Take the job off the switch and out of the scheduler (cancelled or finished)."""
         kind = kind_of(job.kind)
-        sched = self.scheduler(job.device_id)
+        sched = self.scheduler(job.device_id, kind.pool)
         so = self.switchovers.pop(job.job_id)
         self.done.pop(job.job_id, None)
         held = [r for r in [sched.memory.region_of(job.job_id), *so.regions()] if r]
@@ -214,7 +219,7 @@ class ScheduledJobs:
                 "epochs": sjob.profile.epochs,
             }
         )
-        await self.reschedule(job.device_id)
+        await self.reschedule(job.device_id, kind.pool)
         self._notify()
 
     async def _delete_slots(self, sw: Any, job_id: int) -> None:
@@ -229,10 +234,10 @@ class ScheduledJobs:
 
     # -- re-planning -------------------------------------------------------------------
 
-    async def reschedule(self, device: int) -> list[Change]:
+    async def reschedule(self, device: int, pool: str = AGG_POOL) -> list[Change]:
         """Re-plan the device's pool; retarget the jobs whose region changed and release
         memory that no epoch slot names any more (which may let the plan grow again)."""
-        sched = self.scheduler(device)
+        sched = self.scheduler(device, pool)
         done: list[Change] = []
         self._last_plan = self.clock()
         for _ in range(16):  # each round frees memory only pending targets held
@@ -268,7 +273,7 @@ class ScheduledJobs:
 
     async def _release(self, job: Job) -> list[Region]:
         """Clear and free the job's memory that neither its target nor a slot names."""
-        sched = self.scheduler(job.device_id)
+        sched = self._scheduler_of(job)
         freed = sched.memory.release(job.job_id, keep=self.switchovers[job.job_id].regions())
         sw = self.m.switches.get(job.device_id)
         if sw is not None:
@@ -277,8 +282,8 @@ class ScheduledJobs:
         return freed
 
     async def tick(self) -> None:
-        for device in list(self.schedulers):
-            await self.reschedule(device)
+        for device, pool in list(self.schedulers):
+            await self.reschedule(device, pool)
 
     def next_wakeup(self) -> float:
         """Clock time of the next re-plan the policies or the interval ask for."""
@@ -301,7 +306,7 @@ class ScheduledJobs:
         if so is None:
             raise EpochError(f"job {job_id} is not scheduled (it was submitted without class)")
         epochs = int(job.params["epochs"])
-        sched = self.scheduler(job.device_id)
+        sched = self._scheduler_of(job)
         if worker_id not in so.asked:
             raise EpochError(f"job {job_id} has no worker {worker_id}")
         if epoch > epochs or epoch < 0:
@@ -336,7 +341,7 @@ class ScheduledJobs:
         if so.lo > before:
             sched.update(job_id, epochs_done=max(so.lo, 0))
         if freed:
-            await self.reschedule(job.device_id)
+            await self.reschedule(job.device_id, kind_of(job.kind).pool)
         r = answer.config.region or NO_REGION
         reply = {
             "job_id": job_id,
@@ -371,7 +376,7 @@ class ScheduledJobs:
     def view(self) -> dict[str, Any]:
         now = self.clock()
         switches = []
-        for device, sched in sorted(self.schedulers.items()):
+        for (device, pool), sched in sorted(self.schedulers.items()):
             rows = sched.view(now)
             for row in rows:
                 job = self.m._jobs.get(row["job_id"])
@@ -388,6 +393,7 @@ class ScheduledJobs:
             switches.append(
                 {
                     "device_id": device,
+                    "pool": pool,
                     "pool_size": sched.memory.pool_size,
                     "capacity": sched.capacity(),
                     "free": sched.memory.free_total(),

@@ -43,6 +43,20 @@ class AtpClient(AllReduceClient):
         self._last_cut = -1.0
         self.window_cuts = 0
 
+    def set_layout(
+        self,
+        epoch: int,
+        offset: int,
+        size: int,
+        window: int | None = None,
+        addressing: str = "modulo",
+    ) -> None:
+        """A scheduled job's range for ``epoch`` (hosts/scheduled_job.py); AIMD's ceiling
+        follows the new window."""
+        super().set_layout(epoch, offset, size, window, addressing)
+        self.max_window = self.window
+        self.cwnd = min(self.cwnd, float(self.window))
+
     def _check_layout(
         self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
     ) -> None:

@@ -40,6 +40,7 @@ import numpy as np
 
 from controller.api_client import ApiError, ControllerApi
 from hosts.allreduce import AllReduceClient, AllReduceTimeout
+from hosts.atp_worker import AtpClient
 from hosts.vector_job import expected_sum, make_vector
 
 ASK_WAIT_S = 20.0  # how long one epoch request may be held by the daemon
@@ -133,7 +134,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     cfg = api.worker_config(args.job_id, args.worker_id)
     if not cfg.get("scheduled"):
         raise ValueError(f"job {args.job_id} was not submitted with a class (not scheduled)")
-    client = AllReduceClient(
+    # An ATP job hashes into its range of the ATP pool and sends to its parameter server
+    # (agg_ip), which answers collisions and retransmissions (hosts/atp_ps.py).
+    cls = AtpClient if cfg.get("kind") == "atp" else AllReduceClient
+    client = cls(
         args.job_id,
         args.worker_id,
         int(cfg["n_workers"]),

@@ -5,18 +5,21 @@ switch while the scheduler resizes, moves and pauses their regions."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from finsy import P4TableEntry
 
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
+from controller.job import host_ip, host_mac
 from controller.job_region import EPOCH_SLOTS
 from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
 from controller.p4runtime_client import SwitchSpec
@@ -27,6 +30,17 @@ from hosts.scheduled_job import train
 from hosts.transport import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge
 from tests.test_controller_daemon import observe
+from wire.framing import encapsulate
+from wire.header import ATP_POOL_SIZE, SLOTS, DropReason, Header, atp_index, pack
+
+
+def MAC(port: int) -> bytes:  # noqa: N802 - reads as the address it is
+    return bytes.fromhex(host_mac(port).replace(":", ""))
+
+
+def IP(port: int) -> bytes:  # noqa: N802
+    return socket.inet_aton(host_ip(port))
+
 
 RTT_S = 1e-3
 WANT = 12  # aggregators a job needs for line rate in these tests (the EDF pool)
@@ -45,10 +59,16 @@ def switch() -> Iterator[LocalSwitch]:
 
 
 def start(
-    sw: LocalSwitch, files: PipelineFiles, tmp: Path, pool: int, policy: str, quantum: float = 30.0
+    sw: LocalSwitch,
+    files: PipelineFiles,
+    tmp: Path,
+    pool: int,
+    policy: str,
+    quantum: float = 30.0,
+    line_rate: float = LINE_RATE,
 ) -> ControllerDaemon:
     opts = SchedulingOptions(
-        policy=policy, quantum=quantum, rtt_s=RTT_S, line_rate=LINE_RATE, replan_interval=0.5
+        policy=policy, quantum=quantum, rtt_s=RTT_S, line_rate=line_rate, replan_interval=0.5
     )
     d = ControllerDaemon(
         DaemonConfig(
@@ -299,5 +319,71 @@ def test_a_restarted_daemon_keeps_scheduled_jobs_and_their_epochs(
         assert api.epoch(job, 0, 5)["done"] and api.epoch(job, 1, 5)["done"]
         assert [f["state"] for f in api.schedule()["finished"]] == ["finished"]
         assert api.memory()[0]["free"] == 16
+    finally:
+        daemon.stop()
+
+
+def test_a_scheduled_atp_job_hashes_into_the_range_the_scheduler_gives_each_epoch(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    # Line rate at the whole ATP pool: the first job alone takes all of it.
+    rate = ATP_POOL_SIZE * AGGREGATOR_BYTES / RTT_S
+    daemon = start(switch, files, tmp_path, pool=16, policy="edf", line_rate=rate)
+    api = ControllerApi(daemon.url)
+    sw = switch.server.switch
+    ps_port = 5
+
+    def drops() -> int:
+        return sw.counter_read("inc_drops", int(DropReason.OUT_OF_REGION))[0]
+
+    def contribute(job: int, psn: int, epoch: int, region: dict[str, int]) -> list[int]:
+        """Both workers' packets of ``psn``, hashed into ``region``: the ports out."""
+        idx = atp_index(job, psn, region["offset"], region["size"])
+        out = []
+        for w, port in enumerate((1, 2)):
+            h = Header(job_id=job, worker_id=w, psn=psn, agg_idx=idx, epoch=epoch)
+            values = np.full(SLOTS, w + 1, dtype=np.int32)
+            frame = encapsulate(pack(h, values), MAC(port), MAC(ps_port), IP(port), IP(ps_port))
+            out += [p for p, _ in sw.send(port, frame)]
+        return out
+
+    try:
+        common = {"kind": "atp", "ps_port": ps_port, "agg_ip": host_ip(ps_port)}
+        a = submit(api, [1, 2], **common, **{"class": "be", "epochs": 4})
+        whole = {"offset": 0, "size": ATP_POOL_SIZE}
+        assert api.job(a)["region"] == whole
+        cfg = api.worker_config(a, 0)
+        assert (cfg["kind"], cfg["addressing"], cfg["scheduled"]) == ("atp", "hash", True)
+        for w in (0, 1):
+            r = api.epoch(a, w, 0)
+            assert (r["region_offset"], r["region_size"], r["wait"]) == (0, ATP_POOL_SIZE, False)
+        assert contribute(a, 0, 0, whole) == [ps_port]  # complete: the sum goes to the PS
+        # A deadline job arrives: EDF takes its need from the BE job, from the next epoch.
+        b = submit(api, [3, 4], **common, **{"class": "md", "epochs": 4, "deadline_s": 30})
+        target = api.job(a)["region"]
+        assert 0 < target["size"] < ATP_POOL_SIZE
+        assert api.epoch(a, 0, 1)["wait"] is True  # a layout change waits for both workers
+        assert api.epoch(a, 1, 1)["wait"] is False
+        # Epoch 1's packets are checked against the new range: one hashed into the old
+        # range is dropped, one hashed into the new range aggregates.
+        psn = next(p for p in range(1, 64) if atp_index(a, p, 0, ATP_POOL_SIZE)
+                   != atp_index(a, p, target["offset"], target["size"]))  # fmt: skip
+        before = drops()
+        assert contribute(a, psn, 1, whole) == []
+        assert drops() == before + 2
+        assert contribute(a, psn, 1, target) == [ps_port]
+        # The memory the BE job left went to the MD job once both workers had switched.
+        got = api.job(b)["region"]
+        assert got["size"] >= 1
+        assert got["offset"] >= target["offset"] + target["size"] or (
+            got["offset"] + got["size"] <= target["offset"]
+        )
+        view = api.schedule()
+        assert {(s["device_id"], s["pool"]) for s in view["switches"]} == {(0, "atp")}
+        with pytest.raises(ApiError, match="scheduled ATP jobs"):  # the pool is in ranges
+            api.submit({"kind": "atp", "workers": 2, "worker_ports": [6, 7], "ps_port": 5})
+        with pytest.raises(ApiError, match="scheduler"):
+            bad = {"class": "be", "epochs": 2, "model_bytes": 10, "compute_ms": 1, "pool_size": 8}
+            api.submit({**common, "workers": 2, "worker_ports": [6, 7], **bad})
     finally:
         daemon.stop()
