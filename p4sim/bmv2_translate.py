@@ -8,13 +8,13 @@ are unbounded integers masked where p4c wants them to wrap; here each operation 
 width of its widest operand, which gives the same bits for what p4c emits.
 
 Covered: headers, header stacks (extract into next, ``last`` in select keys, push/pop,
-elements by index) and metadata, parser extract/set/verify and select on fields (value and
-mask), the deparser's order, actions with assign, add_header/remove_header, mark_to_drop,
+elements by index) and metadata, parser extract/set/verify and select on fields and lookahead bits
+(value and mask), the deparser's order, actions with assign, add_header/remove_header, mark_to_drop,
 exit, register_read/write, count, execute_meter, hashes into a field
 (modify_field_with_hash_based_offset) and clones, register/counter/meter arrays and direct
 counters, tables (exact/lpm/ternary keys, default entries, const entries) and conditionals
 chained by next_tables (by action, hit/miss), csum16 checksum verify/update. Anything else
-(header unions, action profiles, direct meters, digests, resubmit/recirculate, lookahead)
+(header unions, action profiles, direct meters, resubmit/recirculate, value sets)
 raises Bmv2JsonError naming it.
 
 Example::
@@ -54,7 +54,8 @@ class _Translator:
             for st in self.stacks.values()
             for i, hid in enumerate(st.get("header_ids") or [])
         }
-        for key in ("header_unions", "header_union_stacks", "learn_lists", "parse_vsets",
+        self.learn = {int(ll["id"]): ll for ll in doc.get("learn_lists") or []}
+        for key in ("header_unions", "header_union_stacks", "parse_vsets",
                     "extern_instances"):  # fmt: skip
             if doc.get(key):
                 raise Bmv2JsonError(f"p4sim cannot run this BMv2 JSON without its source: {key}")
@@ -107,6 +108,11 @@ class _Translator:
             return name, w
         if t in ("header", "header_stack"):
             return self.header_ref(v), -2
+        if t == "lookahead":  # [offset, width] in bits from the parser's position
+            offset, width = (int(n) for n in v)
+            total = offset + width
+            code = f"pk.lookahead<bit<{total}>>()"
+            return (code if offset == 0 else f"{code}[{width - 1}:0]"), width
         if t == "stack_field":  # a field of the stack's last element
             stack, field = v
             st = self.stacks[stack]
@@ -230,6 +236,13 @@ class _Translator:
             session, ws = self.expr(params[0], rd)
             kind = "I2E" if op.startswith("clone_ingress") else "E2E"
             return f"clone(CloneType.{kind}, {self.sized(session, ws, 32)});"
+        if op == "generate_digest":
+            receiver, wr = self.expr(params[0], rd)
+            ll = self.learn[int(self.expr(params[1], rd)[0])]
+            fields = ", ".join(self.expr(x, rd)[0] for x in ll.get("elements") or [])
+            return (
+                f"digest<{self.digest_type(ll)}>({self.sized(receiver, wr, 32)}, {{ {fields} }});"
+            )
         if op == "count":
             idx, wi = self.expr(params[1], rd)
             return f"{_ident(params[0]['value'])}.count({self.sized(idx, wi, 32)});"
@@ -263,6 +276,11 @@ class _Translator:
             (meta_fields if kind == "struct" else hdr_fields).append(f"{tname} {_ident(name)};")
         out.append(f"struct headers_t {{ {' '.join(hdr_fields)} }}")
         out.append(f"struct meta_t {{ {' '.join(meta_fields)} }}")
+        for ll in self.learn.values():  # digest<T>: P4Info names the digest by T
+            members = " ".join(
+                f"bit<{self.expr(x, [])[1]}> f{i};" for i, x in enumerate(ll.get("elements") or [])
+            )
+            out.append(f"struct {self.digest_type(ll)} {{ {members} }}")
         self.registers = {
             r["name"]: int(r["bitwidth"]) for r in self.doc.get("register_arrays") or []
         }
@@ -383,6 +401,9 @@ class _Translator:
         lines.append(f"    apply {{ {self.node(pipe.get('init_table'), 0)} }}")
         lines.append("}")
         return lines
+
+    def digest_type(self, ll: dict[str, Any]) -> str:
+        return _ident(str(ll.get("name") or f"digest_{ll['id']}"))
 
     def externs(self, actions: set[int], tables: set[str]) -> list[str]:
         """Declarations of the register, counter and meter arrays this pipeline uses (its

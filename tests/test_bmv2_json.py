@@ -382,3 +382,34 @@ def test_json_with_a_header_stack_parses_pops_and_deparses_it(tmp_path: Path) ->
     out = sw.send(1, eth + bytes([5, 0x00, 6, 0x80]) + ip)
     assert out == [(5, eth + bytes([6, 0x80]) + ip)]
     assert [p for p, _ in _entries(sw).send(1, _ipv4("10.0.2.2"))] == [2]  # no labels: routed
+
+
+def test_json_lookahead_select_and_digest_run_without_the_source(tmp_path: Path) -> None:
+    """A first parser state that selects on ``lookahead`` bits 96..111 (the EtherType,
+    before anything is extracted) and a digest of a learn list, as p4c writes them."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    parser = doc["parsers"][0]
+    parser["parse_states"].append(
+        {"name": "peek", "id": 3, "parser_ops": [],
+         "transition_key": [{"type": "lookahead", "value": [96, 16]}],
+         "transitions": [{"type": "hexstr", "value": "0x0800", "mask": None,
+                          "next_state": "start"},
+                         {"type": "default", "value": None, "mask": None, "next_state": None}]}
+    )  # fmt: skip
+    parser["init_state"] = "peek"
+    doc["learn_lists"] = [
+        {"id": 1, "name": "route_learn_t", "elements": [
+            {"type": "field", "value": ["ipv4", "src_addr"]},
+            {"type": "field", "value": ["standard_metadata", "ingress_port"]}]}
+    ]  # fmt: skip
+    doc["actions"][3]["primitives"].append(
+        {"op": "generate_digest", "parameters": [{"type": "hexstr", "value": "0x1"},
+                                                 {"type": "hexstr", "value": "0x1"}]}
+    )  # fmt: skip
+    sw, path = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    assert "pk.lookahead<bit<112>>()[15:0]" in path.read_text()
+    _entries(sw)
+    source = _entries(Switch.from_file(str(BASIC / "basic.p4")))
+    frame = _ipv4("10.0.2.2")
+    assert sw.send(1, frame) == source.send(1, frame) != []  # parsed through the peek state
+    assert sw.digests[-1] == ("route_learn_t", (0x0A000101, 1))
