@@ -68,10 +68,15 @@ def test_word_count_equals_a_counter_of_the_same_corpus(
         assert all("reduce-by-key sends each mapper's combined pairs" in x for x in n)
 
 
-@pytest.mark.parametrize("app", ["kv_client", "replicated_counter"])
+@pytest.mark.parametrize("app", ["word_count", "kv_client", "replicated_counter"])
 def test_the_direct_versions_do_the_same(net: Any, tmp_path: Path, app: str) -> None:
-    from examples.run import run_served_app
+    from collections import Counter
+
+    from examples.run import WORKERS, run_served_app
+    from examples.word_count import corpus
 
     rec, _ = run_served_app(net, app, tmp_path / "d.json", direct=True)
     assert rec["on_switch"] and rec.get("wrong", []) == []
     assert rec.get("counter", 80) == 80
+    if app == "word_count":
+        assert rec["counts"] == Counter(w for r in range(WORKERS) for w in corpus(r, WORKERS))
