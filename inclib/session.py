@@ -53,6 +53,21 @@ HOST_PATHS = {
 _noticed: set[tuple[str, int, str]] = set()
 
 
+def notice(plan: Plan, what: str, out: TextIO | None = None) -> None:
+    """Say once per process and job, on one line, that the switch cannot serve ``plan``
+    and what runs on the hosts instead."""
+    key = (plan.name, plan.n_workers, plan.reason)
+    if key in _noticed:
+        return
+    _noticed.add(key)
+    job = f"job {plan.name!r}" if plan.name else "this job"
+    print(
+        f"inclib: the switch cannot serve {job} ({plan.reason}); on the hosts: {what}",
+        file=out if out is not None else sys.stderr,
+        flush=True,
+    )
+
+
 class SessionError(RuntimeError):
     """The session cannot start as planned (e.g. the controller forgot the job)."""
 
@@ -195,17 +210,7 @@ class Session:
 
     # --- life cycle -----------------------------------------------------------------------
     def _notice(self, what: str) -> None:
-        key = (self.plan.name, self.plan.n_workers, self.plan.reason)
-        if key in _noticed:
-            return
-        _noticed.add(key)
-        job = f"job {self.plan.name!r}" if self.plan.name else "this job"
-        out = self._notice_to if self._notice_to is not None else sys.stderr
-        print(
-            f"inclib: the switch cannot serve {job} ({self.plan.reason}); on the hosts: {what}",
-            file=out,
-            flush=True,
-        )
+        notice(self.plan, what, self._notice_to)
 
     def close(self) -> None:
         if self._allreduce is not None:
