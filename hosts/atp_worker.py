@@ -49,11 +49,13 @@ class AtpClient(AllReduceClient):
         offset: int,
         size: int,
         window: int | None = None,
-        addressing: str = "modulo",
+        addressing: str = "hash",
     ) -> None:
         """A scheduled job's range for ``epoch`` (hosts/scheduled_job.py); AIMD's ceiling
-        follows the new window."""
-        super().set_layout(epoch, offset, size, window, addressing)
+        follows the new window. ATP always hashes (``atp_index``)."""
+        if addressing != "hash":
+            raise ValueError(f"an ATP worker hashes its psns, not {addressing!r}")
+        super().set_layout(epoch, offset, size, window)
         self.max_window = self.window
         self.cwnd = min(self.cwnd, float(self.window))
 

@@ -26,6 +26,8 @@ from controller.p4runtime_client import SwitchSpec
 from controller.scheduled_jobs import SchedulingOptions
 from controller.sizing import AGGREGATOR_BYTES
 from hosts.allreduce import AllReduceClient
+from hosts.atp_ps import AtpJobSpec, AtpParameterServer
+from hosts.atp_worker import AtpClient
 from hosts.scheduled_job import train
 from hosts.transport import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge
@@ -102,6 +104,7 @@ def run_workers(
     job_id: int,
     first_port: int,
     out: dict[tuple[int, int], Any],
+    client_class: type[AllReduceClient] = AllReduceClient,
 ) -> list[threading.Thread]:
     """One thread per worker of ``job_id``: the agent's epoch loop through ``bridge``."""
     threads = []
@@ -110,7 +113,7 @@ def run_workers(
         def work(w: int = w) -> None:
             cfg = api.worker_config(job_id, w)
             port = bridge.ports[first_port - 1 + w]  # the link to switch port first_port + w
-            client = AllReduceClient(
+            client = client_class(
                 job_id,
                 w,
                 cfg["n_workers"],
@@ -386,4 +389,42 @@ def test_a_scheduled_atp_job_hashes_into_the_range_the_scheduler_gives_each_epoc
             bad = {"class": "be", "epochs": 2, "model_bytes": 10, "compute_ms": 1, "pool_size": 8}
             api.submit({**common, "workers": 2, "worker_ports": [6, 7], **bad})
     finally:
+        daemon.stop()
+
+
+def test_scheduled_atp_jobs_train_exactly_through_a_resize_with_their_parameter_server(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    rate = ATP_POOL_SIZE * AGGREGATOR_BYTES / RTT_S  # the first job alone takes the pool
+    daemon = start(switch, files, tmp_path, pool=16, policy="edf", line_rate=rate)
+    api = ControllerApi(daemon.url)
+    bridge = SwitchBridge(5, switch=switch)  # workers on ports 1..4, the PS on port 5
+    out: dict[tuple[int, int], Any] = {}
+    ps: AtpParameterServer | None = None
+    try:
+        common = {"kind": "atp", "ps_port": 5, "agg_ip": host_ip(5)}
+        a = submit(api, [1, 2], **common, **{"class": "be", "epochs": 30})
+        to_switch = bridge.ports[4].address  # results enter the switch on the PS's port
+        spec = AtpJobSpec(2, to_switch[0], to_switch[1])
+        ps = AtpParameterServer({a: spec, a + 1: spec}, bind=LOCAL).start()
+        bridge.workers[4] = ps.address  # what leaves port 5 reaches the PS
+        threads = run_workers(api, bridge, a, 1, out, AtpClient)
+        wait_until(lambda: epochs_started(api, a) >= 3, "the BE job's fourth epoch")
+        b = submit(api, [3, 4], **common, **{"class": "md", "epochs": 10, "deadline_s": 30})
+        assert b == a + 1
+        threads += run_workers(api, bridge, b, 3, out, AtpClient)
+        for t in threads:
+            t.join(120)
+        for key, rec in out.items():
+            assert not isinstance(rec, Exception), f"job/worker {key}: {rec!r}"
+            assert rec["mismatches"] == 0 and len(rec["epochs"]) == (30 if key[0] == a else 10)
+        ranges = {tuple(e["region"]) for e in out[(a, 0)]["epochs"]}
+        assert (0, ATP_POOL_SIZE) in ranges and len(ranges) > 1  # it ran in two ranges
+        done = {f["job_id"]: f for f in api.schedule()["finished"]}
+        assert done[b]["met"] is True and done[a]["state"] == "finished"
+        assert ps.stats.results > 0  # every sum came back through the PS and the switch
+    finally:
+        if ps is not None:
+            ps.stop()
+        bridge.stop()
         daemon.stop()
