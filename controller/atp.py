@@ -35,7 +35,7 @@ releases...) with its occupancy.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from finsy import P4RegisterEntry, P4TableEntry, P4TableMatch
 from pydantic import Field, model_validator
@@ -69,7 +69,8 @@ class AtpRequest(JobRequest, Scheduling):
     completed aggregates up as member ``up_id`` of the spine; ``spine`` has the racks'
     leaves as its members (``workers`` = racks, ``worker_ports`` = the leaves' ports) and
     ``all_workers`` workers in total; a leaf's workers have the job-wide ids
-    ``first_worker ..``.
+    ``first_worker ..``, and it joins the spine's job: ``wire_job_id`` (the job id the
+    packets carry on every switch, the spine job's id).
 
     With ``class`` (md/be, ``controller.job.Scheduling``) the job is scheduled: the
     scheduler gives it a range of the ATP pool of its own, sized by the seed's models and
@@ -86,6 +87,7 @@ class AtpRequest(JobRequest, Scheduling):
     up_id: Annotated[int, Field(strict=True, ge=0, lt=MAX_WORKERS)] = 0
     all_workers: Annotated[int, Field(strict=True, ge=1, le=MAX_WORKERS)] | None = None
     first_worker: Annotated[int, Field(strict=True, ge=0, lt=MAX_WORKERS)] = 0
+    wire_job_id: Annotated[int, Field(strict=True, ge=1, le=0xFFFF)] | None = None
 
     @model_validator(mode="after")
     def _fits_the_pool(self) -> AtpRequest:
@@ -109,8 +111,10 @@ class AtpRequest(JobRequest, Scheduling):
                 f"pool range [{self.pool_offset}, {self.pool_offset + size}) is outside the"
                 f" ATP pool of {ATP_POOL_SIZE} aggregators"
             )
-        if self.role != "spine" and self.all_workers is not None:
-            raise ValueError("all_workers: only for role spine (its workers are racks)")
+        if self.role == "single" and self.all_workers is not None:
+            raise ValueError("all_workers: only for roles leaf and spine")
+        if self.role == "leaf" and self.wire_job_id is None:
+            raise ValueError("a leaf joins a job admitted on the spine: give wire_job_id")
         if self.first_worker and self.role != "leaf":
             raise ValueError("first_worker: only for role leaf (a rack's first worker id)")
         if self.first_worker + self.workers > MAX_WORKERS:
@@ -167,9 +171,6 @@ class Atp(JobKind):
         agg_ip, agg_mac = req.aggregation_address()
         ps_port = req.ps_port if req.ps_port is not None else req.workers + 1
         total = req.all_workers if req.all_workers is not None else req.workers
-        if req.role == "leaf":
-            # A leaf's workers keep their job-wide ids: the rack is up_id at the spine.
-            total = req.workers
         return Job(
             job_id=job_id,
             name=req.name or f"job{job_id}",
@@ -193,13 +194,22 @@ class Atp(JobKind):
                 "role": req.role,
                 "up_id": req.up_id,
                 "all_workers": total,
+                "wire_job_id": req.wire_job_id if req.wire_job_id is not None else job_id,
             },
         )
 
     async def clear(self, sw: SwitchConnection, region: Region) -> None:
         """Nothing: the range is shared; a job's own aggregators are freed at uninstall."""
 
+    def worker_config(self, job: Job, worker_id: int, switch_address: str) -> dict[str, Any]:
+        """A leaf's workers carry the job-wide id and count in their packets."""
+        cfg = super().worker_config(job, worker_id, switch_address)
+        cfg["job_id"] = wire_id(job)
+        cfg["n_workers"] = int(job.params.get("all_workers", job.n_workers))
+        return cfg
+
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
+        job = on_wire(job)
         group, replicas = result_rewrite.multicast_group(job)
         await sw.set_multicast_group(group, replicas)
         write = sw.upsert if idempotent else sw.insert
@@ -212,6 +222,7 @@ class Atp(JobKind):
         await write([job_region.job_entry(job)])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
+        job = on_wire(job)
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
         await sw.delete([atp_key(job.job_id)], strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
@@ -220,9 +231,10 @@ class Atp(JobKind):
         await free_aggregators(sw, job.job_id, job.region)
 
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
-        return bool(await sw.read(job_region.job_key(job.job_id)))
+        return bool(await sw.read(job_region.job_key(wire_id(job))))
 
     async def live_stats(self, sw: SwitchConnection, job: Job) -> JobStats:
+        job = on_wire(job)
         admitted = await job_region.read_counters(sw, job)
         packets, nbytes = admitted.job
         figures = [
@@ -238,6 +250,16 @@ class Atp(JobKind):
         r = job.region
         state = {"pool": f"ATP [{r.offset}, {r.end}), PS port {job.params.get('ps_port')}"}
         return JobStats(tuple(figures), state)
+
+
+def wire_id(job: Job) -> int:
+    """The job id the job's packets carry (a leaf's is its spine job's)."""
+    return int(job.params.get("wire_job_id", job.job_id))
+
+
+def on_wire(job: Job) -> Job:
+    """``job`` with the id its switch entries are keyed by (its multicast group unchanged)."""
+    return replace(job, job_id=wire_id(job))
 
 
 def atp_entry(job: Job) -> P4TableEntry:

@@ -106,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     try:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
+        a.job_id = cfg.get("job_id", a.job_id)  # the id on the wire (ATP leaves: the spine's)
         client = _client(a, cfg)
         try:
             for size in sizes:

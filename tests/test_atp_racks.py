@@ -101,7 +101,8 @@ def racks(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Racks]:
             local = stack.enter_context(LocalSwitch(device_id=0))
             req = AtpRequest(
                 workers=2, window=8, pool_size=pool.size, ps_port=UPLINK, role="leaf",
-                up_id=rack, first_worker=ids[0], worker_ports=[1, 2],
+                up_id=rack, first_worker=ids[0], all_workers=4, wire_job_id=JOB,
+                worker_ports=[1, 2],
                 worker_ips=[host_ip(i + 1) for i in ids],
                 worker_macs=[host_mac(i + 1) for i in ids],
                 agg_ip=host_ip(PS_HOST), agg_mac=host_mac(PS_HOST),

@@ -129,6 +129,80 @@ def exact(got: list[dict[str, Any]], seed: int, size: int, calls: int, bits: int
     return bad
 
 
+def submit_two_racks(
+    ex: Experiment, name: str, racks: int, per_rack: int, window: int, pool: tuple[int, int]
+) -> tuple[int, list[AtpJob]]:
+    """One ATP job over a ``leaf_spine(racks, per_rack)`` layout: its spine part on ``s1``
+    (members: the leaves; the PS is the host after the racks, on the spine), and a leaf
+    part on each leaf ``s{r+1}`` joining it. Returns the spine job's id (the id on the wire,
+    which the PS serves) and per rack the leaf job with its workers' hosts."""
+    n = racks * per_rack
+    ps = n + 1
+    first = [r * per_rack + 1 for r in range(racks)]  # each rack's first host
+    common = {"kind": "atp", "window": window, "pool_offset": pool[0], "pool_size": pool[1],
+              "agg_ip": host_ip(ps), "agg_mac": host_mac(ps)}  # fmt: skip
+    spine = ex.api.submit(
+        {
+            **common,
+            "name": f"{name}-spine",
+            "role": "spine",
+            "device_id": 1,
+            "workers": racks,
+            "all_workers": n,
+            "worker_ports": list(range(1, racks + 1)),
+            "worker_ips": [host_ip(h) for h in first],
+            "worker_macs": [host_mac(h) for h in first],
+            "ps_port": racks + 1,
+        }  # fmt: skip
+    )["job_id"]
+    leaves = []
+    for r in range(racks):
+        hosts = list(range(first[r], first[r] + per_rack))
+        job = ex.api.submit(
+            {
+                **common,
+                "name": f"{name}-leaf{r + 1}",
+                "role": "leaf",
+                "device_id": r + 2,
+                "workers": per_rack,
+                "all_workers": n,
+                "first_worker": r * per_rack,
+                "up_id": r,
+                "wire_job_id": spine,
+                "worker_ports": list(range(1, per_rack + 1)),
+                "worker_ips": [host_ip(h) for h in hosts],
+                "worker_macs": [host_mac(h) for h in hosts],
+                "ps_port": per_rack + 1,
+            }  # fmt: skip
+        )["job_id"]
+        leaves.append(AtpJob(job, tuple(hosts)))
+    return spine, leaves
+
+
+def run_racks(
+    ex: Experiment, leaves: list[AtpJob], out: Path, size: int, calls: int, seed: int,
+    *extra: str,
+) -> list[dict[str, Any]]:  # fmt: skip
+    """Every worker of a two-level job (global worker ids, hosts ``h1 ..``) at once."""
+    out.mkdir(parents=True, exist_ok=True)
+    cmds = []
+    for leaf in leaves:
+        for h in leaf.hosts:
+            w = h - 1
+            cmd = vector_cmd(ex, leaf, w, out, size, calls, seed, *extra)
+            cmd[cmd.index("--out") + 1] = str(out / f"w{w}")
+            cmds.append((f"h{h}", cmd))
+    runs = ex.run_hosts(cmds, timeout=300.0)
+    got = []
+    for run, (_, cmd) in zip(runs, cmds, strict=True):
+        prefix = Path(cmd[cmd.index("--out") + 1])
+        rec = json.loads(prefix.with_suffix(".json").read_text()) if prefix.with_suffix(
+            ".json").exists() else {"error": "no record"}  # fmt: skip
+        npy = prefix.with_suffix(".npy")
+        got.append({"code": run.code, "rec": rec, "res": np.load(npy) if npy.exists() else None})
+    return got
+
+
 def pool_events(ex: Experiment, switch: str = "s1") -> dict[str, int]:
     """ATP's ``atp_events`` counter by event name."""
     from wire.header import AtpEvent
