@@ -21,7 +21,8 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   tags with its own job (``ADMISSION`` holds this rule per op: a new system adds its own);
   a Serene job's packet also its own job's synchronisation clocks (``sync_cells``);
   an ATP job's packet (``atp_copy``) only ATP's cells of ``agg_idx`` (the hash of (job, psn)
-  in its range), tagged with its job; an ATP result or ACK only from its PS's port;
+  in its range), tagged with its job; an ATP result or ACK only from its PS's port; an
+  ASK mapper's packet (``ask_cells``) only its row copy and seen entry, a drain nothing;
 - anything else leaves the switch as at most one packet (forwarding never replicates).
 
 The seed is fixed and printed; ``INC_FUZZ_SEED=N`` reproduces or varies a run.
@@ -35,7 +36,7 @@ import random
 import socket
 import struct
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -44,8 +45,10 @@ import numpy as np
 import pytest
 
 from controller import kv_cache
+from controller.ask import Ask, AskRequest, layout_of
 from controller.atp import Atp, AtpRequest
 from controller.consensus import Consensus, ConsensusRequest
+from controller.job import Job as AdmittedJob
 from controller.job import host_ip, host_mac
 from controller.kv_cache import KvCache, KvCacheRequest
 from controller.local_switch import LocalSwitch, compile_pipeline
@@ -54,10 +57,13 @@ from controller.netreduce import NetReduce, NetReduceRequest
 from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.serene import Serene, SereneRequest
 from controller.sync_modes import sync_slot
+from hosts.ask_wire import kv_packet
 from p4sim.switch import Switch
 from wire.framing import FRAME_OVERHEAD, encapsulate
 from wire.header import (
     AGG_POOL_SIZE,
+    ASK_ROWS,
+    ASK_TUPLES,
     ATP_POOL_SIZE,
     FIELDS,
     HEADER_LEN,
@@ -103,6 +109,11 @@ KV = Job(3, (2,), 16, 4)
 KV_SERVER_PORT, KV_KEY = 6, 5
 LOG = Job(4, (3,), 2, 1)
 LOG_REPLICAS = (4, 5, 6)
+# An ASK job: mappers 0 and 1 on ports 1 and 5, its reducer (flow 2) on port 6, rows 40..55
+# of the ASK pool (two partitions), window 4.
+ASK_JOB = Job(7, (1, 5), 40, 16)
+ASK_REDUCER = 2
+ASK_WINDOW = 4
 
 
 def mac(port: int) -> bytes:
@@ -134,6 +145,7 @@ def program(tmp: Path) -> Iterator[Switch]:
             await install_serene(conn)
             await install_kv_and_log(conn)
             await install_atp(conn)
+            await install_ask(conn)
 
     with LocalSwitch(device_id=0) as local:
         asyncio.run(install(local.address))
@@ -190,6 +202,42 @@ async def install_atp(conn: SwitchConnection) -> None:
     await kind.install(conn, kind.make_job(req, ATP_JOB.job_id, 0, region, created_at=0.0))
 
 
+def ask_job() -> AdmittedJob:
+    ps = list(ASK_JOB.ports)
+    req = AskRequest(
+        workers=len(ps), rows=ASK_JOB.size, window=ASK_WINDOW, worker_ports=ps,
+        worker_ips=[host_ip(p) for p in ps], worker_macs=[host_mac(p) for p in ps],
+        agg_ip=host_ip(AGG_HOST), agg_mac=host_mac(AGG_HOST), reducer_port=AGG_HOST,
+    )  # fmt: skip
+    return Ask().make_job(req, ASK_JOB.job_id, 0, Region(ASK_JOB.offset, ASK_JOB.size), 0.0)
+
+
+async def install_ask(conn: SwitchConnection) -> None:
+    job = ask_job()
+    await Ask().clear(conn, job.region)
+    await Ask().install(conn, job)
+
+
+def ask_frame(worker: int, psn: int, rng: random.Random) -> tuple[int, bytes]:
+    """An ASK packet: a mapper's tuples in a row of its partition, or a reducer's DRAIN."""
+    epoch = 1 + psn // 8
+    keys = [rng.choice((0, 0, 7, 9, rng.randrange(1, 2**32))) for _ in range(ASK_TUPLES)]
+    vals = [rng.randrange(-(2**31), 2**31) for _ in range(ASK_TUPLES)]
+    if worker == ASK_REDUCER:
+        row = ASK_JOB.offset + rng.randrange(ASK_JOB.size)
+        h = Header(op=Op.AGG_KV, flags=Flag.DRAIN, job_id=ASK_JOB.job_id, worker_id=worker,
+                   agg_idx=row, epoch=epoch)  # fmt: skip
+        port = AGG_HOST
+    else:
+        lay = layout_of(ask_job(), worker)
+        row = lay.part_base + rng.randrange(lay.part_size)
+        h = Header(op=Op.AGG_KV, job_id=ASK_JOB.job_id, worker_id=worker, psn=psn, agg_idx=row,
+                   epoch=epoch)  # fmt: skip
+        port = ASK_JOB.ports[worker]
+    return port, encapsulate(kv_packet(h, keys, vals), mac(port), mac(AGG_HOST), ip(port),
+                             ip(AGG_HOST))  # fmt: skip
+
+
 def kv_frame(port: int, rng: random.Random) -> bytes:
     """A request of the key-value client, or a reply of its server (random stamp/version)."""
     vals = np.array([rng.choice((KV_KEY, 9))] + [rng.randrange(2**31) for _ in range(SLOTS - 1)])
@@ -221,6 +269,7 @@ def contribution(job: Job, worker: int, psn: int, values: np.ndarray, **fields: 
 def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
     """(port, frame) of both jobs' workers, psn by psn, six rounds of each region."""
     out = []
+    ask_rng = random.Random(rng.random())
     for psn in range(24):
         for j in JOBS:
             for w, p in enumerate(j.ports):
@@ -237,6 +286,9 @@ def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
         for w, p in enumerate(SERENE.ports):  # two packets per epoch
             vals = np.array([rng.randrange(-(2**31), 2**31) for _ in range(SLOTS)])
             out.append((p, contribution(SERENE, w, psn, vals, epoch=psn // 2)))
+        # The ASK job: both mappers (psn sometimes repeated: a retransmission), a drain.
+        for w in (0, 1, ASK_REDUCER):
+            out.append(ask_frame(w, max(0, psn - ask_rng.randrange(2)), ask_rng))
     return out
 
 
@@ -286,7 +338,12 @@ def edge_values(f: Field, frame: bytearray, rng: random.Random) -> list[int]:
     elif f.name == "agg_idx":
         for j in JOBS:
             vals += [j.offset - 1, j.offset, j.offset + j.size - 1, j.offset + j.size]
-        vals += [AGG_POOL_SIZE - 1, AGG_POOL_SIZE]
+        vals += [AGG_POOL_SIZE - 1, AGG_POOL_SIZE, ASK_ROWS - 1, ASK_ROWS]
+        vals += [
+            ASK_JOB.offset - 1,
+            ASK_JOB.offset + ASK_JOB.size // 2,
+            ASK_JOB.offset + ASK_JOB.size,
+        ]
     elif f.name == "psn":
         vals += [(now + d) & top for d in (4, -4, 8, -8, 2**31, 2**31 - 1, -(2**31) + 1)]
     elif f.name == "slot_count":
@@ -343,7 +400,7 @@ class Target(NamedTuple):
     and ``also`` (register name prefix, cells) pairs besides."""
 
     job_id: int
-    cells: range
+    cells: Sequence[int]
     prefix: str
     also: tuple[tuple[str, range], ...] = ()
 
@@ -436,6 +493,32 @@ def log_counter(frame: bytes, fields: dict[str, int], port: int) -> Target | Non
     return Target(LOG.job_id, range(LOG.offset, LOG.offset + 1), "IncIngress.sequencer.")
 
 
+ASK = "IncIngress.ask."
+
+
+def ask_cells(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
+    """ASK (docs/protocol.md, "Key-value aggregation"): K slots, no RESULT/ACK/FALLBACK, the
+    ASK job; a mapper's packet from its own (flow, port) with ``agg_idx`` in its partition may
+    write its row copy ``2 agg_idx + (epoch & 1)`` and its seen entry ``seen_base + psn % W``;
+    the reducer's DRAIN (rows of the job) writes nothing."""
+    if fields["flags"] & NOT_AGGREGATED or fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
+        return None
+    job, w, idx = fields["job_id"], fields["worker_id"], fields["agg_idx"]
+    if job != ASK_JOB.job_id:
+        return None
+    if fields["flags"] & Flag.DRAIN:
+        in_rows = ASK_JOB.offset <= idx < ASK_JOB.offset + ASK_JOB.size
+        ok = (w, port) == (ASK_REDUCER, AGG_HOST) and in_rows
+        return Target(job, (), ASK) if ok else None
+    if w >= len(ASK_JOB.ports) or port != ASK_JOB.ports[w]:
+        return None
+    lay = layout_of(ask_job(), w)
+    if not lay.part_base <= idx < lay.part_base + lay.part_size:
+        return None
+    cells = (2 * idx + (fields["epoch"] & 1), lay.seen_base + fields["psn"] % lay.window)
+    return Target(job, cells, ASK)
+
+
 # The ops whose packets may write switch state, with the rule that admits them: what it may
 # write, or None. A system whose packets write state adds its rule here; until then this
 # fuzzer reports its writes as writes by a packet not admitted.
@@ -444,6 +527,7 @@ ADMISSION = {
     Op.KV_READ: kv_entries,
     Op.KV_WRITE: kv_entries,
     Op.CONSENSUS: log_counter,
+    Op.AGG_KV: ask_cells,
 }
 
 

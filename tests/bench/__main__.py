@@ -40,7 +40,12 @@ smaller than their combined windows: ATP's shared pool against static equal part
 (NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
 fallback rates, side by side in one run per job count; a plot under results/.
 
-``--only sched|p4sim|wire|ddp|kvcons|netreduce|serene|atp`` runs one section.
+Section ask (tests/bench/ask.py; the Spark part as root): ASK's tuples per second with 1
+and 16 tuples per packet through inc.p4 on p4sim, hot keys first against every key through
+the switch (fraction absorbed, tuples and bytes at the reducer), and word count through the
+switch against PySpark local's reduceByKey and groupBy on the same corpus.
+
+``--only sched|p4sim|wire|ddp|kvcons|netreduce|serene|atp|ask`` runs one section.
 """
 
 from __future__ import annotations
@@ -118,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
     ap.add_argument(
         "--only",
-        choices=["sched", "p4sim", "wire", "ddp", "kvcons", "netreduce", "serene", "atp"],
+        choices=["sched", "p4sim", "wire", "ddp", "kvcons", "netreduce", "serene", "atp", "ask"],
         help="run one section",
     )
     ap.add_argument("--ddp-epochs", type=int, default=4, help="ddp: training epochs")
@@ -150,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         code = bench_serene(console) or code
     if args.only in (None, "atp"):
         code = bench_atp(console) or code
+    if args.only in (None, "ask"):
+        from tests.bench.ask import bench_ask
+
+        code = bench_ask(console, args.seconds) or code
     return code
 
 

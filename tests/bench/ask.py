@@ -1,0 +1,152 @@
+"""`make bench` section ask: ASK's figures, each comparison measured side by side in one run.
+
+1. Switch processing: tuples per second through ``inc.p4`` on p4sim in this process
+   (``Switch.send``, one core), packets of 1 tuple against packets of 16 (the most one
+   packet carries: K = 32 slots), same keys, same number of tuples; the ratio.
+2. Hot keys first: a Zipf word stream through a small array (``--ask-rows`` rows x 16),
+   every key through the switch against cold keys (counted fewer than 2 times in a 4096-word
+   chunk) bypassing it: fraction of tuples absorbed in the switch, tuples and bytes that
+   reach the reducer's link. Exact results checked.
+3. Word count end to end (root, Mininet): PySpark local mode on one host, its RDD
+   ``reduceByKey`` and DataFrame ``groupBy().count()`` against the same RDD reduced
+   through the switch (``hosts/ask_spark.py``), on a real text corpus Debian ships
+   (``/usr/share/common-licenses``, repeated) and on generated Zipf text.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from hosts.ask_local import AskBench, _ip, _mac, chunks
+from hosts.ask_mapper import MapperFlow
+from hosts.ask_wire import parse
+from wire.framing import encapsulate
+from wire.header import ASK_TUPLES
+
+CORPUS_DIR = Path("/usr/share/common-licenses")
+
+
+def corpus_text(min_words: int) -> str:
+    """The licence texts Debian's base-files ships, repeated to at least ``min_words``."""
+    parts = [p.read_text(errors="replace") for p in sorted(CORPUS_DIR.glob("*")) if p.is_file()]
+    text = "\n".join(parts)
+    n = max(1, len(text.split()))
+    return "\n".join([text] * (min_words // n + 1))
+
+
+def frames_for(bench: AskBench, tuples: int, total: int, keys: int = 4096) -> list[bytes]:
+    """Mapper 0's frames carrying ``total`` tuples, ``tuples`` per packet."""
+    m = MapperFlow(bench.mapper_config(0, tuples_per_packet=tuples, rto=1e9))
+    words = [f"k{i % keys}" for i in range(total)]
+    for w in words:
+        m.add(w, 1)
+    m.flush()
+    payloads = []
+    while m.ready or m.in_flight:
+        out = m.to_send(0.0)
+        payloads += out
+        for p in out:  # acknowledge at once: the window never stalls this measurement
+            m.on_ack(parse(p)[0])
+    dst = bench.n + 1
+    return [encapsulate(p, _mac(1), _mac(dst), _ip(1), _ip(dst)) for p in payloads]
+
+
+def throughput(seconds: float) -> dict[str, float]:
+    rates: dict[str, float] = {}
+    with AskBench(mappers=1, rows=1024, window=1024) as b:
+        for tuples in (1, ASK_TUPLES):
+            b.clear()
+            frames = frames_for(b, tuples, total=32768 if tuples == ASK_TUPLES else 8192)
+            n_tuples = 0
+            t0 = time.process_time()
+            i = 0
+            while time.process_time() - t0 < seconds and i < len(frames):
+                b.sw.send(1, frames[i])
+                i += 1
+                n_tuples += tuples
+            rates[str(tuples)] = n_tuples / (time.process_time() - t0)
+    return rates
+
+
+def hot_keys(rows: int, words: int) -> list[dict[str, Any]]:
+    rng = random.Random(5)
+    vocab = 20000
+    stream = [
+        [f"w{min(int(rng.paretovariate(1.05)), vocab)}" for _ in range(words)] for _ in (0, 1)
+    ]
+    ref = Counter(stream[0] + stream[1])
+    out = []
+    with AskBench(mappers=2, rows=rows, window=16) as b:
+        for hot in (0, 2):
+            chunked = [list(chunks(ws, 4096)) for ws in stream]
+            r = b.run(chunked, chunked=True, hot_threshold=hot)
+            red = r.reducer_stats
+            sent = sum(s.switch_tuples + s.bypass_tuples for s in r.mapper_stats)
+            to_switch = sum(s.switch_tuples for s in r.mapper_stats)
+            at_reducer = red.passed_tuples + red.bypass_tuples + red.drained_tuples
+            out.append({
+                "hot_threshold": hot, "exact": r.result == ref, "tuples_sent": sent,
+                "absorbed": 1 - (red.passed_tuples + red.bypass_tuples) / sent,
+                "absorbed_of_switch": 1 - red.passed_tuples / max(1, to_switch),
+                "tuples_at_reducer": at_reducer, "reducer_bytes": r.reducer_bytes,
+            })  # fmt: skip
+    return out
+
+
+def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int = 200_000,
+              spark_words: int = 200_000) -> int:  # fmt: skip
+    console.rule("ASK: key-value aggregation (multi-tuple packets, hot keys first, vs Spark)")
+    rates = throughput(seconds)
+    t = Table(title="switch processing, inc.p4 on p4sim in-process (one core)")
+    t.add_column("tuples per packet", justify="right")
+    t.add_column("tuples/s", justify="right")
+    for k, v in rates.items():
+        t.add_row(k, f"{v:,.0f}")
+    console.print(t)
+    console.print(f"multi-tuple speed-up: {rates[str(ASK_TUPLES)] / rates['1']:.1f}x "
+                  f"(seed: 155x on a hardware switch)")  # fmt: skip
+    rows_ = hot_keys(rows, words)
+    t = Table(title=f"hot keys first: 2 mappers x {words} Zipf words, {rows} rows x 16 cells")
+    for c in ("cold keys", "exact", "tuples sent", "absorbed (all)", "absorbed (of switch path)",
+              "tuples at reducer", "bytes to reducer"):  # fmt: skip
+        t.add_column(c, justify="right")
+    for r in rows_:
+        t.add_row("bypass (<2 per chunk)" if r["hot_threshold"] else "through switch",
+                  str(r["exact"]), f"{r['tuples_sent']:,}", f"{r['absorbed']:.1%}",
+                  f"{r['absorbed_of_switch']:.1%}",
+                  f"{r['tuples_at_reducer']:,}", f"{r['reducer_bytes']:,}")  # fmt: skip
+    console.print(t)
+    code = 0 if all(r["exact"] for r in rows_) else 1
+    if os.geteuid() != 0:
+        console.print("ask vs Spark skipped: Mininet needs root; as root run: "
+                      f"{sys.executable} -m tests.bench --only ask")  # fmt: skip
+        return code
+    from topologies.ask import run_spark
+
+    t = Table(title="word count end to end, PySpark local[2] on one host (s)")
+    for c in ("corpus", "words", "keys", "Spark RDD", "Spark DataFrame", "through switch",
+              "RDD / switch", "exact"):  # fmt: skip
+        t.add_column(c, justify="right")
+    run_dir = Path("run/ask-bench")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    licences = run_dir / "licences.txt"
+    licences.write_text(corpus_text(spark_words))
+    for name, corpus in (("Debian licences", licences), ("Zipf", None)):
+        rec = run_spark(partitions=2, words=spark_words // 2, run_dir=run_dir / name.split()[0],
+                        corpus=corpus, log=lambda *_: None)  # fmt: skip
+        exact = rec["switch_exact"] and rec["spark_rdd_exact"] and rec["spark_df_exact"]
+        code = code or (0 if exact else 1)
+        t.add_row(name, f"{rec['words']:,}", f"{rec['keys']:,}", f"{rec['spark_rdd_s']:.2f}",
+                  f"{rec['spark_df_s']:.2f}", f"{rec['switch_s']:.2f}",
+                  f"{rec['spark_rdd_s'] / rec['switch_s']:.2f}x", str(exact))  # fmt: skip
+    console.print(t)
+    return code
