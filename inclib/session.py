@@ -11,7 +11,8 @@ Example (one worker, no controller: the all-reduce runs on the hosts, a ring of 
 ``join`` opens the transport the plan names: for a job the switch serves, it asks the
 controller for this worker's settings (``GET /jobs/{id}/workers/{w}``) and talks to the
 switch by packets (``hosts/allreduce.py`` for NetReduce and Serene, whose epoch, the
-round of its synchronisation mode, is the number of the all-reduce call); for a host-only
+round of its synchronisation mode, is the number of the all-reduce call;
+``hosts/atp_worker.py`` for ATP, whose parameter server the application runs); for a host-only
 plan it uses the host implementation (ring all-reduce, ``hosts/ring.py``) and writes one
 line to stderr, once per process and job, saying that the switch cannot serve and why.
 
@@ -41,11 +42,12 @@ from inclib.log import LogHandle
 from inclib.plan import Plan
 
 #: Kinds whose all-reduce this library drives through the switch.
-ALLREDUCE_KINDS = ("netreduce", "serene")
+ALLREDUCE_KINDS = ("netreduce", "serene", "atp")
 #: What runs on the hosts, per kind, when the switch cannot serve (the notice says it).
 HOST_PATHS = {
     "netreduce": "all-reduce runs as a ring all-reduce among the workers",
     "serene": "all-reduce runs as a ring all-reduce among the workers",
+    "atp": "all-reduce runs as a ring all-reduce among the workers",
     "ask": "reduce-by-key sends each mapper's combined pairs to the reducer over TCP",
     "kv_cache": "get/put go straight to the storage server (no switch cache)",
     "consensus": "the leader replica sequences the log's appends, not the switch",
@@ -168,6 +170,14 @@ class Session:
             )
         if plan.kind not in ALLREDUCE_KINDS:
             raise SessionError(f"a {plan.kind} job has no all-reduce (kinds: {ALLREDUCE_KINDS})")
+        if plan.kind == "atp":  # hashed addressing into a shared pool, the PS behind it
+            from hosts.atp_worker import AtpClient
+
+            return AtpClient(
+                cfg["job_id"], cfg["worker_id"], cfg["n_workers"], cfg["region_offset"],
+                cfg["region_size"], cfg["window"], dest=(cfg["agg_ip"], cfg["udp_port"]),
+                slots=cfg["slots"], timeout=self.timeout, total_timeout=self.total_timeout,
+            )  # fmt: skip
         return AllReduceClient(
             cfg["job_id"], cfg["worker_id"], cfg["n_workers"], cfg["region_offset"],
             cfg["region_size"], cfg["window"], dest=(cfg["agg_ip"], cfg["udp_port"]),
