@@ -166,10 +166,11 @@ def _switch_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--backend",
         choices=("python", "native"),
-        default=os.environ.get("P4SIM_BACKEND", "python"),
-        help="packet path: python (the reference) or native (C generated from the program "
-        "and compiled at load; a program it does not cover runs on python with a notice); "
-        "default $P4SIM_BACKEND or python",
+        default=os.environ.get("P4SIM_BACKEND") or "native",
+        help="packet path: native (C generated from the program and compiled at load, its "
+        "packet loop in C; a program it does not cover, or egress queue rates, run on "
+        "python with a one-line notice) or python (the reference); default $P4SIM_BACKEND "
+        "or native",
     )
     p.add_argument("--grpc-server-addr", default="0.0.0.0:9559")
     p.add_argument(
@@ -280,7 +281,7 @@ def run_switch(argv: Sequence[str]) -> int:
     from p4sim.p4runtime import P4RuntimeServer, TLSConfig, program_args
     from p4sim.p4runtime.pipeline import load_switch_from_device_config
     from p4sim.ports import PortSet
-    from p4sim.runtime_cli import RuntimeCommandServer, no_lock, run_command
+    from p4sim.runtime_cli import RuntimeCommandServer, native_refusal, no_lock, run_command
     from p4sim.runtime_json import RuntimeJsonError, apply_to_switch, load_runtime_json
     from p4sim.v1model.traffic_manager import QueueConfigError, TrafficManager
 
@@ -360,7 +361,12 @@ def run_switch(argv: Sequence[str]) -> int:
 
     commands = None
     try:
-        commands = RuntimeCommandServer(tm, args.thrift_port, switch_lock)
+        commands = RuntimeCommandServer(
+            tm,
+            args.thrift_port,
+            switch_lock,
+            refuse=lambda line: native_refusal(server.switch, line),
+        )
         commands.start()
     except OSError as err:
         log.warning(
@@ -377,12 +383,14 @@ def run_switch(argv: Sequence[str]) -> int:
             signal.signal(signal.SIGINT, _stop)
             server.start()
             try:
+                sw = server.switch
                 log.info(
-                    "p4sim: %s running on %s; P4Runtime on %s (device id %d)",
+                    "p4sim: %s running on %s; P4Runtime on %s (device id %d); back end %s",
                     args.program or "(no program yet)",
                     ", ".join(f"{n}@{i}" for n, i in sorted(ports.items())) or "no ports",
                     args.grpc_server_addr,
                     args.device_id,
+                    sw.backend if sw is not None else args.backend,
                 )
                 native = None
                 if args.backend == "native" and args.cpu_port is None:

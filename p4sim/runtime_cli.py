@@ -65,21 +65,42 @@ def run_command(tm: TrafficManager, line: str) -> str:
     return "ok"
 
 
+def native_refusal(switch: Any, line: str) -> str | None:
+    """The answer to a queue rate asked of a switch on the native back end, which has no
+    egress queues (p4sim/native): an error saying how to get them; None otherwise."""
+    words = line.split()
+    if getattr(switch, "backend", "python") != "native" or words[:1] != ["set_queue_rate"]:
+        return None
+    if len(words) > 1 and words[1] == "0":
+        return None  # no limit: nothing to apply
+    return "error: egress queue rates need the Python back end (start p4sim --backend python)"
+
+
 class RuntimeCommandServer:
     """Serves :func:`run_command` on ``127.0.0.1:port`` in a thread. ``lock()`` gives the
     lock that the packet path holds (the current switch's), so a change never lands in
     the middle of a packet."""
 
-    def __init__(self, tm: TrafficManager, port: int, lock: Callable[[], Any]) -> None:
-        self.tm, self.lock = tm, lock
+    def __init__(
+        self,
+        tm: TrafficManager,
+        port: int,
+        lock: Callable[[], Any],
+        refuse: Callable[[str], str | None] | None = None,
+    ) -> None:
+        """``refuse(line)``: an error answer for a command the running switch cannot
+        apply (queue rates on the native back end), or None."""
+        self.tm, self.lock, self.refuse = tm, lock, refuse
         outer = self
 
         class Handler(socketserver.StreamRequestHandler):
             def handle(self) -> None:
                 for raw in self.rfile:
                     line = raw.decode(errors="replace").strip()
-                    with outer.lock():
-                        answer = run_command(outer.tm, line)
+                    answer = outer.refuse(line) if outer.refuse is not None else None
+                    if answer is None:
+                        with outer.lock():
+                            answer = run_command(outer.tm, line)
                     self.wfile.write((answer + "\n").encode())
 
         socketserver.ThreadingTCPServer.allow_reuse_address = True

@@ -189,3 +189,19 @@ def test_control_plane_changes_between_packets_reach_native() -> None:
 def test_unknown_back_end_is_a_one_line_error() -> None:
     with pytest.raises(SwitchError, match="unknown back end 'fast'"):
         Switch.from_file(str(ROOT / "topologies/basic/basic.p4"), backend="fast")
+
+
+def test_queue_rates_are_refused_on_native_in_one_line_and_kept_on_python() -> None:
+    from p4sim.runtime_cli import native_refusal
+    from p4sim.v1model.traffic_manager import TrafficManager
+
+    nat = Switch.from_file(str(ROOT / "topologies/basic/basic.p4"), backend="native")
+    py = Switch.from_file(str(ROOT / "topologies/basic/basic.p4"))
+    answer = native_refusal(nat, "set_queue_rate 50 2")
+    assert answer is not None and answer.startswith("error:") and "--backend python" in answer
+    assert native_refusal(nat, "set_queue_depth 100 2") is None  # depth alone changes nothing
+    assert native_refusal(py, "set_queue_rate 50 2") is None
+    tm = TrafficManager()
+    tm.set_rate(100, 2)
+    shaped = Switch.from_file(str(ROOT / "topologies/basic/basic.p4"), tm=tm, backend="native")
+    assert shaped.backend == "python" and "queue rates" in shaped.backend_notice

@@ -83,7 +83,7 @@ def test_a_queue_set_at_run_time_builds_up_and_ecn_marks_packets(links, tmp_path
     thrift, grpc = _free_port(), _free_port()
     log = tmp_path / "p4sim.log"
     cmd = [sys.executable, "-m", "p4sim.cli", "-i", f"1@{s1}", "-i", f"2@{s2}"]
-    cmd += ["--thrift-port", str(thrift), "--log-file", str(log)]
+    cmd += ["--thrift-port", str(thrift), "--log-file", str(log), "--backend", "python"]
     cmd += ["--runtime-json", str(runtime), str(ROOT / "tests/p4/tutorials/ecn/ecn.p4")]
     cmd += ["--", "--grpc-server-addr", f"127.0.0.1:{grpc}"]
     switch = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -50,6 +50,11 @@ U64 = ctypes.c_uint64
 P64 = ctypes.POINTER(ctypes.c_uint64)
 
 
+#: Set by every native pipeline's control-plane change and by a new pipeline: the C loop
+#: running (possibly another, replaced, program's) goes back to Python to look.
+_WAKE = ctypes.c_int(0)
+
+
 class NativeError(Exception):
     """The native back end cannot run this program here (unsupported construct, no C
     compiler, compile error); the message is one line."""
@@ -334,6 +339,7 @@ class NativePipeline(Pipeline):
         self.pre: NativePRE = pre
         self.pre.native_dirty = True
         self.pre.native_pipe = self
+        self.notify()  # a loop serving a program this one replaces: look again
         self.out = ctypes.create_string_buffer(MAXPKT * MAXOUT)
         self.oports = np.zeros(MAXOUT, dtype=np.uint64)
         self.olens = np.zeros(MAXOUT, dtype=np.uint64)
@@ -348,6 +354,7 @@ class NativePipeline(Pipeline):
         """The control plane changed something: the C loop lays it out before its next
         batch."""
         self._cdirty.value = 1
+        _WAKE.value = 1
 
     def flush(self, t: NativeTable) -> None:
         """Add what C counted since the last flush to the entries' direct counters (so a
@@ -514,7 +521,8 @@ class NativeLoop:
         lib = sw.pipeline.native.lib
         lib.p4n_set_port.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
         lib.p4n_serve.argtypes = [
-            ctypes.c_void_p, P64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, U64
+            ctypes.c_void_p, P64, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int, U64,
+            ctypes.c_void_p,
         ]  # fmt: skip
         ports = sorted(self.portset.ports.values(), key=lambda p: p.number)
         for p in ports:
@@ -533,15 +541,18 @@ class NativeLoop:
             self._configure(sw)
         pipe: NativePipeline = sw.pipeline
         lib = pipe.native.lib
+        _WAKE.value = 0
         with sw.lock:
             lib.p4n_lock()
             try:
                 pipe.sync()
             finally:
                 lib.p4n_unlock()
+        if self.switch() is not sw:
+            return 2  # replaced meanwhile
         rc = lib.p4n_serve(
             self._fds, _ptr(self._nums), len(self._nums), wake_fd, int(timeout * 1000),
-            self.budget, pipe.t0,
+            self.budget, pipe.t0, ctypes.byref(_WAKE),
         )  # fmt: skip
         if rc < 0:
             raise OSError("p4sim native loop: poll failed or no memory for packet buffers")

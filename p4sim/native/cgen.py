@@ -1253,22 +1253,23 @@ static int p4n_drain(const int *fds, const u64 *ports, int n, int budget, u64 t0
 }}
 
 /* The loop: poll the n ports and wake_fd, drain the ready ports, until wake_fd is ready
- * (1), the control plane changed something (2), timeout_ms passed idle (0), or an error
- * (-1). The Python side then does what it must and calls again. */
+ * (1), the control plane changed something of this program (p4n_dirty) or of any other in
+ * the process (*wake: a new pipeline may be installed) (2), timeout_ms passed idle (0),
+ * or an error (-1). The Python side then does what it must and calls again. */
 int p4n_serve(const int *fds, const u64 *ports, int n, int wake_fd, int timeout_ms,
-              int budget, u64 t0_ns) {{
+              int budget, u64 t0_ns, volatile int *wake) {{
     if (!p4n_alloc() || n > 256) return -1;
     struct pollfd pf[257];
     char ready[256];
     for (int i = 0; i < n; i++) {{ pf[i].fd = fds[i]; pf[i].events = POLLIN; }}
     pf[n].fd = wake_fd; pf[n].events = POLLIN;
     for (;;) {{
-        if (p4n_dirty) return 2;
+        if (p4n_dirty || *wake) return 2;
         int r = poll(pf, (nfds_t)(n + 1), timeout_ms);
         if (r < 0) {{ if (errno == EINTR) return 0; return -1; }}
         if (r == 0) return 0;
         if (pf[n].revents) return 1;
-        if (p4n_dirty) return 2;
+        if (p4n_dirty || *wake) return 2;
         for (int i = 0; i < n; i++) ready[i] = (pf[i].revents & (POLLIN | POLLERR)) != 0;
         p4n_drain(fds, ports, n, budget, t0_ns, ready);
     }}

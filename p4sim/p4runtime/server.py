@@ -235,6 +235,7 @@ class P4RuntimeServer:
                         "COMMIT without a config saved by VERIFY_AND_SAVE",
                     )
                 self.pipeline, self.saved = self.saved, None
+            _wake_native(self.pipeline)
             return
         if action not in (A.VERIFY, A.VERIFY_AND_SAVE, A.VERIFY_AND_COMMIT, A.RECONCILE_AND_COMMIT):
             raise P4RTError(
@@ -263,6 +264,7 @@ class P4RuntimeServer:
             elif action == A.RECONCILE_AND_COMMIT and current is not None:
                 _carry_state(current, new)
             self.pipeline, self.saved = new, None
+        _wake_native(new)
 
     def require_pipeline(self) -> Pipeline:
         pipe = self.pipeline
@@ -330,6 +332,14 @@ def _packet_out_header(pipe: Pipeline, po: p4r.PacketOut) -> bytes:
         total += m.bitwidth
     pad = (-total) % 8
     return encode_width(bits << pad, total + pad)
+
+
+def _wake_native(pipe: Pipeline) -> None:
+    """A new pipeline is installed: the native back end's C packet loop, which may be
+    serving the old one, goes back to Python to pick the new one up."""
+    notify = getattr(getattr(pipe.target.switch, "pipeline", None), "notify", None)
+    if notify is not None:
+        notify()
 
 
 def _carry_state(old: Pipeline, new: Pipeline) -> None:
