@@ -17,6 +17,7 @@ import random
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from p4sim.runtime.tables import Entry
@@ -59,19 +60,25 @@ def fuzz_frames(rng: random.Random, n: int, seeds: list[bytes]) -> list[bytes]:
     return out
 
 
-def state(sw: Switch) -> dict[str, list[int]]:
-    """Every register cell and counter of a switch, as plain ints."""
-    got: dict[str, list[int]] = {}
+def state(sw: Switch) -> dict[str, bytes]:
+    """Every register cell and counter of a switch (as uint64 bytes, to compare fast)."""
+    got: dict[str, bytes] = {}
     for e in sw.externs():
+        x = sw.extern(e.name)
         if e.kind == "register":
-            got[e.name] = [sw.register_read(e.name, i) for i in range(e.size)]
+            got[e.name] = np.asarray(x.values, dtype=np.uint64).tobytes()
         elif e.kind == "counter":
-            got[e.name] = [x for i in range(e.size) for x in sw.counter_read(e.name, i)]
+            cells = (np.asarray(x.packets, dtype=np.uint64), np.asarray(x.bytes, dtype=np.uint64))
+            got[e.name] = b"".join(c.tobytes() for c in cells)
     return got
 
 
 def copy_control_plane(src: Switch, dst: Switch) -> None:
-    """Every table entry, default action and multicast group of ``src`` into ``dst``."""
+    """Every table entry, default action, multicast group and register cell (the
+    controller writes some) of ``src`` into ``dst``."""
+    for e in src.externs():
+        if e.kind == "register":
+            dst.extern(e.name).values[:] = src.extern(e.name).values
     for info in src.tables():
         t = src.table(info.name)
         for e in t.entries():

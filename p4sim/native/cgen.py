@@ -554,6 +554,8 @@ class CGen:
                 return [f"{sm.code}.f_egress_spec = 511; {sm.code}.f_mcast_grp = 0;"]
             if f.name in ("verify_checksum", "update_checksum"):
                 return self.checksum(f.name, args)
+            if f.name == "hash":
+                return self.hash_call(args)
             if (
                 f.name == "verify"
                 and self.cur is not None
@@ -578,6 +580,53 @@ class CGen:
             return [self.method(f, args) + ";"]
         raise Unsupported("call")
 
+    def field_list(self, data: ast.Expr, what: str) -> str:
+        """C statements filling ``u64 fv_[]; int fw_[]; int fn_`` with the fields of a
+        list, leaving out fields of invalid headers (as BMv2 and the Python back end)."""
+        elems = data.elems if isinstance(data, ast.ListExpr) else [data]
+        lines = [f"u64 fv_[{max(1, len(elems))}]; int fw_[{max(1, len(elems))}]; int fn_ = 0;"]
+        total = 0
+        for e in elems:
+            v = self.expr(e)
+            if isinstance(v.type, TBool):
+                w = 1
+            elif isinstance(v.type, TBit):
+                w = v.type.width
+            else:
+                raise Unsupported(f"{what} over a value of type {v.type.show()}")
+            total += w
+            owner = None
+            if isinstance(e, ast.Member) and not isinstance(e.expr, ast.Call):
+                b = self.expr(e.expr)
+                if isinstance(b.type, TComposite) and b.type.kind == "header":
+                    owner = f"{b.code}.valid_"
+            put = f"{{ fv_[fn_] = {v.code}; fw_[fn_] = {w}; fn_++; }}"
+            lines.append(f"if ({owner}) {put}" if owner else put)
+        if total > 2048:
+            raise Unsupported(f"{what} over more than 2048 bits")
+        return " ".join(lines)
+
+    def hash_call(self, args: list[ast.Expr]) -> list[str]:
+        if len(args) != 5:
+            raise Unsupported("hash with other than 5 arguments")
+        algo = args[1]
+        codes = {"crc32": 0, "crc16": 1, "csum16": 2}
+        if not (isinstance(algo, ast.Member) and algo.name in codes):
+            raise Unsupported(f"hash algorithm {getattr(algo, 'name', '?')}")
+        dst = self.expr(args[0])
+        if not isinstance(dst.type, TBit):
+            raise Unsupported("hash into a non-bit destination")
+        base = self.expr(args[2], TBit(64))
+        mx = self.expr(args[4], TBit(64))
+        for v in (base, mx):
+            if not isinstance(v.type, (TBit, TInfInt)) or (v.const is not None and v.const < 0):
+                raise Unsupported("hash base/max")
+        fill = self.field_list(args[3], "hash")
+        return [
+            f"{{ {fill} {dst.code} = p4n_hash({codes[algo.name]}, {base.code}, fv_, fw_, fn_, "
+            f"{mx.code}, {dst.type.width}); }}"
+        ]
+
     def checksum(self, name: str, args: list[ast.Expr]) -> list[str]:
         if len(args) != 4:
             raise Unsupported(f"{name} with {len(args)} arguments")
@@ -587,21 +636,11 @@ class CGen:
         cond = self.value(args[0], TBool())
         if not isinstance(args[1], ast.ListExpr):
             raise Unsupported(f"{name} over a non-list")
-        vals, widths = [], []
-        for e in args[1].elems:
-            v = self.expr(e)
-            if not isinstance(v.type, TBit):
-                raise Unsupported(f"{name} field of type {v.type.show()}")
-            vals.append(v.code)
-            widths.append(str(v.type.width))
+        fill = self.field_list(args[1], name)
         dst = self.expr(args[2])
         if not isinstance(dst.type, TBit):
             raise Unsupported("checksum destination")
-        n = len(vals)
-        calc = (
-            f"u64 cv_[{n}] = {{{', '.join(vals)}}}; static const int cw_[{n}] = "
-            f"{{{', '.join(widths)}}}; u64 cs_ = p4n_csum16(cv_, cw_, {n});"
-        )
+        calc = f"{fill} u64 cs_ = p4n_csum16(fv_, fw_, fn_);"
         if name == "verify_checksum":
             return [
                 f"if ({cond.code}) {{ {calc} "

@@ -108,15 +108,61 @@ static inline void p4n_put_bits(uint8_t *d, u64 off, u64 v, int w) {
     }
 }
 
-/* Internet checksum (RFC 1071, BMv2 csum16) over fields serialised MSB first. */
-static u64 p4n_csum16(const u64 *v, const int *w, int n) {
-    uint8_t buf[256];
-    memset(buf, 0, sizeof buf);
+/* Fields serialised MSB first as BMv2 does (the last byte padded with zero bits); the
+ * bytes written (buf holds 256). */
+static u64 p4n_serialize(uint8_t *buf, const u64 *v, const int *w, int n) {
+    memset(buf, 0, 256);
     u64 off = 0;
     for (int i = 0; i < n; i++) { p4n_put_bits(buf, off, v[i], w[i]); off += w[i]; }
-    u64 bytes = (off + 15) / 16 * 2;
+    return (off + 7) / 8;
+}
+
+/* Internet checksum (RFC 1071, BMv2 csum16) of bytes (an odd last byte padded). */
+static u64 p4n_csum16_bytes(const uint8_t *d, u64 n) {
     u64 sum = 0;
-    for (u64 i = 0; i < bytes; i += 2) sum += ((u64)buf[i] << 8) | buf[i + 1];
+    for (u64 i = 0; i < n; i += 2) sum += ((u64)d[i] << 8) | (i + 1 < n ? d[i + 1] : 0);
     while (sum >> 16) sum = (sum & 0xFFFF) + (sum >> 16);
     return (~sum) & 0xFFFF;
+}
+
+static u64 p4n_csum16(const u64 *v, const int *w, int n) {
+    uint8_t buf[256];
+    u64 len = p4n_serialize(buf, v, w, n);
+    return p4n_csum16_bytes(buf, len);
+}
+
+/* BMv2 "crc32" (CRC-32/ISO-HDLC) and "crc16" (CRC-16/ARC), reflected, table driven. */
+static u64 p4n_crc(const uint8_t *d, u64 n, int is32) {
+    static uint32_t t32[256], t16[256];
+    static int ready;
+    if (!ready) {
+        for (uint32_t b = 0; b < 256; b++) {
+            uint32_t r32 = b, r16 = b;
+            for (int k = 0; k < 8; k++) {
+                r32 = (r32 & 1) ? (r32 >> 1) ^ 0xEDB88320u : r32 >> 1;
+                r16 = (r16 & 1) ? (r16 >> 1) ^ 0xA001u : r16 >> 1;
+            }
+            t32[b] = r32; t16[b] = r16;
+        }
+        ready = 1;
+    }
+    if (is32) {
+        uint32_t reg = 0xFFFFFFFFu;
+        for (u64 i = 0; i < n; i++) reg = t32[(reg ^ d[i]) & 0xFF] ^ (reg >> 8);
+        return reg ^ 0xFFFFFFFFu;
+    }
+    uint32_t reg = 0;
+    for (u64 i = 0; i < n; i++) reg = t16[(reg ^ d[i]) & 0xFF] ^ (reg >> 8);
+    return reg & 0xFFFF;
+}
+
+/* v1model hash(): base + (h % max) in 64 bits, max 0 read as 1, cut to the result. */
+static u64 p4n_hash(int algo, u64 base, const u64 *v, const int *w, int n, u64 max, int outw) {
+    uint8_t buf[256];
+    u64 len = p4n_serialize(buf, v, w, n);
+    u64 h = algo == 0 ? p4n_crc(buf, len, 1) : algo == 1 ? p4n_crc(buf, len, 0)
+                                             : p4n_csum16_bytes(buf, len);
+    u64 size = max ? max : 1;
+    u64 r = h % size + base;
+    return outw >= 64 ? r : r & ((((u64)1) << outw) - 1);
 }
