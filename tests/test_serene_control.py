@@ -109,6 +109,10 @@ def test_mode_requests_that_cannot_apply_get_one_line_errors(
     assert code == 400 and "only serene jobs" in answer["error"]
     assert http("POST", f"{u}/jobs/77/mode", {"mode": "sync"})[0] == 404
     assert http("GET", f"{u}/jobs/{plain}/sync")[0] == 400
+    other = submit(u, capsys, "--kind", "serene", "--workers", "2", "--window", "4",
+                   "--mode", "async")["job_id"]  # fmt: skip
+    code, answer = http("GET", f"{u}/jobs/{other}/sync")
+    assert code == 200 and answer["mode"] == "async" and answer["clocks"] == [2**32 - 1] * 2
     code, answer = http("POST", f"{u}/jobs", {"kind": "serene", "workers": 2, "window": 4,
                                               "mode": "partial 0"})  # fmt: skip
     assert code == 400 and "K must be in 1..2" in answer["error"]
