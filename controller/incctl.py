@@ -352,6 +352,16 @@ def cmd_memory(api: ControllerApi, args: argparse.Namespace, out: Console) -> No
             owner = "free" if s["job_id"] is None else f"job {s['job_id']} ({s['name']})"
             t.add_row(f"[{s['offset']}, {s['offset'] + s['size']})", str(s["size"]), owner)
         out.print(t)
+        atp = sw.get("atp_pool")
+        if atp:
+            out.print(
+                f"ATP pool of switch {sw['device_id']}: {atp['held']} of {atp['pool_size']}"
+                f" aggregators held; claimed {atp['claimed']}, added {atp['added']}, completed"
+                f" {atp['completed']}, collisions {atp['collision']}, fallbacks"
+                f" {atp['collision'] + atp['retx_fallback'] + atp['overflow']} (retransmissions"
+                f" {atp['retx_fallback']}, overflows {atp['overflow']}), released"
+                f" {atp['released']}, release misses {atp['release_missed']}"
+            )
 
 
 def cmd_switches(api: ControllerApi, args: argparse.Namespace, out: Console) -> None:

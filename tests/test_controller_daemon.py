@@ -440,3 +440,25 @@ def test_a_restarted_switch_gets_its_jobs_back_while_the_daemon_runs(
                 pytest.fail("the daemon did not re-install the job on the restarted switch")
     finally:
         d.stop()
+
+
+def test_switch_memory_shows_the_atp_pool_held_and_its_statistics(
+    daemon: ControllerDaemon, switch: LocalSwitch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from wire.header import atp_index
+
+    api = ControllerApi(daemon.url)
+    job = api.submit({"kind": "atp", "workers": 2, "window": 8, "pool_size": 4})
+    cfg = api.worker_config(job["job_id"], 0)
+    for psn in range(3):
+        idx = atp_index(cfg["job_id"], psn, cfg["region_offset"], cfg["region_size"])
+        h = Header(job_id=cfg["job_id"], worker_id=0, psn=psn, agg_idx=idx)
+        frame = contribution(cfg, psn, np.ones(SLOTS, dtype=np.int32))
+        frame = frame[:42] + pack(h, np.ones(SLOTS, dtype=np.int32))
+        switch.send(1, frame)
+    held = len({atp_index(cfg["job_id"], p, 0, 4) for p in range(3)})
+    atp = api.memory()[0]["atp_pool"]
+    assert atp["held"] == held and atp["claimed"] == held and atp["collision"] == 3 - held
+    assert incctl.main(["--controller", daemon.url, "switch", "memory"]) == 0
+    out = capsys.readouterr().out
+    assert f"{held} of 4096 aggregators held" in out and f"collisions {3 - held}" in out

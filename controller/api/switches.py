@@ -31,5 +31,20 @@ async def switches(ctx: Ctx) -> dict[str, Any]:
 
 @router.get("/memory")
 async def memory(ctx: Ctx) -> dict[str, Any]:
-    """Per switch and memory pool: size, free units, and every segment with its owner."""
-    return {"switches": ctx.manager.memory_view()}
+    """Per switch and memory pool: size, free units, and every segment with its owner; and
+    ATP's shared pool as the switch sees it (``atp_pool``: aggregators held now, claims,
+    collisions, fallbacks, releases), when the switch can be read."""
+    from controller.atp import pool_stats
+    from controller.p4runtime_client import SwitchError
+
+    view = ctx.manager.memory_view()
+    conns = {c.spec.device_id: c for c in ctx.switches}
+    for entry in view:
+        conn = conns.get(entry["device_id"])
+        if conn is None or not conn.connected:
+            continue
+        try:
+            entry["atp_pool"] = await pool_stats(conn)
+        except SwitchError:
+            pass  # a program without ATP, or the switch went away: no figures
+    return {"switches": view}
