@@ -50,7 +50,7 @@ def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[di
 
 
 def reduce_by_key_via_switch(
-    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 4096, hot: int = 0
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 65536, hot: int = 0
 ) -> Any:
     """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
     record: dict[str, Any] = {}

@@ -126,7 +126,7 @@ def run(
 
 
 def run_spark(
-    partitions: int = 2, words: int = 20000, rows: int = 256, window: int = 16,
+    partitions: int = 2, words: int = 20000, rows: int = 1024, window: int = 16,
     run_dir: Path = RUN_DIR / "spark", log: Any = print, timeout: float = 600.0,
     corpus: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def go() -> int:
         if a.cmd == "spark":
-            srec = run_spark(a.partitions, a.words, a.rows)
+            srec = run_spark(a.partitions, a.words, max(a.rows, 1024))
             Path("results").mkdir(exist_ok=True)
             Path("results/ask_spark.json").write_text(json.dumps(srec, indent=1))
             print(json.dumps({k: v for k, v in srec.items() if k != "switch_stats"}))
