@@ -110,7 +110,7 @@ class Reducer:
     def draining(self) -> bool:
         return bool(self._pending)
 
-    def drain_requests(self, now: float, limit: int = 64) -> list[bytes]:
+    def drain_requests(self, now: float, limit: int = 256) -> list[bytes]:
         out: list[bytes] = []
         assert self._drain_epoch is not None or not self._pending
         for row, at in self._pending.items():

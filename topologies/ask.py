@@ -126,7 +126,7 @@ def run(
 
 
 def run_spark(
-    partitions: int = 2, words: int = 20000, rows: int = 1024, window: int = 16,
+    partitions: int = 2, words: int = 20000, rows: int = 1024, window: int = 64,
     run_dir: Path = RUN_DIR / "spark", log: Any = print, timeout: float = 600.0,
     corpus: Path | None = None,
 ) -> dict[str, Any]:  # fmt: skip
