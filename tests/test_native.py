@@ -212,3 +212,13 @@ def test_queue_rates_are_refused_on_native_in_one_line_and_kept_on_python() -> N
     tm.set_rate(100, 2)
     shaped = Switch.from_file(str(ROOT / "topologies/basic/basic.p4"), tm=tm, backend="native")
     assert shaped.backend == "python" and "queue rates" in shaped.backend_notice
+
+
+def test_an_unwritable_build_cache_falls_back_to_python_with_a_notice(monkeypatch) -> None:
+    monkeypatch.setenv("P4SIM_NATIVE_CACHE", "/proc/p4sim-no-such-dir")
+    sw = Switch.from_file(str(ROOT / "topologies/basic/basic.p4"), backend="native")
+    assert sw.backend == "python"
+    assert "cannot write the build cache /proc/p4sim-no-such-dir" in sw.backend_notice
+    case = CASES["basic IPv4 forwarding"]
+    case.install(sw)
+    assert sw.send(*case.frames(1)[0])  # and it forwards, on Python

@@ -142,19 +142,25 @@ class Native:
         so = d / f"p4n-{digest}.so"
         if so.exists():
             return so
-        d.mkdir(parents=True, exist_ok=True)
-        src = d / f"p4n-{digest}.c"
-        src.write_text(source)
+        src = d / f"p4n-{digest}.{os.getpid()}.c"  # per process: builds may race
         tmp = d / f".p4n-{digest}-{os.getpid()}.so"
-        cmd = [compiler(), "-O2", "-shared", "-fPIC", "-w", "-o", str(tmp), str(src)]
         try:
+            d.mkdir(parents=True, exist_ok=True)
+            src.write_text(source)
+        except OSError as exc:
+            raise NativeError(f"cannot write the build cache {d}: {exc.strerror}") from None
+        try:
+            cmd = [compiler(), "-O2", "-shared", "-fPIC", "-w", "-o", str(tmp), str(src)]
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except FileNotFoundError:
             raise NativeError(f"no C compiler ({compiler()}) on PATH") from None
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise NativeError(f"cannot build in {d}: {exc}") from None
         if r.returncode != 0:
             first = (r.stderr.strip().splitlines() or ["?"])[0]
             raise NativeError(f"the C compiler failed on {src}: {first}")
         os.replace(tmp, so)
+        src.replace(d / f"p4n-{digest}.c")  # kept beside the library, to read
         return so
 
 
