@@ -12,7 +12,7 @@ import pytest
 
 pytest.importorskip("torch", reason="torch==2.13.0 is in the test extra (make setup-test)")
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(600)]
-EPOCHS = 3
+EPOCHS = 2
 
 
 @pytest.fixture(scope="module")

@@ -228,3 +228,15 @@ def test_block_allreduce_refuses_nan_and_a_bad_block() -> None:
         block_allreduce(lambda q: q, 1, np.array([np.nan], dtype=np.float32))
     with pytest.raises(ValueError, match="block must be >= 1"):
         block_allreduce(lambda q: q, 1, np.ones(3, dtype=np.float32), block=0)
+
+
+def test_bad_plans_and_worker_ids_get_one_line_errors() -> None:
+    with pytest.raises(ValueError, match="not an inclib plan"):
+        inclib.Plan.from_json('{"controller": 1}')
+    with pytest.raises(ValueError, match="not an inclib plan"):
+        inclib.join("[1, 2", worker_id=0)
+    plan = inclib.admit("unix:/nonexistent/inc.sock", workers=2, peers=["127.0.0.1:0"] * 2)
+    with pytest.raises(ValueError, match=r"worker_id must be in 0\.\.1, got 2"):
+        inclib.join(plan, worker_id=2)
+    with pytest.raises(AdmissionError, match="workers must be >= 1"):
+        inclib.admit("unix:/nonexistent/inc.sock", workers=0)
