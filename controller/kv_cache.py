@@ -160,7 +160,18 @@ def job_entry(job: Job) -> P4TableEntry:
         PREFIX + "set_kv_job",
         region_offset=job.region.offset,
         region_size=job.region.size,
+        sketch_mask=sketch_mask(job.region.size),
     )
+
+
+def sketch_mask(size: int) -> int:
+    """The sketch uses the largest power of two of the job's entries (the switch cannot
+    take a remainder by a run-time value).
+
+    >>> sketch_mask(64), sketch_mask(100), sketch_mask(1)
+    (63, 63, 0)
+    """
+    return (1 << (size.bit_length() - 1)) - 1
 
 
 def job_key(job_id: int) -> P4TableEntry:

@@ -53,11 +53,13 @@ control KvCache(inout headers_t hdr,
 
     bit<32> offset;
     bit<32> size;
+    bit<32> mask;  // sketch buckets: offset + (h & mask), mask + 1 a power of two <= size
     bit<32> idx;
 
-    action set_kv_job(bit<32> region_offset, bit<32> region_size) {
+    action set_kv_job(bit<32> region_offset, bit<32> region_size, bit<32> sketch_mask) {
         offset = region_offset;
         size = region_size;
+        mask = sketch_mask;
     }
 
     table kv_jobs {
@@ -152,10 +154,12 @@ control KvCache(inout headers_t hdr,
     bit<32> count_b;
 
     // A read of an uncached key: count it in both sketch rows (buckets inside the job's
-    // range); the smaller count is its estimate.
+    // range); the smaller count is its estimate. Two mixes of (job, key) instead of hash
+    // externs, so that every back end runs them as plain arithmetic.
     action count_miss() {
-        hash(bucket_a, HashAlgorithm.crc32, offset, { hdr.inc.job_id, hdr.inc_values.v00 }, size);
-        hash(bucket_b, HashAlgorithm.crc16, offset, { hdr.inc_values.v00, hdr.inc.job_id }, size);
+        bit<32> k = hdr.inc_values.v00 ^ ((bit<32>)hdr.inc.job_id << 16);
+        bucket_a = offset + ((k ^ (k >> 15)) & mask);
+        bucket_b = offset + (((k * 32w0x9E3779B1) >> 13) & mask);
         kv_sketch_a.read(count_a, bucket_a);
         kv_sketch_b.read(count_b, bucket_b);
         count_a = count_a + 1;
