@@ -5,15 +5,24 @@ import pytest
 from topologies.link_rate import FRAME_BYTES, HEADROOM, SWITCH_AGG_RATE, link_rate
 
 
-def test_p4sim_links_let_four_workers_offer_half_its_aggregation_rate():
+def test_p4sim_links_let_four_workers_offer_half_its_aggregation_rate(monkeypatch):
+    monkeypatch.delenv("P4SIM_BACKEND", raising=False)
     r = link_rate("p4sim", workers=4)
     offered = 4 * r.mbps * 1e6 / 8 / FRAME_BYTES  # aggregation frames/s the links can carry
-    assert r.mbps == 2.1
+    assert r.mbps == 8.7
     assert offered == pytest.approx(HEADROOM * SWITCH_AGG_RATE["p4sim"], rel=0.05)
-    assert "10,800 aggregation packets/s (configured)" in r.describe()
+    assert "chosen for p4sim: 45,000 aggregation packets/s (configured)" in r.describe()
 
 
-def test_bmv2_gets_slower_links_than_p4sim_in_proportion_to_its_rate():
+def test_p4sim_on_the_python_back_end_gets_the_links_of_its_own_rate(monkeypatch):
+    monkeypatch.setenv("P4SIM_BACKEND", "python")
+    r = link_rate("p4sim", workers=4)
+    assert r.mbps == 2.1
+    assert "chosen for p4sim-python: 10,800 aggregation packets/s" in r.describe()
+
+
+def test_bmv2_gets_slower_links_than_p4sim_in_proportion_to_its_rate(monkeypatch):
+    monkeypatch.delenv("P4SIM_BACKEND", raising=False)
     p4sim, bmv2 = link_rate("p4sim", 4), link_rate("bmv2", 4)
     assert bmv2.mbps == 1.0
     ratio = SWITCH_AGG_RATE["bmv2"] / SWITCH_AGG_RATE["p4sim"]

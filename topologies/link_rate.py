@@ -17,13 +17,16 @@ bytes on the busiest link) is what the comparison measures, on p4sim and on BMv2
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 #: Aggregation packets/s into the switch (all workers together) each target sustains on
 #: the 2-core machines this project runs on, measured over AF_PACKET with paced loads:
-#: p4sim by ``make bench`` (wire section, inc.p4 aggregation round, delivered without loss)
-#: and hosts/vector_job.py; BMv2 simple_switch_grpc 1.15.5 measured from outside (issue 16).
-SWITCH_AGG_RATE = {"p4sim": 10_800, "bmv2": 5_000}
+#: p4sim by ``make bench`` (wire section, inc.p4 aggregation round, delivered without loss):
+#: its default native back end ("p4sim") and, with P4SIM_BACKEND=python, the Python one
+#: ("p4sim-python", also hosts/vector_job.py); BMv2 simple_switch_grpc 1.15.5 measured
+#: from outside (issue 16).
+SWITCH_AGG_RATE = {"p4sim": 45_000, "p4sim-python": 10_800, "bmv2": 5_000}
 #: Bytes of one aggregation frame: Ethernet 14, IPv4 20, UDP 8, INC header 24, 32 x int32.
 FRAME_BYTES = 14 + 20 + 8 + 24 + 32 * 4
 HEADROOM = 0.5
@@ -54,6 +57,8 @@ def link_rate(
     """Link Mbit/s for ``workers`` aggregating through ``switch`` (p4sim or bmv2);
     ``switch_rate`` replaces the configured aggregation rate (a measured one),
     ``fixed_mbps`` skips the choice."""
+    if switch == "p4sim" and os.environ.get("P4SIM_BACKEND") == "python":
+        switch = "p4sim-python"  # the p4sim command runs the Python back end (p4sim/cli.py)
     if fixed_mbps is not None:
         return LinkRate(fixed_mbps, switch, 0.0, "fixed", workers)
     if workers < 1:
