@@ -135,6 +135,7 @@ class ClientStats:
     fast_retransmissions: int = 0
     results: int = 0
     duplicate_results: int = 0
+    foreign: int = 0  # datagrams not from the aggregation address, ignored
     waits: int = 0  # packets the switch sent back with FLAG_WAIT (sync_modes.p4)
 
 
@@ -287,7 +288,12 @@ class AllReduceClient:
         self.endpoint.send_many(out)
 
     def _receive(self, window: _Window, results: ResultAssembler) -> None:
-        for payload, _src in self.endpoint.recv_many():
+        for payload, src in self.endpoint.recv_many():
+            if src[0] != self.dest[0]:
+                # Results come from the aggregation address only (the switch answers in its
+                # name, ATP's PS is it): anything else is another host's forgery.
+                self.stats.foreign += 1
+                continue
             try:
                 h, values = unpack(payload)
             except ProtocolError:

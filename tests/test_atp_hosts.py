@@ -67,3 +67,30 @@ def test_worker_addresses_the_hash_of_job_and_psn_in_its_range() -> None:
     assert [c._address(p) for p in range(20)] == [(atp_index(3, p, 100, 16), 0) for p in range(20)]
     assert all(100 <= c._address(p)[0] < 116 for p in range(200))
     c.close()
+
+
+def test_results_from_any_address_but_the_aggregation_address_are_ignored() -> None:
+    """A host that is not the job's PS (or switch) sends a wrong result first: the worker
+    takes the PS's."""
+    import socket
+
+    from hosts.atp_ps import AtpParameterServer
+    from wire.header import pack
+
+    c = AtpClient(3, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0),
+                  timeout=0.2, total_timeout=5.0)  # fmt: skip
+    spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
+    ps = AtpParameterServer({3: spec}, bind=("127.0.0.1", 0))
+    c.dest = ps.address
+    forger = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    forger.bind(("127.0.0.2", 0))
+    wrong = pack(Header(job_id=3, psn=0, flags=Flag.RESULT), np.full(32, 666, dtype=np.int32))
+    forger.sendto(wrong, c.endpoint.address)
+    ps.start()
+    try:
+        got = c.allreduce_int(np.arange(32, dtype=np.int32))
+    finally:
+        ps.stop()
+        forger.close()
+        c.close()
+    assert got.tolist() == list(range(32)) and c.stats.foreign == 1
