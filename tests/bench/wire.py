@@ -133,11 +133,13 @@ def _start_switch(target: str, case: Case, veths: _Veths, tmp: Path) -> subproce
     grpc_port = _free_port()
     exe = [sys.executable, "-m", "p4sim.cli"] if kind == "p4sim" else ["simple_switch_grpc"]
     if target == "p4sim-native":  # the C back end (p4sim/native), same command otherwise
-        exe += ["--backend", "native"]
+        exe += ["--backend", "native"]  # (target p4sim: P4SIM_BACKEND=python below)
     ports = {p: sw for p, (sw, _) in veths.pairs.items()}
     cmd = switch_command(exe, ports, device_id=1, grpc_port=grpc_port, thrift_port=_free_port())
     log = open(tmp / f"{target}.log", "wb")  # noqa: SIM115 - closed with the process
     env = dict(os.environ)
+    if target == "p4sim":  # the Python back end (the p4sim command's default is native)
+        env["P4SIM_BACKEND"] = "python"
     other = os.environ.get("BENCH_P4SIM_CHECKOUT")
     if other and kind == "p4sim":  # before/after: another checkout's p4sim, same harness
         env["PYTHONPATH"] = other
