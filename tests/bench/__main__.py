@@ -136,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
     ap.add_argument("--kv-reads", type=int, default=1000, help="kvcons: reads per client")
     ap.add_argument("--log-appends", type=int, default=300, help="kvcons: appends per client")
+    ap.add_argument("--ask-words", type=int, default=1_000_000, help="ask: words, scale row")
     args = ap.parse_args(argv)
     console = Console(width=140)
     if args.only in (None, "sched"):
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "ask"):
         from tests.bench.ask import bench_ask
 
-        code = bench_ask(console, args.seconds) or code
+        code = bench_ask(console, args.seconds, scale_words=args.ask_words) or code
     return code
 
 
