@@ -7,19 +7,22 @@ Example::
                                       # construct the C generator does not cover)
     sw.send(1, frame)                 # the same outputs as the Python back end
 
-``build(program)`` generates C (``cgen.py``), compiles it with the system C compiler
+``Native(program)`` generates C (``cgen.py``), compiles it with the system C compiler
 into a shared library cached by the source's hash (``$P4SIM_NATIVE_CACHE``, default
-``~/.cache/p4sim/native``) and loads it with ctypes. ``NativePipeline`` replaces the
-Python pipeline's ``process``; the control plane keeps using the same Python objects:
+``~/.cache/p4sim/native``) and loads a private copy with ctypes. ``NativePipeline``
+replaces the Python pipeline's ``process``; the control plane keeps using the same
+Python objects:
 
 * registers and indexed counters: their cells become numpy arrays the C code reads
   and writes in place (the objects' methods return Python ints as before);
-* tables: every control-plane change (add/modify/delete/default/clear, and any read of
-  entries, which may write direct counters) marks the table; before the next packet
-  the table is laid out again for C (entries in lookup order, exact tables sorted for
-  binary search) with the direct counters carried over; C's counts are copied back
-  into ``Entry.counter`` before the control plane reads an entry;
+* tables: every control-plane change (add/modify/delete/default/clear) marks the
+  table, and before the next packet it is laid out again for C (entries in lookup
+  order, exact tables sorted for binary search); direct counters are counted in C and
+  added to ``Entry.counter`` (as deltas) before the control plane reads an entry;
 * multicast groups: the replication engine's changes are laid out the same way.
+
+``NativeLoop`` runs the packet loop of the ``p4sim`` command in C (docs/p4sim-design.md,
+"Native back end").
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from p4sim.native.cgen import CGen, Unsupported
-from p4sim.runtime.externs import Counter, DirectCounter, Register
+from p4sim.runtime.externs import Counter, Register
 from p4sim.runtime.pre import PacketReplicationEngine
 from p4sim.runtime.tables import Table
 from p4sim.v1model.pipeline import Pipeline
@@ -324,9 +327,6 @@ class NativePipeline(Pipeline):
             c.__class__ = NativeCounter
             c.cells, c.packets, c.bytes = cells, cells[:, 0], cells[:, 1]
             lib.p4n_set_counter(n, cells.ctypes.data_as(P64))
-        for e in inst.externs.values():
-            if isinstance(e, DirectCounter) and not isinstance(e.table, NativeTable):
-                pass  # its table is converted below; reads go through Table.get
         self.tables: list[NativeTable] = []
         for n, fq in enumerate(gen.tables):
             t = inst.tables[fq]
