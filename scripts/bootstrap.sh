@@ -41,6 +41,10 @@ done
 python_ok=1
 python3 -c 'import sys, venv, ensurepip; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || python_ok=0
 [ "$python_ok" = 1 ] || missing+=(python3 python3-venv)
+# p4sim's native back end compiles C with gcc (the default back end of `make run`'s switch):
+# Debian's gcc only recommends the C library headers, which --no-install-recommends skips.
+printf '#include <stdint.h>\n#include <poll.h>\n' | gcc -E -x c - >/dev/null 2>&1 \
+  || missing+=(gcc libc6-dev)
 # ptf's dependency netifaces ships no wheel for current Pythons: pip builds it (gcc, headers).
 python3 -c 'import os, sys, sysconfig
 sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
