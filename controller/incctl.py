@@ -12,6 +12,7 @@ Example::
     incctl job cancel 1
     incctl job submit --kind serene --workers 4 --window 64 --mode "partial 3"
     incctl job mode 2 bounded 2    # serene: sync | partial K [bound S] | bounded S | async
+    incctl job submit --kind ask --workers 2 --rows 1024 --window 64   # key-value (ASK)
     incctl switch memory
 
 ``--controller URL`` (or ``INCCTL_CONTROLLER``) picks the daemon, http://127.0.0.1:7070 by
@@ -127,7 +128,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--workers", type=_positive, required=True, help="number of workers")
     sub.add_argument(
         "--kind",
-        help="job kind (netreduce by default; serene: with --mode; kv_cache; consensus; atp)",
+        help="job kind (netreduce by default; serene: with --mode; kv_cache; consensus; atp; ask)",
     )
     sub.add_argument("--mode", help="serene: sync | 'partial K [bound S]' | 'bounded S' | async")
     kv = sub.add_argument_group("key-value cache jobs (--kind kv_cache)")
@@ -139,6 +140,10 @@ def parser() -> argparse.ArgumentParser:
     cons.add_argument("--replica-ports", type=_int_list, help="switch port of each replica")
     cons.add_argument("--replica-ips", type=_str_list, help="IPv4 of each replica")
     cons.add_argument("--replica-macs", type=_str_list, help="MAC of each replica")
+    ask = sub.add_argument_group("key-value aggregation jobs (--kind ask): workers are mappers")
+    ask.add_argument("--rows", type=_positive, help="rows of the key-value array (256)")
+    ask.add_argument("--partitions", type=_positive, help="key-space partitions (one per mapper)")
+    ask.add_argument("--reducer-port", type=int, help="the reducer's switch port (workers + 1)")
     sub.add_argument(
         "--window",
         type=_positive,
@@ -218,6 +223,10 @@ def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
                     "replica_ips", "replica_macs"):  # fmt: skip
             if getattr(args, key) is not None:
                 body[key] = getattr(args, key)
+    elif args.kind == "ask":  # no slots: an AGG_KV packet always carries 16 tuples
+        for key in ("rows", "partitions", "reducer_port"):
+            if getattr(args, key) is not None:
+                body[key] = getattr(args, key)
     else:
         body["slots"] = args.slots
     if args.window is not None:
@@ -288,10 +297,10 @@ def cmd_submit(api: ControllerApi, args: argparse.Namespace, out: Console) -> No
         _print_json(out, job)
         return
     r = job["region"]
+    who, what = ("mappers", "rows") if job.get("kind") == "ask" else ("workers", "aggregators")
     out.print(
-        f"job {job['job_id']} ({job['name']}) admitted: {job['n_workers']} workers,"
-        f" aggregators [{r['offset']}, {r['offset'] + r['size']}) on switch"
-        f" {job['device_id']}"
+        f"job {job['job_id']} ({job['name']}) admitted: {job['n_workers']} {who},"
+        f" {what} [{r['offset']}, {r['offset'] + r['size']}) on switch {job['device_id']}"
     )
     out.print(_worker_table(job))
 
