@@ -5,7 +5,8 @@
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
 // JobRegion (admission), then AtpPool for ATP jobs (atp.p4), or SyncModes (the job's
 // synchronisation mode, sync_modes.p4) and Aggregator for the others; results and ACKs
-// of ATP jobs through AtpPool (release, multicast); key-value packets (op AGG_KV) through Ask;
+// of ATP jobs through AtpPool (release, multicast), those of NetReduce jobs this switch
+// aggregates are dropped by ResultGuard (forged); key-value packets (op AGG_KV) through Ask;
 // key-value store requests and replies (KV_READ, KV_WRITE) through KvCache, which answers
 // cached reads itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through
 // Sequencer; everything else, including the op codes reserved for later systems, is
@@ -26,6 +27,7 @@
 #include "sync_modes.p4"
 #include "ask.p4"
 #include "atp.p4"
+#include "result_guard.p4"
 #include "result_rewrite.p4"
 #include "kv_cache.p4"
 #include "consensus.p4"
@@ -56,6 +58,7 @@ control IncIngress(inout headers_t hdr,
     SyncModes() sync_modes;
     SyncLate() sync_late;
     AtpPool() atp;
+    ResultGuard() result_guard;
     Forwarder() forwarder;
     Ask() ask;
     KvCache() kv_cache;
@@ -106,12 +109,16 @@ control IncIngress(inout headers_t hdr,
                 && (hdr.inc.flags & FLAG_FALLBACK) == 0
                 && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) != 0) {
             // A result or ACK: an ATP job's releases its aggregator and is multicast (only
-            // from the port towards its PS); anything else is forwarded.
+            // from the port towards its PS); one of a NetReduce job this switch aggregates
+            // is forged (result_guard.p4); anything else is forwarded.
             atp.apply(hdr, meta, standard_metadata);
             if (meta.atp == 0) {
-                forwarder.apply(hdr, meta, standard_metadata);
-            } else if (meta.drop == 1) {
+                result_guard.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 1) {
                 drop_and_count();
+            } else if (meta.atp == 0) {
+                forwarder.apply(hdr, meta, standard_metadata);
             }
         } else {
             forwarder.apply(hdr, meta, standard_metadata);

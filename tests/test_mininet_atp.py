@@ -148,6 +148,65 @@ def test_forged_packets_change_no_atp_or_netreduce_result(tmp_path: Path) -> Non
     assert all(drops[k] >= 50 for k in want), drops
 
 
+NR_FORGER = r"""
+import socket, sys, time
+import numpy as np
+from wire.header import Flag, Header, pack
+agg_ip, job, workers = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+junk = np.full(32, 0x01010101, dtype=np.int32)
+while True:
+    for psn in range(256):
+        for flags in (Flag.RESULT, Flag.ACK):
+            inc = pack(Header(job_id=job, psn=psn, flags=flags, bitmap=0b11), junk)
+            udp = (20050).to_bytes(2, "big") * 2 + (8 + len(inc)).to_bytes(2, "big") + bytes(2)
+            for dst in workers:  # in the aggregation address's name: the workers' check passes
+                ip = bytes([0x45, 0, *(20 + len(udp) + len(inc)).to_bytes(2, "big"), 0, 0, 0x40,
+                            0, 64, 17, 0, 0, *socket.inet_aton(agg_ip), *socket.inet_aton(dst)])
+                raw.sendto(ip + udp + inc, (dst, 0))
+        time.sleep(0.005)
+"""
+
+
+def test_forged_netreduce_results_from_outside_the_job_are_dropped_at_its_switch(
+    tmp_path: Path,
+) -> None:
+    """While a NetReduce job runs, a host outside it sends RESULT and ACK packets of the job
+    to its workers, with the job's aggregation address as source (the workers' own check
+    cannot tell them apart): the switch that aggregates the job drops every one
+    (FORGED_RESULT) and every result stays exact."""
+    import subprocess
+    import sys
+    import time
+
+    from topologies.atp import AtpJob, exact, run_jobs
+
+    ex = start_net(4)
+    forger = None
+    try:
+        nr = ex.submit("nr", workers=2, window=16, worker_ports=[1, 2],
+                       worker_ips=["10.0.0.1", "10.0.0.2"],
+                       worker_macs=["00:00:00:00:00:01", "00:00:00:00:00:02"],
+                       agg_ip="10.0.0.4", agg_mac="00:00:00:00:00:04")  # fmt: skip
+        cmd = [sys.executable, "-c", NR_FORGER, "10.0.0.4", str(nr), "10.0.0.1,10.0.0.2"]
+        forger = ex.popen("h3", cmd, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while ex.drop_counters().get("FORGED_RESULT", 0) < 100:
+            assert forger.poll() is None, "the forger died"
+            assert time.monotonic() < deadline, ex.drop_counters()
+            time.sleep(0.2)
+        size, calls = 4000, 2
+        got = run_jobs(ex, [AtpJob(nr, (1, 2), "netreduce")], tmp_path, size, calls, 70,
+                       "--bits", "24")  # fmt: skip
+        drops = ex.drop_counters()
+    finally:
+        if forger is not None:
+            ex.stop(forger)
+        ex.close()
+    assert exact(got[nr], 70 + nr, size, calls, bits=24) == []
+    assert drops["FORGED_RESULT"] >= 100, drops
+
+
 def test_two_rack_job_aggregates_at_the_leaves_and_the_spine_exactly(tmp_path: Path) -> None:
     """Two leaves with two workers each, a spine with the PS: one ATP job over three
     switches (a part per switch, one job id on the wire), every result bit-exact."""

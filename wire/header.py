@@ -99,7 +99,7 @@ class DropReason(IntEnum):
     STALE = 4  # psn older than the use held by the aggregator copy
     DUPLICATE = 5  # contribution already counted, aggregation still in progress
     OLD_EPOCH = 6  # epoch further below the worker's clock than its mode allows (sync_modes)
-    FORGED_RESULT = 7  # a RESULT/ACK of an ATP job from a port not towards its PS
+    FORGED_RESULT = 7  # RESULT/ACK: ATP job's not from its PS port; NetReduce job's at its switch
 
 
 DROP_REASONS = len(DropReason)

@@ -222,16 +222,16 @@ class NonIncTrafficIsForwarded(NetReduceTest):
 OWN_PATH = (Op.AGG_SYNC, Op.AGG_KV, Op.KV_READ, Op.KV_WRITE, Op.CONSENSUS)
 
 
-class ResultsAcksAndReservedOpsAreForwardedNotAggregated(NetReduceTest):
-    """INC packets that are not worker contributions (RESULT, ACK or FALLBACK flag, an op
-    reserved for other systems) go to their IPv4 destination and leave the aggregator they
-    name untouched."""
+class FallbacksAndReservedOpsAreForwardedNotAggregated(NetReduceTest):
+    """INC packets that are not worker contributions (FALLBACK flag, an op reserved for
+    other systems, a RESULT or ACK of a job this switch does not aggregate) go to their
+    IPv4 destination and leave the aggregator they name untouched."""
 
     def runTest(self) -> None:
         passing = [
-            self.contribution(self.job1, 0, 0, A, flags=Flag.RESULT),
-            self.contribution(self.job1, 0, 0, A, flags=Flag.ACK),
             self.contribution(self.job1, 0, 0, A, flags=Flag.FALLBACK),
+            self.contribution(self.job1, 0, 0, A, job_id=9, flags=Flag.RESULT),
+            self.contribution(self.job1, 0, 0, A, job_id=9, flags=Flag.ACK),
             *(self.contribution(self.job1, 0, 0, A, op=op) for op in Op if op not in OWN_PATH),
         ]
         for pkt in passing:
@@ -241,3 +241,16 @@ class ResultsAcksAndReservedOpsAreForwardedNotAggregated(NetReduceTest):
         # Had any of them been added, this aggregation would not complete with these sums.
         self.complete(0, [B, B, C])
         self.assert_no_drops()
+
+
+class ResultOrAckOfTheJobEnteringItsSwitchIsForged(NetReduceTest):
+    """The switch makes job 1's results itself: a RESULT or ACK naming job 1 that enters it,
+    from a worker's port or an outsider's, is dropped (FORGED_RESULT) and reaches nobody."""
+
+    def runTest(self) -> None:
+        for port in (1, OUTSIDER_PORT):
+            for flags in (Flag.RESULT, Flag.ACK, Flag.RESULT | Flag.RETX):
+                self.send(port, self.contribution(self.job1, 0, 0, A, flags=flags))
+        self.assert_nothing_out(1, OUTSIDER_PORT)
+        self.assert_drops(FORGED_RESULT=6)
+        self.complete(0, [A, B, C])
