@@ -222,3 +222,41 @@ def test_an_unwritable_build_cache_falls_back_to_python_with_a_notice(monkeypatc
     case = CASES["basic IPv4 forwarding"]
     case.install(sw)
     assert sw.send(*case.frames(1)[0])  # and it forwards, on Python
+
+
+def _stack_frame(op: int, idx: int, port: int, items: list[tuple[int, int]]) -> bytes:
+    """tests/p4/native/stacks_and_ranges.p4's packet: ctl then (bos, val) items."""
+    ctl = bytes([op, idx, 0, 0]) + port.to_bytes(2, "big")
+    return ctl + b"".join(bytes(i) for i in items) + b"payload"
+
+
+def test_header_stacks_and_range_keys_run_native_with_pythons_outputs() -> None:
+    """Every op of the program on stacks of 1 to 5 items (5: StackOutOfBounds), indices
+    in and out of range, ports inside, on and outside the range entries' bounds."""
+    path = str(ROOT / "tests/p4/native/stacks_and_ranges.p4")
+    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    for sw in (py, nat):
+        sw.table_add("by_port", {"hdr.ctl.port": (100, 199), "hdr.ctl.op": (0, 0)},
+                     "band", {"tag": 1, "port": 2}, priority=10)  # fmt: skip
+        sw.table_add("by_port", {"hdr.ctl.port": (150, 300), "hdr.ctl.op": (3, 0xFF)},
+                     "band", {"tag": 2, "port": 3}, priority=20)  # fmt: skip
+    frames = []
+    for op in range(7):
+        for depth in range(1, 6):
+            items = [(0, 0x10 + i) for i in range(depth - 1)] + [(1, 0x10 + depth - 1)]
+            for idx in (0, 1, 3, 4, 200):
+                for port in (99, 100, 150, 199, 200, 300, 301):
+                    frames.append((1, _stack_frame(op, idx, port, items)))
+    frames.append((1, _stack_frame(1, 0, 5, [(0, 1), (0, 2)])))  # cut inside the stack
+    frames[-1] = (1, frames[-1][1][:9])
+    assert run_both(py, nat, frames) == len(frames)
+    # what the outputs are, not only that both agree
+    ((port, out),) = nat.send(1, _stack_frame(1, 0, 150, [(0, 1), (1, 2)]))
+    assert port == 2 and out[3] == 1 and out[6:12] == bytes([0, 0xAA, 0, 1, 1, 2])
+    ((port, out),) = nat.send(1, _stack_frame(3, 200, 250, [(1, 9)]))  # write out of range
+    assert port == 3 and out[3] == 2 and out[6:8] == bytes([1, 9])
+    ((_, out),) = nat.send(1, _stack_frame(4, 3, 0, [(1, 9)]))  # read out of the valid ones
+    assert out[2] == 0x80 and out[3] == 0xEE
+    ((_, out),) = nat.send(1, _stack_frame(0, 0, 0, [(0, i) for i in range(5)]))
+    assert out[2] == 0xF0  # a fifth item: StackOutOfBounds reaches ingress

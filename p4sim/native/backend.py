@@ -76,6 +76,7 @@ class _CTable(ctypes.Structure):
         ("counters", P64),
         ("def_action", ctypes.c_int64),
         ("def_args", P64),
+        ("range", ctypes.POINTER(ctypes.c_int64)),
     ]
 
 
@@ -406,6 +407,9 @@ class NativePipeline(Pipeline):
                 elif kf.match_kind == "optional":
                     vals.append(0 if m is None else m & full)
                     masks.append(0 if m is None else full)
+                elif kf.match_kind == "range":  # (lo, hi) in place of (value, mask)
+                    vals.append(m[0] & full)
+                    masks.append(m[1] & full)
                 else:
                     raise NativeError(f"table {t.name}: {kf.match_kind} keys")
             return vals, masks
@@ -432,13 +436,16 @@ class NativePipeline(Pipeline):
             args[i * nargs : i * nargs + len(e.args)] = e.args
         dargs = np.zeros(nargs, dtype=np.uint64)
         dargs[: len(t.default_args)] = t.default_args
-        arrays = (vals, masks, action, args, counters, dargs)
+        rng = np.array([int(k.match_kind == "range") for k in keys] or [0], dtype=np.int64)
+        arrays = (vals, masks, action, args, counters, dargs, rng)
         c = self.native.lib.p4n_table_at(st["n"]).contents
         c.n, c.nkeys, c.nargs, c.exact = n, nk, nargs, int(exact)
         c.vals, c.masks, c.args, c.counters = _ptr(vals), _ptr(masks), _ptr(args), _ptr(counters)
         c.action = action.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         c.def_action = acts.get(t.default_action, -1)
         c.def_args = _ptr(dargs)
+        has_range = any(k.match_kind == "range" for k in keys)
+        c.range = rng.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if has_range else None
         st["order"] = [x[0] for x in enc]
         st["arrays"] = arrays
         st["base"] = counters.copy()

@@ -6,8 +6,9 @@ Example::
     src = gen.generate()                   # Unsupported("...") for constructs not covered
 
 Covers what the repository's aggregation and forwarding programs use: fixed-width headers
-(fields of up to 64 bits) and structs, parsers with extract/select/verify, controls with
-locals, actions, exact/lpm/ternary/optional tables (direct counters), registers, indexed
+(fields of up to 64 bits), header stacks and structs, parsers with extract/select/verify,
+controls with locals, actions, exact/lpm/ternary/optional/range tables (direct counters),
+registers, indexed
 counters, sub-control instances, mark_to_drop, csum16 verify/update_checksum, multicast
 and ``exit``. Anything else raises :class:`Unsupported`, and the switch runs the program
 on the Python back end instead (one line says why).
@@ -35,8 +36,10 @@ from p4sim.compiler.typecheck import (
     TError,
     TExtern,
     TInfInt,
+    TStack,
 )
 from p4sim.frontend import ast
+from p4sim.runtime.tables import MATCH_KINDS
 
 
 class Unsupported(Exception):
@@ -95,6 +98,8 @@ class CGen:
         self.locals: list[dict[str, V]] = []
         self.hdr_t: TComposite | None = None
         self.meta_t: TComposite | None = None
+        self.stacks: dict[tuple[int, int], tuple[str, str]] = {}
+        self.stack_err: str | None = None  # p4n_stkerr once a parser can raise it
         self.sm_t: TComposite | None = None
 
     # -- helpers --------------------------------------------------------------------
@@ -112,7 +117,51 @@ class CGen:
             return "u64"
         if isinstance(t, TComposite):
             return self.struct(t)
+        if isinstance(t, TStack):
+            return self.stack_struct(t)[0]
         raise Unsupported(f"type {t.show()}")
+
+    def stack_struct(self, t: TStack) -> tuple[str, str]:
+        """(C struct, scratch element) of a header stack: ``e[size]`` and ``next_`` (the
+        P4 nextIndex); the scratch element is what an out-of-range index reads (zeroed,
+        invalid) and writes (lost), as the Python back end's ``_stack_at``/``_stack_set``."""
+        key = (id(t.elem), t.size)
+        got = self.stacks.get(key)
+        if got is not None:
+            return got
+        if not (isinstance(t.elem, TComposite) and t.elem.kind == "header"):
+            raise Unsupported(f"stack of {t.elem.show()}")
+        et = self.ctype(t.elem)
+        name = f"stk_{et}_{t.size}"
+        self.type_src.append(
+            f"typedef struct {name} {{ {et} e[{t.size}]; u64 next_; }} {name};\n"
+            f"static {et} {name}_oob;"
+        )
+        self.stacks[key] = (name, f"{name}_oob")
+        return self.stacks[key]
+
+    def stack_at(self, b: V, idx: str) -> V:
+        """Element ``idx`` (a C expression without side effects) of the stack ``b``."""
+        t: TStack = b.type
+        oob = self.stack_struct(t)[1]
+        return V(
+            f"(*(({idx}) < {t.size} ? &{b.code}.e[{idx}] : "
+            f"(memset(&{oob}, 0, sizeof {oob}), &{oob})))",
+            t.elem,
+        )
+
+    def stack_error(self, b: V, cond: str, idx: str) -> V:
+        """In a parser: element ``idx`` of ``b``, or StackOutOfBounds when ``cond``."""
+        t: TStack = b.type
+        et = self.ctype(t.elem)
+        if self.stack_err is None:
+            self.stack_err = "p4n_stkerr"
+            code = self.error_code("StackOutOfBounds")
+            self.decls.append(
+                f"static void *p4n_stkerr(void) {{ p4n_perr = {code}; longjmp(p4n_pjmp, 1); "
+                "return NULL; }"
+            )
+        return V(f"(*({cond} ? ({et} *)p4n_stkerr() : &{b.code}.e[{idx}]))", t.elem)
 
     def struct(self, t: TComposite) -> str:
         if t.kind == "union":
@@ -439,7 +488,7 @@ class CGen:
                 raise Unsupported(f"table property {p.name}")
         keys = []
         for k, kf in zip(d.keys, info.keys, strict=True):
-            if kf.match_kind not in ("exact", "lpm", "ternary", "optional") or kf.width > 64:
+            if kf.match_kind not in MATCH_KINDS or kf.width > 64:
                 raise Unsupported(f"table {fq}: {kf.match_kind} key of {kf.width} bits")
             v = self.expr(k.expr)
             if isinstance(v.type, TBool):
@@ -447,18 +496,22 @@ class CGen:
             if not isinstance(v.type, TBit):
                 raise Unsupported(f"table {fq}: key of type {v.type.show()}")
             keys.append(v.code)
-        acts = []
-        for ref, afq in zip(d.actions, info.actions, strict=True):
-            cfn, got, decl = self.action_ref(ref.name)
-            if got != afq:
-                raise Unsupported(f"table {fq}: action {afq} named {got}")
-            acts.append((cfn, decl))
+        acts: list[tuple[str, Any] | None] = []
+        listed = [self.action_ref(ref.name) for ref in d.actions]
+        for i, afq in enumerate(info.actions):
+            if i < len(listed) and listed[i][1] == afq:
+                acts.append((listed[i][0], listed[i][2]))
+            elif i >= len(listed) and afq == "NoAction":  # the compiler's implicit default
+                acts.append(None)
+            else:
+                raise Unsupported(f"table {fq}: action {afq} not where the table lists it")
         n = len(self.tables)
         self.tables.append(fq)
         cases = []
-        for i, (cfn, decl) in enumerate(acts):
-            args = ", ".join(f"A[{j}]" for j in range(len(decl.params)))
-            cases.append(f"    case {i}: {cfn}({args}); break;")
+        for i, act in enumerate(acts):
+            if act is not None:
+                args = ", ".join(f"A[{j}]" for j in range(len(act[1].params)))
+                cases.append(f"    case {i}: {act[0]}({args}); break;")
         kcode = ", ".join(keys)
         fn = f"tbl_{n}"
         src = [
@@ -515,6 +568,8 @@ class CGen:
                 f"{base.code} = ({base.code} & {keep}) | (({v.code} & {_lit(_mask(w))}) << {lo});"
             ]
         if isinstance(s, ast.Assign):
+            if isinstance(s.target, ast.Member) and s.target.name in ("next", "last"):
+                raise Unsupported(f"assignment to a stack's {s.target.name}")
             tgt = self.expr(s.target)
             v = self.value(s.value, tgt.type)
             return [f"{tgt.code} = {v.code};"]
@@ -658,6 +713,23 @@ class CGen:
             if sym is not None and sym.obj is not None:
                 return self.obj_method(sym, name, args)
         b = self.expr(base)
+        if isinstance(b.type, TStack) and name in ("push_front", "pop_front") and len(args) == 1:
+            n = self.expr(args[0], TBit(32)).const
+            if n is None or n < 0:
+                raise Unsupported(f"{name} by a non-constant count")
+            size, c = b.type.size, b.code
+            if name == "push_front":  # shift up by n; the n first become invalid
+                move = f"if (i_ >= {n}) {c}.e[i_] = {c}.e[i_ - {n}]; else {c}.e[i_].valid_ = 0;"
+                loop = f"for (int64_t i_ = {size - 1}; i_ >= 0; i_--) {{ {move} }}"
+                nxt = f"{c}.next_ = {c}.next_ + {n} < {size} ? {c}.next_ + {n} : {size};"
+            else:  # shift down by n; the n last become invalid
+                move = (
+                    f"if (i_ + {n} < {size}) {c}.e[i_] = {c}.e[i_ + {n}]; "
+                    f"else {c}.e[i_].valid_ = 0;"
+                )
+                loop = f"for (int64_t i_ = 0; i_ < {size}; i_++) {{ {move} }}"
+                nxt = f"{c}.next_ = {c}.next_ > {n} ? {c}.next_ - {n} : 0;"
+            return f"{{ {loop} {nxt} }}"
         if isinstance(b.type, TComposite) and b.type.kind == "header":
             if name == "isValid":
                 return f"{b.code}.valid_"
@@ -675,17 +747,17 @@ class CGen:
                 h = self.expr(args[0])
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
                     raise Unsupported("extract of a non-header")
+                a = args[0]
+                if isinstance(a, ast.Member) and a.name == "next":
+                    st = self.expr(a.expr)
+                    if isinstance(st.type, TStack):  # bounds checked by h, then counted
+                        return f"{{ {self.extract(h)} {st.code}.next_ += 1; }}"
                 return self.extract(h)
             if name == "emit" and len(args) == 1:
                 h = self.expr(args[0])
                 if isinstance(h.type, TComposite) and h.type.kind == "header":
                     return self.emit(h)
-                if isinstance(h.type, TComposite) and h.type.kind == "struct":
-                    return "; ".join(
-                        self.emit(V(f"{h.code}.f_{n}", ft))
-                        for n, ft in h.type.fields
-                        if isinstance(ft, TComposite) and ft.kind == "header"
-                    )
+                return self.emit_any(h)
             raise Unsupported(f"packet {name}")
         if kind == "table":
             if name != "apply" or args:
@@ -755,6 +827,23 @@ class CGen:
         parts += fast + ["} else {"] + slow + ["}"]
         parts.append(f"{h.code}.valid_ = 1; p4n_off += {w};")
         return "{ " + " ".join(parts) + " }"
+
+    def emit_any(self, h: V) -> str:
+        """Emit a header, a stack (every element in order) or a struct (its members in
+        order, nested structs and stacks included), as the Python back end's ``_emit``."""
+        t = h.type
+        if isinstance(t, TComposite) and t.kind == "header":
+            return self.emit(h)
+        if isinstance(t, TStack):
+            return "; ".join(self.emit(V(f"{h.code}.e[{i}]", t.elem)) for i in range(t.size))
+        if isinstance(t, TComposite) and t.kind == "struct":
+            parts = [
+                self.emit_any(V(f"{h.code}.f_{n}", ft))
+                for n, ft in t.fields
+                if isinstance(ft, (TComposite, TStack))
+            ]
+            return "; ".join(p for p in parts if p) or "(void)0"
+        raise Unsupported(f"emit of {t.show()}")
 
     def emit(self, h: V) -> str:
         t: TComposite = h.type
@@ -853,6 +942,8 @@ class CGen:
                 return V(f"({code})" if e.name == "hit" else f"(!{code})", TBool())
             raise Unsupported(f"member {e.name} of a call")
         b = self.expr(e.expr)
+        if isinstance(b.type, TStack):
+            return self.stack_member(b, e.name)
         if isinstance(b.type, TComposite):
             ft = b.type.field_type(e.name)
             if ft is None:
@@ -861,6 +952,36 @@ class CGen:
                 ft = ft.underlying
             return V(f"{b.code}.f_{e.name}", ft)
         raise Unsupported(f"member {e.name} of {b.type}")
+
+    def stack_member(self, b: V, name: str) -> V:
+        t: TStack = b.type
+        in_parser = self.cur is not None and isinstance(self.cur.decl, ast.ParserDecl)
+        if name == "size":
+            return V(_lit(t.size), TBit(32), t.size)
+        if name == "nextIndex":
+            return V(f"{b.code}.next_", TBit(32))
+        if name == "lastIndex":
+            return V(f"(({b.code}.next_ - 1) & 0xffffffffULL)", TBit(32))
+        if name == "last" and in_parser:
+            return self.stack_error(b, f"({b.code}.next_ == 0)", f"{b.code}.next_ - 1")
+        if name == "last":  # elsewhere an empty stack's last is out of range
+            return self.stack_at(b, f"{b.code}.next_ - 1")
+        if name == "next" and in_parser:
+            return self.stack_error(b, f"({b.code}.next_ >= {t.size})", f"{b.code}.next_")
+        raise Unsupported(f"stack member {name}" + ("" if in_parser else " outside a parser"))
+
+    def _e_Index(self, e: ast.Index, expect: T | None) -> V:
+        b = self.expr(e.expr)
+        if not isinstance(b.type, TStack):
+            raise Unsupported(f"index into {b.type.show()}")
+        i = self.expr(e.index, TBit(32))
+        if i.const is not None:
+            if not 0 <= i.const < b.type.size:
+                raise Unsupported("constant stack index out of range")
+            return V(f"{b.code}.e[{i.const}]", b.type.elem)
+        if not isinstance(i.type, TBit):
+            raise Unsupported(f"stack index of type {i.type.show()}")
+        return self.stack_at(b, i.code)
 
     def _e_Call(self, e: ast.Call, expect: T | None) -> V:
         f = e.func
@@ -1016,7 +1137,7 @@ class CGen:
             "static const uint8_t *p4n_in; static u64 p4n_inlen, p4n_off, p4n_perr;",
             "static uint8_t *p4n_out; static u64 p4n_ooff;",
             "static u64 p4n_pktlen;",
-            "static jmp_buf p4n_exit;",
+            "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
             *self.decls,
         ]
@@ -1024,7 +1145,11 @@ class CGen:
             H=hn,
             M=mn,
             S=sn,
-            parser=p,
+            parse_call=(
+                f"if (setjmp(p4n_pjmp) == 0) {p}(NULL, &p4n_ing.h, &p4n_ing.m, s0);"
+                if self.stack_err
+                else f"{p}(NULL, &p4n_ing.h, &p4n_ing.m, s0);"
+            ),
             verify=v,
             ingress=i,
             egress=eg,
@@ -1144,7 +1269,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
     p4n_sm = s0; p4n_pktlen = len;
     {ingress_ts}
     p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror};
-    {parser}(NULL, &p4n_ing.h, &p4n_ing.m, s0);
+    {parse_call}
     if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
     u64 pstart = p4n_off >> 3;
     const uint8_t *payload = data + (pstart < len ? pstart : len);

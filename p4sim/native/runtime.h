@@ -32,6 +32,7 @@ typedef struct {
     u64 *args, *counters;
     int64_t def_action;
     u64 *def_args;
+    int64_t *range;  /* NULL, or per key 1 for a range key: (lo, hi) in (vals, masks) */
 } p4n_table;
 
 typedef struct {
@@ -58,6 +59,18 @@ static int64_t p4n_lookup(const p4n_table *t, const u64 *key) {
             }
             if (c == 0) return mid;
             if (c < 0) hi = mid - 1; else lo = mid + 1;
+        }
+        return -1;
+    }
+    if (t->range) {
+        for (int64_t e = 0; e < t->n; e++) {
+            const u64 *v = t->vals + e * nk, *m = t->masks + e * nk;
+            int64_t i = 0;
+            for (; i < nk; i++) {
+                if (t->range[i] ? (key[i] < v[i] || key[i] > m[i]) : (key[i] & m[i]) != v[i])
+                    break;
+            }
+            if (i == nk) return e;
         }
         return -1;
     }
