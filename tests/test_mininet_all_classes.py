@@ -71,4 +71,7 @@ def test_aggregation_key_value_and_consensus_jobs_run_on_one_switch_at_once(tmp_
     in_log = {(e.client, e.req) for e in distinct([Entry.of([c, q, d.encode().hex()])
                                                    for c, q, d in out["log"]])}  # fmt: skip
     assert len(committed) == 40 and committed <= in_log
-    assert sum(drops.values()) == 0, drops  # nobody's packets were refused
+    # Nobody's packets were refused. A retransmission whose first copy was already counted
+    # (a worker's timeout firing under load) is dropped as DUPLICATE or STALE by design.
+    refused = {r: n for r, n in drops.items() if r not in ("DUPLICATE", "STALE")}
+    assert sum(refused.values()) == 0, drops

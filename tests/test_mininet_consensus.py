@@ -117,7 +117,10 @@ def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_
     # the followers heard no leader and may have changed view too).
     assert len({s["session"] for s in logs}) == 1, logs
     assert sum(s["stats"].get("sessions", 0) for s in logs) >= 2, [s["stats"] for s in logs]
-    assert logs[2]["stats"].get("syncs", 0) >= 2  # at start, and after its restart
+    # The restarted replica came back empty and fetched the log (a sync, never a fresh boot);
+    # the switch restart's new session reached it by a second sync or by a view change.
+    st = logs[2]["stats"]
+    assert st.get("syncs", 0) >= 1 and st.get("syncs", 0) + st.get("view_changes", 0) >= 2, st
 
 
 def test_the_log_survives_the_leaders_crash_and_restart():
