@@ -44,28 +44,28 @@ control Sequencer(inout headers_t hdr,
         size = WORKER_TABLE_SIZE;
     }
 
+    Refuse() refuse;
+    RegionGuard() region_guard;
+
     apply {
         if (!hdr.inc_values.isValid()) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_BAD_SLOT_COUNT;
+            refuse.apply(meta, DROP_BAD_SLOT_COUNT);
         } else if (!cons_groups.apply().hit) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_UNKNOWN_JOB;
+            refuse.apply(meta, DROP_UNKNOWN_JOB);
         } else if (!cons_clients.apply().hit) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_UNKNOWN_WORKER;
-        } else if (slot >= CONS_GROUPS) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_OUT_OF_REGION;
+            refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else {
-            bit<32> seq;
-            cons_seq.read(seq, slot);
-            seq = seq + 1;
-            cons_seq.write(slot, seq);
-            hdr.inc.agg_idx = seq;
-            hdr.inc.epoch = session;
-            hdr.udp.checksum = 0;  // the packet changed: no UDP checksum (legal in IPv4)
-            standard_metadata.mcast_grp = group;
+            region_guard.apply(meta, slot, 0, CONS_GROUPS, CONS_GROUPS);  // one pool cell
+            if (meta.drop == 0) {
+                bit<32> seq;
+                cons_seq.read(seq, slot);
+                seq = seq + 1;
+                cons_seq.write(slot, seq);
+                hdr.inc.agg_idx = seq;
+                hdr.inc.epoch = session;
+                hdr.udp.checksum = 0;  // the packet changed: no UDP checksum (legal in IPv4)
+                standard_metadata.mcast_grp = group;
+            }
         }
     }
 }

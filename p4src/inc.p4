@@ -20,6 +20,7 @@
 #include "configuration.p4"
 #include "headers.p4"
 #include "parser.p4"
+#include "primitives.p4"
 #include "checksum.p4"
 #include "forwarder.p4"
 #include "job_region.p4"

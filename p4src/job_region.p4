@@ -71,26 +71,21 @@ control JobRegion(inout headers_t hdr,
         size = WORKER_TABLE_SIZE;
     }
 
+    Refuse() refuse;
+    RegionGuard() region_guard;
+
     apply {
         if (!hdr.inc_values.isValid()) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_BAD_SLOT_COUNT;
+            refuse.apply(meta, DROP_BAD_SLOT_COUNT);
         } else if (!jobs.apply().hit) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_UNKNOWN_JOB;
+            refuse.apply(meta, DROP_UNKNOWN_JOB);
         } else if (!workers.apply().hit) {
-            meta.drop = 1;
-            meta.drop_reason = DROP_UNKNOWN_WORKER;
+            refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else {
             meta.epoch_slot = hdr.inc.epoch[0:0];
             epoch_slots.apply();  // a miss keeps the region of the jobs entry
-            if (hdr.inc.agg_idx - meta.region_offset >= meta.region_size
-                    || hdr.inc.agg_idx >= AGG_POOL_SIZE) {
-                // Unsigned wrap-around makes idx < offset fail the first test too. The
-                // second guards the registers against a region set past the pool.
-                meta.drop = 1;
-                meta.drop_reason = DROP_OUT_OF_REGION;
-            }
+            region_guard.apply(meta, hdr.inc.agg_idx, meta.region_offset, meta.region_size,
+                               AGG_POOL_SIZE);
         }
     }
 }

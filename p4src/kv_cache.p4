@@ -106,12 +106,11 @@ control KvCache(inout headers_t hdr,
         size = KV_CACHE_SIZE;
     }
 
-    action drop_with(bit<8> reason) {
-        meta.drop = 1;
-        meta.drop_reason = reason;
-    }
+    Refuse() refuse;
+    RegionGuard() region_guard;
+    ReturnToSender() return_to_sender;
 
-    // Answer a read from the entry: the reply comes from the server's address.
+    // Answer a read from the entry (then returned to the client from the server's address).
     action answer_read() {
         KV_LOAD(v01, kv_value_1)
         KV_LOAD(v02, kv_value_2)
@@ -122,17 +121,7 @@ control KvCache(inout headers_t hdr,
         KV_LOAD(v07, kv_value_7)
         KV_LOAD(v08, kv_value_8)
         kv_version.read(hdr.inc.bitmap, idx);
-        bit<48> mac = hdr.ethernet.dstAddr;
-        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
-        hdr.ethernet.srcAddr = mac;
-        bit<32> ip = hdr.ipv4.dstAddr;
-        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
-        hdr.ipv4.srcAddr = ip;
-        hdr.ipv4.ttl = 64;
-        hdr.udp.checksum = 0;
-        hdr.inc.flags = hdr.inc.flags | FLAG_RESULT;
         hdr.inc.epoch = KV_ANSWERED_BY_SWITCH;
-        standard_metadata.egress_spec = standard_metadata.ingress_port;
     }
 
     action fill_entry() {
@@ -172,13 +161,13 @@ control KvCache(inout headers_t hdr,
         answered = false;
         bool reply = (hdr.inc.flags & FLAG_RESULT) != 0;
         if (!hdr.inc_values.isValid()) {
-            drop_with(DROP_BAD_SLOT_COUNT);
+            refuse.apply(meta, DROP_BAD_SLOT_COUNT);
         } else if (!kv_jobs.apply().hit) {
-            drop_with(DROP_UNKNOWN_JOB);
+            refuse.apply(meta, DROP_UNKNOWN_JOB);
         } else if (reply && !kv_server.apply().hit) {
-            drop_with(DROP_UNKNOWN_WORKER);
+            refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else if (!reply && !kv_clients.apply().hit) {
-            drop_with(DROP_UNKNOWN_WORKER);
+            refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else if (!kv_keys.apply().hit) {
             if (!reply) {
                 hdr.inc.agg_idx = 0;  // no entry: the reply may not fill one
@@ -196,37 +185,40 @@ control KvCache(inout headers_t hdr,
                     }
                 }
             }
-        } else if (idx - offset >= size || idx >= KV_CACHE_SIZE) {
-            drop_with(DROP_OUT_OF_REGION);  // an entry outside the job's range: never used
         } else {
-            bit<32> gen;
-            kv_gen.read(gen, idx);
-            if (!reply) {
-                bit<8> valid;
-                kv_valid.read(valid, idx);
-                if (hdr.inc.op == OP_KV_READ && valid == 1) {
-                    bit<32> hits;
-                    kv_hits.read(hits, idx);
-                    kv_hits.write(idx, hits + 1);
-                    answer_read();
-                    answered = true;
-                } else {
-                    if (hdr.inc.op == OP_KV_WRITE) {
-                        kv_valid.write(idx, 0);
+            // An entry outside the job's range is never used.
+            region_guard.apply(meta, idx, offset, size, KV_CACHE_SIZE);
+            if (meta.drop == 0) {
+                bit<32> gen;
+                kv_gen.read(gen, idx);
+                if (!reply) {
+                    bit<8> valid;
+                    kv_valid.read(valid, idx);
+                    if (hdr.inc.op == OP_KV_READ && valid == 1) {
+                        bit<32> hits;
+                        kv_hits.read(hits, idx);
+                        kv_hits.write(idx, hits + 1);
+                        answer_read();
+                        return_to_sender.apply(hdr, standard_metadata, FLAG_RESULT);
+                        answered = true;
+                    } else {
+                        if (hdr.inc.op == OP_KV_WRITE) {
+                            kv_valid.write(idx, 0);
+                        }
+                        hdr.inc.agg_idx = gen;  // the stamp the server echoes
+                        hdr.udp.checksum = 0;
                     }
-                    hdr.inc.agg_idx = gen;  // the stamp the server echoes
-                    hdr.udp.checksum = 0;
-                }
-            } else {
-                bit<32> version;
-                kv_version.read(version, idx);
-                bit<32> delta = hdr.inc.bitmap - version;  // serial-number arithmetic
-                if (delta < PSN_HALF) {
-                    if (hdr.inc.agg_idx == gen && gen != 0) {
-                        fill_entry();
-                    } else if (delta != 0) {
-                        kv_version.write(idx, hdr.inc.bitmap);
-                        kv_valid.write(idx, 0);
+                } else {
+                    bit<32> version;
+                    kv_version.read(version, idx);
+                    bit<32> delta = hdr.inc.bitmap - version;  // serial-number arithmetic
+                    if (delta < PSN_HALF) {
+                        if (hdr.inc.agg_idx == gen && gen != 0) {
+                            fill_entry();
+                        } else if (delta != 0) {
+                            kv_version.write(idx, hdr.inc.bitmap);
+                            kv_valid.write(idx, 0);
+                        }
                     }
                 }
             }

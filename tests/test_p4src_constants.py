@@ -102,13 +102,28 @@ def test_inc_values_header_has_k_slots_of_32_bits() -> None:
     assert [n for n, _ in fields] == [f"v{i:02d}" for i in range(SLOTS)]
 
 
+def macro_body(text: str, head: str) -> str:
+    """The body of ``#define <head>`` (continuation lines joined)."""
+    m = re.search(r"#define " + re.escape(head) + r"((?:.*\\\n)*.*)", text)
+    assert m, f"no #define {head}"
+    return m.group(1)
+
+
+def test_per_slot_primitives_cover_every_slot_once() -> None:
+    text = (P4SRC / "primitives.p4").read_text()
+    calls = re.findall(r"M\((v\d+), R##_(\d+)\)", macro_body(text, "PER_SLOT(M, R)"))
+    assert calls == [(f"v{i:02d}", f"{i:02d}") for i in range(SLOTS)]
+    regs = re.findall(
+        r"register<bit<32>>\(SIZE\) R##_(\d+);", macro_body(text, "SLOT_REGISTERS(R, SIZE)")
+    )
+    assert regs == [f"{i:02d}" for i in range(SLOTS)]
+
+
 def test_aggregator_updates_and_reads_every_slot_once() -> None:
     text = (P4SRC / "aggregator.p4").read_text()
+    assert "SLOT_REGISTERS(agg_value, AGG_COPIES)" in text
     for macro in ("ACCUMULATE", "READ_RESULT"):
-        calls = re.findall(macro + r"\((v\d+), (agg_value_\d+)\)", text)
-        assert calls == [(f"v{i:02d}", f"agg_value_{i:02d}") for i in range(SLOTS)], macro
-    regs = re.findall(r"register<bit<32>>\(AGG_COPIES\) (agg_value_\d+);", text)
-    assert regs == [f"agg_value_{i:02d}" for i in range(SLOTS)]
+        assert len(re.findall(r"PER_SLOT\(" + macro + r", agg_value\)", text)) == 1, macro
 
 
 def test_inc_p4_includes_every_p4_file_of_p4src() -> None:
