@@ -14,7 +14,9 @@ Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``Mapper
 a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}``); when
 all are done the reducer drains the last epoch, asks for the exact sums of colliding
 fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
-says ``{"bye": true}``. Keys are words (strings).
+says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
+is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end. Keys are
+words (strings).
 """
 
 from __future__ import annotations
@@ -146,11 +148,22 @@ def send_partition(
         ctl.sock.close()
 
 
-def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
-    """Wait for the reducer's record of the job (``result``: key -> total, figures)."""
+def subscribe(reducer_ip: str) -> Lines:
+    """Tell the reducer to send its record of the job here; returns once it has said so."""
     ctl = Lines(socket.create_connection((reducer_ip, CONTROL_PORT), timeout=30.0))
     try:
         ctl.send({"collect": True})
+        while True:
+            if any("collecting" in msg for msg in ctl.read()):
+                return ctl
+    except BaseException:
+        ctl.sock.close()
+        raise
+
+
+def wait_record(ctl: Lines, timeout: float = 600.0) -> dict[str, Any]:
+    """The record of a ``subscribe``d reducer (``result``: key -> total, figures)."""
+    try:
         ctl.sock.settimeout(timeout)
         while True:
             for msg in ctl.read():
@@ -159,6 +172,11 @@ def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
                     return rec
     finally:
         ctl.sock.close()
+
+
+def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
+    """Wait for the reducer's record of the job (``result``: key -> total, figures)."""
+    return wait_record(subscribe(reducer_ip), timeout)
 
 
 def run_mapper(a: argparse.Namespace) -> int:
@@ -222,6 +240,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                 for msg in peer.read():
                     if "collect" in msg:
                         collectors.append(peer)
+                        peer.send({"collecting": True})
                     elif "hello" in msg:
                         peers[int(msg["hello"])] = peer
                         mapper_addr[int(msg["hello"])] = s.getpeername()

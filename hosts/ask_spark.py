@@ -13,10 +13,16 @@ The executors' tasks (``mapPartitionsWithIndex``) send their partition's pairs w
 comes back as an RDD with as many partitions. Keys are strings (they travel in JSON between
 the hosts), values int32 per tuple.
 
-``python -m hosts.ask_spark`` runs a word count on a text file three ways in one Spark
-session (local mode): ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
-DataFrame ``groupBy("word").count()``, and through the switch; it checks that all three
-equal ``collections.Counter`` over the file and writes the times as JSON.
+GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
+``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch: every row adds to two
+tuples, ``("s", k)`` (its value) and ``("c", k)`` (1), so one pass gives both aggregates.
+
+``python -m hosts.ask_spark`` runs, in one Spark session (local mode), a word count on a
+text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
+DataFrame ``groupBy("word").count()``, and through the switch, each timed from the file
+to the driver's dict and checked against ``collections.Counter``; or (``--query groupby``)
+``GROUP BY k SUM(v), COUNT(*)`` over a CSV table with Spark's DataFrame ``groupBy().agg()``
+and through the switch, checked against the host's sums. It writes the times as JSON.
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from operator import add
 from pathlib import Path
 from typing import Any
 
-from hosts.ask_run import collect, send_partition
+from hosts.ask_run import send_partition, subscribe, wait_record
+from hosts.ask_wire import INT32_MAX, INT32_MIN
 
 
 def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
@@ -49,33 +56,99 @@ def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[di
         yield buf
 
 
-def reduce_by_key_via_switch(
-    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 65536, hot: int = 0
-) -> Any:
-    """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
+def _through_switch(
+    rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
+    controller: str, job_id: int, reducer_ip: str, hot: int,
+) -> tuple[dict[str, int], dict[str, Any]]:  # fmt: skip
+    """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
+    returns the reducer's result (key -> total) and the figures."""
+    ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
     record: dict[str, Any] = {}
     errors: list[BaseException] = []
 
     def wait() -> None:
         try:
-            record.update(collect(reducer_ip))
+            record.update(wait_record(ctl))
         except (OSError, ValueError) as e:
             errors.append(e)
 
     waiter = threading.Thread(target=wait, daemon=True)
     waiter.start()
-    time.sleep(0.2)  # the collector is known to the reducer before the mappers finish
 
-    def task(index: int, it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[str, Any]]:
-        yield send_partition(controller, job_id, index, chunk_pairs(it, chunk), hot=hot)
+    def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        yield send_partition(controller, job_id, index, chunker(it), hot=hot)
 
     stats = rdd.mapPartitionsWithIndex(task).collect()
     waiter.join()
     if errors:
         raise errors[0]
-    result = record["result"]
+    return record["result"], {"mappers": stats, "reducer": record.get("reducer", {})}
+
+
+def reduce_by_key_via_switch(
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 65536, hot: int = 0
+) -> Any:
+    """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
+
+    def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
+        return chunk_pairs(it, chunk)
+
+    result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot)
     out = rdd.context.parallelize(list(result.items()), max(1, rdd.getNumPartitions()))
-    out.ask_stats = {"mappers": stats, "reducer": record.get("reducer", {})}
+    out.ask_stats = stats
+    return out
+
+
+def group_tuples(rows: Iterable[Any], size: int) -> Iterator[dict[Hashable, int]]:
+    """Rows ``(key, value)`` as ASK tuples: per key ``"s" + json(key)`` (sum of the values)
+    and ``"c" + json(key)`` (number of rows), combined over ``size`` rows; a chunk ends early
+    when a running sum would leave int32 (the switch adds int32 values)."""
+    names: dict[Any, tuple[str, str]] = {}
+    buf: dict[Hashable, int] = {}
+    n = 0
+    for key, value in rows:
+        if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+            raise ValueError(f"GROUP BY through the switch sums int32 values, got {value!r}")
+        sk, ck = names.get(key) or names.setdefault(
+            key, ("s" + json.dumps(key), "c" + json.dumps(key))
+        )
+        total = buf.get(sk, 0) + value
+        if not INT32_MIN <= total <= INT32_MAX:
+            yield buf
+            buf, n, total = {}, 0, value
+        buf[sk] = total
+        buf[ck] = buf.get(ck, 0) + 1
+        n += 1
+        if n >= size:
+            yield buf
+            buf, n = {}, 0
+    if buf:
+        yield buf
+
+
+def group_by_sum_count_via_switch(
+    df: Any, key: str, value: str, controller: str, job_id: int, reducer_ip: str,
+    chunk: int = 65536, hot: int = 0,
+) -> Any:  # fmt: skip
+    """``df.groupBy(key).agg(sum(value), count("*"))`` aggregated in the switch: each
+    partition of ``df`` is one mapper (the job has one per partition); keys are any JSON
+    scalar (int, str), values int32 per row (sums exact at any size). Returns a DataFrame
+    with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    def chunker(it: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
+        return group_tuples(((r[0], r[1]) for r in it), chunk)
+
+    pairs = df.select(key, value).rdd
+    result, stats = _through_switch(pairs, chunker, controller, job_id, reducer_ip, hot)
+    sums = {k[1:]: v for k, v in result.items() if k[0] == "s"}
+    rows = [(json.loads(k[1:]), sums[k[1:]], n) for k, n in result.items() if k[0] == "c"]
+    schema = StructType([
+        StructField(key, df.schema[key].dataType), StructField(f"sum({value})", LongType()),
+        StructField("count(1)", LongType(), False),
+    ])  # fmt: skip
+    out = df.sparkSession.createDataFrame(rows, schema)
+    out.ask_stats = stats
     return out
 
 
@@ -95,46 +168,106 @@ def spark_session(partitions: int) -> Any:
     )
 
 
+def word_count(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
+    """Word count on ``a.input``, each way timed from the file to the driver's dict."""
+    path = str(Path(a.input).resolve())
+    reference = Counter(Path(a.input).read_text().split())
+    sc = spark.sparkContext
+    out: dict[str, Any] = {"words": sum(reference.values()), "keys": len(reference)}
+    sc.textFile(path, a.partitions).count()  # warm up: Python workers, JIT, file cache
+    t0 = time.perf_counter()
+    lines = sc.textFile(path, a.partitions)
+    rdd = dict(lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect())
+    out["spark_rdd_s"] = time.perf_counter() - t0
+    out["spark_rdd_exact"] = Counter(rdd) == reference
+    from pyspark.sql.functions import explode, split
+
+    t0 = time.perf_counter()
+    df = spark.read.text(path)
+    words = df.select(explode(split("value", r"\s+")).alias("word")).where("word != ''")
+    grouped = {r["word"]: r["count"] for r in words.groupBy("word").count().collect()}
+    out["spark_df_s"] = time.perf_counter() - t0
+    out["spark_df_exact"] = Counter(grouped) == reference
+    if a.controller:
+        t0 = time.perf_counter()
+        pairs = sc.textFile(path, a.partitions).flatMap(str.split).map(lambda w: (w, 1))
+        via = reduce_by_key_via_switch(pairs, a.controller, a.job_id, a.reducer_ip)
+        got = dict(via.collect())
+        out["switch_s"] = time.perf_counter() - t0
+        out["switch_exact"] = Counter(got) == reference
+        out["switch_stats"] = via.ask_stats
+    return out
+
+
+def read_table(path: Path) -> dict[int, tuple[int, int]]:
+    """``GROUP BY k SUM(v), COUNT(*)`` of a CSV table ``k,v`` (with a header), on the host."""
+    sums: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    with open(path) as f:
+        next(f)
+        for line in f:
+            k, v = line.split(",")
+            key = int(k)
+            sums[key] = sums.get(key, 0) + int(v)
+            counts[key] = counts.get(key, 0) + 1
+    return {k: (sums[k], counts[k]) for k in counts}
+
+
+def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
+    """``SELECT k, SUM(v), COUNT(*) FROM table GROUP BY k`` on the CSV ``a.input``: Spark's
+    DataFrame ``groupBy("k").agg(sum("v"), count("*"))`` and the same DataFrame through the
+    switch, each timed from the file to the driver's dict."""
+    from pyspark.sql import functions as F
+
+    path = Path(a.input).resolve()
+    reference = read_table(path)
+    out: dict[str, Any] = {"rows": sum(c for _, c in reference.values()), "keys": len(reference)}
+    # one DataFrame partition per mapper: splits of about size / partitions bytes
+    spark.conf.set("spark.sql.files.openCostInBytes", "1")
+    spark.conf.set(
+        "spark.sql.files.maxPartitionBytes", str(path.stat().st_size // a.partitions + 1)
+    )
+
+    def table() -> Any:
+        df = spark.read.csv(str(path), schema="k INT, v INT", header=True)
+        n = df.rdd.getNumPartitions()
+        return df.coalesce(a.partitions) if n > a.partitions else df
+
+    table().count()  # warm up
+    t0 = time.perf_counter()
+    agg = table().groupBy("k").agg(F.sum("v"), F.count("*"))
+    got = {r[0]: (r[1], r[2]) for r in agg.collect()}
+    out["spark_df_s"] = time.perf_counter() - t0
+    out["spark_df_exact"] = got == reference
+    out["spark_columns"] = agg.columns
+    if a.controller:
+        t0 = time.perf_counter()
+        via = group_by_sum_count_via_switch(table(), "k", "v", a.controller, a.job_id, a.reducer_ip)
+        got = {r[0]: (r[1], r[2]) for r in via.collect()}
+        out["switch_s"] = time.perf_counter() - t0
+        out["switch_exact"] = got == reference
+        out["switch_columns"] = via.columns
+        out["switch_stats"] = via.ask_stats
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m hosts.ask_spark", description=__doc__)
-    ap.add_argument("--input", required=True, help="text file")
+    ap.add_argument("--query", choices=["wordcount", "groupby"], default="wordcount")
+    ap.add_argument("--input", required=True, help="wordcount: a text file; groupby: CSV k,v")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--controller", help="daemon URL; without it, Spark only")
     ap.add_argument("--job-id", type=int)
     ap.add_argument("--reducer-ip")
     ap.add_argument("--out", required=True, help="JSON file for times and checks")
     a = ap.parse_args(argv)
-    text = Path(a.input).read_text()
-    reference = Counter(text.split())
     spark = spark_session(a.partitions)
-    sc = spark.sparkContext
-    sc.setLogLevel("ERROR")
-    out: dict[str, Any] = {"words": sum(reference.values()), "keys": len(reference)}
+    spark.sparkContext.setLogLevel("ERROR")
     try:
-        lines = sc.textFile(str(Path(a.input).resolve()), a.partitions).cache()
-        lines.count()  # read once before timing
-        t0 = time.perf_counter()
-        rdd = dict(lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect())
-        out["spark_rdd_s"] = time.perf_counter() - t0
-        out["spark_rdd_exact"] = Counter(rdd) == reference
-        from pyspark.sql.functions import explode, split
-
-        df = spark.createDataFrame(lines.map(lambda x: (x,)), ["line"])
-        t0 = time.perf_counter()
-        words = df.select(explode(split("line", r"\s+")).alias("word")).where("word != ''")
-        grouped = {r["word"]: r["count"] for r in words.groupBy("word").count().collect()}
-        out["spark_df_s"] = time.perf_counter() - t0
-        out["spark_df_exact"] = Counter(grouped) == reference
-        if a.controller:
-            t0 = time.perf_counter()
-            pairs = lines.flatMap(str.split).map(lambda w: (w, 1))
-            via = reduce_by_key_via_switch(pairs, a.controller, a.job_id, a.reducer_ip)
-            got = dict(via.collect())
-            out["switch_s"] = time.perf_counter() - t0
-            out["switch_exact"] = Counter(got) == reference
-            out["switch_stats"] = via.ask_stats
+        out = group_by(spark, a) if a.query == "groupby" else word_count(spark, a)
     finally:
         spark.stop()
+    out["query"] = a.query
     Path(a.out).write_text(json.dumps(out, indent=1))
     print(json.dumps({k: v for k, v in out.items() if k != "switch_stats"}), flush=True)
     ok = all(v for k, v in out.items() if k.endswith("_exact"))

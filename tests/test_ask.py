@@ -190,3 +190,19 @@ def test_request_checks() -> None:
 
 def test_chunks_count_consecutive_words() -> None:
     assert list(chunks("ababc", 2)) == [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"c": 1}]
+
+
+def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
+    from hosts.ask_spark import group_tuples
+
+    big = 2**31 - 1
+    rows = [(1, 5), ("a", -3), (1, 7), (2, big), (2, big), (1, 0)]
+    chunks_ = list(group_tuples(rows, size=100))
+    assert len(chunks_) == 2  # the second big value of key 2 starts a new chunk
+    total: Counter[object] = Counter()
+    for c in chunks_:
+        assert all(-(2**31) <= v < 2**31 for v in c.values())
+        total.update(c)
+    assert total == {"s1": 12, "c1": 3, 's"a"': -3, 'c"a"': 1, "s2": 2 * big, "c2": 2}
+    with pytest.raises(ValueError, match="int32"):
+        list(group_tuples([(1, 2**31)], size=10))

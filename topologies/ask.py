@@ -4,6 +4,8 @@ Example (root)::
 
     python -m topologies.ask run                        # 2 mappers, generated Zipf text
     python -m topologies.ask run --mappers 3 --words 200000 --swap-s 1 --loss 0.01
+    python -m topologies.ask spark      # PySpark's word count, its reduceByKey via the switch
+    python -m topologies.ask groupby    # GROUP BY k SUM(v), COUNT(*): Spark vs the switch
 
 Network (``topologies/experiment.py``): ``star(M + 1)``, mappers ``h1..hM``, the reducer
 ``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/ask.py``). Each mapper
@@ -53,6 +55,19 @@ def zipf_text(path: Path, words: int, seed: int, vocab: int = 5000, alpha: float
     with open(path, "w") as f:
         for i in range(0, words, 16):
             f.write(" ".join(toks[i : i + 16].tolist()) + "\n")
+
+
+def zipf_table(path: Path, rows: int, seed: int, keys: int = 2000, alpha: float = 1.2) -> None:
+    """A CSV table ``k,v`` of ``rows`` rows: keys Zipf(alpha) over ``keys`` ints, values
+    uniform in [-1000, 1000]."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ks = (rng.zipf(alpha, size=rows) - 1) % keys
+    vs = rng.integers(-1000, 1001, size=rows)
+    with open(path, "w") as f:
+        f.write("k,v\n")
+        f.writelines(f"{k},{v}\n" for k, v in zip(ks.tolist(), vs.tolist(), strict=True))
 
 
 def run(
@@ -128,13 +143,18 @@ def run(
 def run_spark(
     partitions: int = 2, words: int = 20000, rows: int = 1024, window: int = 64,
     run_dir: Path = RUN_DIR / "spark", log: Any = print, timeout: float = 600.0,
-    corpus: Path | None = None,
+    corpus: Path | None = None, query: str = "wordcount",
 ) -> dict[str, Any]:  # fmt: skip
     """PySpark (local mode) on ``h1``, its ``reduceByKey`` through the switch to the reducer
-    on ``h2``, beside Spark's own RDD and DataFrame word counts on the same file."""
+    on ``h2``, beside Spark's own RDD and DataFrame word counts on the same file; with
+    ``query="groupby"``, ``GROUP BY k SUM(v), COUNT(*)`` over a generated table of ``words``
+    rows per partition, Spark's DataFrame ``groupBy().agg()`` beside the same DataFrame
+    through the switch."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    text = corpus or run_dir / "words.txt"
-    if corpus is None:
+    text = corpus or run_dir / ("table.csv" if query == "groupby" else "words.txt")
+    if corpus is None and query == "groupby":
+        zipf_table(text, words * partitions, seed=12)
+    elif corpus is None:
         zipf_text(text, words * partitions, seed=11)
     cfg = ExperimentConfig(star(2), run_dir=run_dir, log=log)
     with Experiment(cfg) as ex:
@@ -151,7 +171,8 @@ def run_spark(
             ready="ask reducer ready",
         )  # fmt: skip
         out = (run_dir / "spark.json").resolve()
-        cmd = [sys.executable, "-m", "hosts.ask_spark", "--input", str(text.resolve()),
+        cmd = [sys.executable, "-m", "hosts.ask_spark", "--query", query,
+               "--input", str(text.resolve()),
                "--partitions", str(partitions), *ctl, "--reducer-ip", host_ip(2),
                "--out", str(out)]  # fmt: skip
         with open(ex.logs / "h1.log", "wb") as f:
@@ -169,7 +190,7 @@ def run_spark(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m topologies.ask", description=__doc__)
-    ap.add_argument("cmd", choices=["run", "spark"])
+    ap.add_argument("cmd", choices=["run", "spark", "groupby"])
     ap.add_argument("--partitions", type=int, default=2, help="spark: RDD partitions")
     ap.add_argument("--mappers", type=int, default=2)
     ap.add_argument("--words", type=int, default=20000, help="words per mapper (Zipf)")
@@ -180,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     def go() -> int:
-        if a.cmd == "spark":
-            srec = run_spark(a.partitions, a.words, max(a.rows, 1024))
+        if a.cmd in ("spark", "groupby"):
+            query = "groupby" if a.cmd == "groupby" else "wordcount"
+            srec = run_spark(a.partitions, a.words, max(a.rows, 1024), query=query)
             Path("results").mkdir(exist_ok=True)
-            Path("results/ask_spark.json").write_text(json.dumps(srec, indent=1))
+            Path(f"results/ask_{a.cmd}.json").write_text(json.dumps(srec, indent=1))
             print(json.dumps({k: v for k, v in srec.items() if k != "switch_stats"}))
             return 0 if all(v for k, v in srec.items() if k.endswith("_exact")) else 1
         rec = run(a.mappers, a.words, a.rows, swap_s=a.swap_s, hot=a.hot, loss=a.loss)
