@@ -51,38 +51,7 @@
 control AtpPool(inout headers_t hdr,
                 inout inc_metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_00;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_01;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_02;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_03;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_04;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_05;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_06;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_07;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_08;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_09;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_10;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_11;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_12;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_13;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_14;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_15;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_16;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_17;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_18;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_19;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_20;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_21;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_22;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_23;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_24;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_25;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_26;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_27;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_28;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_29;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_30;
-    register<bit<32>>(ATP_POOL_SIZE) atp_value_31;
+    SLOT_REGISTERS(atp_value, ATP_POOL_SIZE)
     register<bit<16>>(ATP_POOL_SIZE) atp_job;      // job of the use held (0: never used)
     register<bit<32>>(ATP_POOL_SIZE) atp_psn;      // psn of the use held
     register<bit<32>>(ATP_POOL_SIZE) atp_bitmap;   // members that contributed
@@ -146,108 +115,15 @@ control AtpPool(inout headers_t hdr,
 
     action add_values() {
         ovf = 0;
-        ATP_ADD(v00, atp_value_00)
-        ATP_ADD(v01, atp_value_01)
-        ATP_ADD(v02, atp_value_02)
-        ATP_ADD(v03, atp_value_03)
-        ATP_ADD(v04, atp_value_04)
-        ATP_ADD(v05, atp_value_05)
-        ATP_ADD(v06, atp_value_06)
-        ATP_ADD(v07, atp_value_07)
-        ATP_ADD(v08, atp_value_08)
-        ATP_ADD(v09, atp_value_09)
-        ATP_ADD(v10, atp_value_10)
-        ATP_ADD(v11, atp_value_11)
-        ATP_ADD(v12, atp_value_12)
-        ATP_ADD(v13, atp_value_13)
-        ATP_ADD(v14, atp_value_14)
-        ATP_ADD(v15, atp_value_15)
-        ATP_ADD(v16, atp_value_16)
-        ATP_ADD(v17, atp_value_17)
-        ATP_ADD(v18, atp_value_18)
-        ATP_ADD(v19, atp_value_19)
-        ATP_ADD(v20, atp_value_20)
-        ATP_ADD(v21, atp_value_21)
-        ATP_ADD(v22, atp_value_22)
-        ATP_ADD(v23, atp_value_23)
-        ATP_ADD(v24, atp_value_24)
-        ATP_ADD(v25, atp_value_25)
-        ATP_ADD(v26, atp_value_26)
-        ATP_ADD(v27, atp_value_27)
-        ATP_ADD(v28, atp_value_28)
-        ATP_ADD(v29, atp_value_29)
-        ATP_ADD(v30, atp_value_30)
-        ATP_ADD(v31, atp_value_31)
+        PER_SLOT(ATP_ADD, atp_value)
     }
 
     action undo_values() {
-        ATP_UNDO(v00, atp_value_00)
-        ATP_UNDO(v01, atp_value_01)
-        ATP_UNDO(v02, atp_value_02)
-        ATP_UNDO(v03, atp_value_03)
-        ATP_UNDO(v04, atp_value_04)
-        ATP_UNDO(v05, atp_value_05)
-        ATP_UNDO(v06, atp_value_06)
-        ATP_UNDO(v07, atp_value_07)
-        ATP_UNDO(v08, atp_value_08)
-        ATP_UNDO(v09, atp_value_09)
-        ATP_UNDO(v10, atp_value_10)
-        ATP_UNDO(v11, atp_value_11)
-        ATP_UNDO(v12, atp_value_12)
-        ATP_UNDO(v13, atp_value_13)
-        ATP_UNDO(v14, atp_value_14)
-        ATP_UNDO(v15, atp_value_15)
-        ATP_UNDO(v16, atp_value_16)
-        ATP_UNDO(v17, atp_value_17)
-        ATP_UNDO(v18, atp_value_18)
-        ATP_UNDO(v19, atp_value_19)
-        ATP_UNDO(v20, atp_value_20)
-        ATP_UNDO(v21, atp_value_21)
-        ATP_UNDO(v22, atp_value_22)
-        ATP_UNDO(v23, atp_value_23)
-        ATP_UNDO(v24, atp_value_24)
-        ATP_UNDO(v25, atp_value_25)
-        ATP_UNDO(v26, atp_value_26)
-        ATP_UNDO(v27, atp_value_27)
-        ATP_UNDO(v28, atp_value_28)
-        ATP_UNDO(v29, atp_value_29)
-        ATP_UNDO(v30, atp_value_30)
-        ATP_UNDO(v31, atp_value_31)
+        PER_SLOT(ATP_UNDO, atp_value)
     }
 
     action store_values() {
-        ATP_STORE(v00, atp_value_00)
-        ATP_STORE(v01, atp_value_01)
-        ATP_STORE(v02, atp_value_02)
-        ATP_STORE(v03, atp_value_03)
-        ATP_STORE(v04, atp_value_04)
-        ATP_STORE(v05, atp_value_05)
-        ATP_STORE(v06, atp_value_06)
-        ATP_STORE(v07, atp_value_07)
-        ATP_STORE(v08, atp_value_08)
-        ATP_STORE(v09, atp_value_09)
-        ATP_STORE(v10, atp_value_10)
-        ATP_STORE(v11, atp_value_11)
-        ATP_STORE(v12, atp_value_12)
-        ATP_STORE(v13, atp_value_13)
-        ATP_STORE(v14, atp_value_14)
-        ATP_STORE(v15, atp_value_15)
-        ATP_STORE(v16, atp_value_16)
-        ATP_STORE(v17, atp_value_17)
-        ATP_STORE(v18, atp_value_18)
-        ATP_STORE(v19, atp_value_19)
-        ATP_STORE(v20, atp_value_20)
-        ATP_STORE(v21, atp_value_21)
-        ATP_STORE(v22, atp_value_22)
-        ATP_STORE(v23, atp_value_23)
-        ATP_STORE(v24, atp_value_24)
-        ATP_STORE(v25, atp_value_25)
-        ATP_STORE(v26, atp_value_26)
-        ATP_STORE(v27, atp_value_27)
-        ATP_STORE(v28, atp_value_28)
-        ATP_STORE(v29, atp_value_29)
-        ATP_STORE(v30, atp_value_30)
-        ATP_STORE(v31, atp_value_31)
+        PER_SLOT(ATP_STORE, atp_value)
     }
 
     // The packet leaves towards the PS, unaggregated. `piece`: the workers it holds.
@@ -258,10 +134,7 @@ control AtpPool(inout headers_t hdr,
         standard_metadata.egress_spec = ps_port;
     }
 
-    action drop_with(bit<8> reason) {
-        meta.drop = 1;
-        meta.drop_reason = reason;
-    }
+    Refuse() refuse;
 
     apply {
         meta.atp = 0;
@@ -271,9 +144,9 @@ control AtpPool(inout headers_t hdr,
                 // ---- release: results and acknowledgements from the PS side ----
                 idx = hdr.inc.agg_idx;
                 if (standard_metadata.ingress_port != ps_port) {
-                    drop_with(DROP_FORGED_RESULT);
+                    refuse.apply(meta, DROP_FORGED_RESULT);
                 } else if (idx >= ATP_POOL_SIZE) {
-                    drop_with(DROP_OUT_OF_REGION);
+                    refuse.apply(meta, DROP_OUT_OF_REGION);
                 } else {
                     load_state();
                     if (st_job == hdr.inc.job_id && st_psn == hdr.inc.psn && st_count != 0) {
@@ -302,7 +175,7 @@ control AtpPool(inout headers_t hdr,
                     piece = hdr.inc.bitmap;
                 }
                 if (idx != want || idx >= ATP_POOL_SIZE) {
-                    drop_with(DROP_OUT_OF_REGION);
+                    refuse.apply(meta, DROP_OUT_OF_REGION);
                 } else if ((hdr.inc.flags & FLAG_RETX) != 0) {
                     fall_back(0, piece);
                     atp_events.count((bit<32>)ATP_EV_RETX_FALLBACK);
@@ -313,7 +186,7 @@ control AtpPool(inout headers_t hdr,
                     bit<32> delta = hdr.inc.psn - st_psn;
                     bool finished = same_job && delta >= gap && delta < PSN_HALF;
                     if (st_count == 0 && same_use) {
-                        drop_with(DROP_STALE);
+                        refuse.apply(meta, DROP_STALE);
                     } else if (st_count == 0 || finished) {
                         if (st_count != 0) {
                             atp_events.count((bit<32>)ATP_EV_RECLAIMED);
@@ -325,7 +198,7 @@ control AtpPool(inout headers_t hdr,
                         atp_events.count((bit<32>)ATP_EV_CLAIMED);
                     } else if (same_use) {
                         if (st_count >= meta.quorum || (st_bitmap & meta.worker_bit) != 0) {
-                            drop_with(DROP_DUPLICATE);
+                            refuse.apply(meta, DROP_DUPLICATE);
                         } else {
                             add_values();
                             if ((ovf & 0x80000000) != 0) {
