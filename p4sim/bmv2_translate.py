@@ -8,14 +8,19 @@ are unbounded integers masked where p4c wants them to wrap; here each operation 
 width of its widest operand, which gives the same bits for what p4c emits.
 
 Covered: headers, header stacks (extract into next, ``last`` in select keys, push/pop,
-elements by index) and metadata, parser extract/set/verify and select on fields and lookahead bits
-(value and mask), the deparser's order, actions with assign, add_header/remove_header, mark_to_drop,
-exit, register_read/write, count, execute_meter, hashes into a field
-(modify_field_with_hash_based_offset) and clones, register/counter/meter arrays and direct
-counters, tables (exact/lpm/ternary keys, default entries, const entries) and conditionals
-chained by next_tables (by action, hit/miss), csum16 checksum verify/update. Anything else
-(header unions, action profiles, direct meters, resubmit/recirculate, value sets)
-raises Bmv2JsonError naming it.
+elements by index), header unions (members extracted, assigned, emitted, ``valid_union``)
+and metadata, parser extract/set/verify and select on fields and lookahead bits (value and
+mask, parse value sets: a state matching one selects on its key fields concatenated), the
+deparser's order, actions with assign, add_header/remove_header, mark_to_drop, exit,
+register_read/write, count, execute_meter, hashes into a field
+(modify_field_with_hash_based_offset), clones, resubmits and recirculations (preserving the
+JSON's field lists: ``@field_list`` on those metadata fields), register/counter/meter arrays,
+direct counters and direct meters (read into the meter's ``result_target`` by every action
+of its table), tables (exact/lpm/ternary/range keys, default entries, const entries),
+action profiles and selectors (indirect tables; a selector's input fields become
+``selector`` keys) and conditionals chained by next_tables (by action, hit/miss), csum16
+checksum verify/update. Anything else (stacks of header unions, varbit fields, other
+extern instances) raises Bmv2JsonError naming it.
 
 Example::
 
@@ -55,10 +60,25 @@ class _Translator:
             for i, hid in enumerate(st.get("header_ids") or [])
         }
         self.learn = {int(ll["id"]): ll for ll in doc.get("learn_lists") or []}
-        for key in ("header_unions", "header_union_stacks", "parse_vsets",
-                    "extern_instances"):  # fmt: skip
+        for key in ("header_union_stacks", "extern_instances"):
             if doc.get(key):
                 raise Bmv2JsonError(f"p4sim cannot run this BMv2 JSON without its source: {key}")
+        utypes = {u["name"]: u for u in doc.get("header_union_types") or []}
+        self.unions = {u["name"]: u for u in doc.get("header_unions") or []}
+        self.members = {  # "u.a" -> ("u", "a"): union instance and member name
+            self.header_name(hid): (u["name"], member[0])
+            for u in self.unions.values()
+            for hid, member in zip(
+                u.get("header_ids") or [], utypes[u["union_type"]]["headers"], strict=True
+            )
+        }
+        self.union_types = utypes
+        self.vsets = {v["name"]: v for v in doc.get("parse_vsets") or []}
+        self.field_lists: dict[tuple[str, str], list[int]] = {}  # field -> list ids
+        for fl in doc.get("field_lists") or []:
+            for el in fl.get("elements") or []:
+                if el.get("type") == "field":
+                    self.field_lists.setdefault(tuple(el["value"]), []).append(int(fl["id"]))
 
     # -- names and widths ------------------------------------------------------------
 
@@ -81,6 +101,11 @@ class _Translator:
         raise Bmv2JsonError(f"a header stack names an unknown header id {hid}")
 
     def header_ref(self, header: str) -> str:
+        if header in self.members:
+            union, member = self.members[header]
+            return f"hdr.{_ident(union)}.{_ident(member)}"
+        if header in self.unions:
+            return f"hdr.{_ident(header)}"
         if header in self.elements:
             stack, i = self.elements[header]
             return f"hdr.{_ident(stack)}[{i}]"
@@ -106,7 +131,7 @@ class _Translator:
         if t == "runtime_data":
             name, w = rd[int(v)]
             return name, w
-        if t in ("header", "header_stack"):
+        if t in ("header", "header_stack", "header_union"):
             return self.header_ref(v), -2
         if t == "lookahead":  # [offset, width] in bits from the parser's position
             offset, width = (int(n) for n in v)
@@ -118,6 +143,8 @@ class _Translator:
             st = self.stacks[stack]
             widths = {f[0]: f[1] for f in self.types[st["header_type"]]["fields"]}
             return f"hdr.{_ident(stack)}.last.{_ident(field)}", int(widths[field])
+        if t == "expression" and isinstance(v, dict) and "op" not in v:
+            return self.expr(v, rd)  # {"type": "expression", "value": {"type": ...}}
         if t == "expression":
             return self.op(v, rd)
         raise Bmv2JsonError(f"p4sim cannot translate BMv2 expression of type {t}")
@@ -145,7 +172,7 @@ class _Translator:
             return f"({a} {'&&' if o == 'and' else '||'} {b})", -1
         if o == "not":
             return f"(!{self.boolean(v['right'], rd)})", -1
-        if o == "valid":
+        if o in ("valid", "valid_union"):
             return f"{self.expr(v['right'], rd)[0]}.isValid()", -1
         if o == "d2b":
             code, w = self.expr(v["right"], rd)
@@ -167,7 +194,8 @@ class _Translator:
                 return (str(val), 0) if o in _BIN else (("true" if val else "false"), -1)
             if o in ("<<", ">>"):
                 w = max(wa, 1) if wa != 0 else 32
-                return f"({self.sized(a, wa, w)} {o} {self.sized(b, wb, max(wb, 1))})", w
+                amount = b if wb == 0 else self.sized(b, wb, max(wb, 1))  # 4, not 1w4
+                return f"({self.sized(a, wa, w)} {o} {amount})", w
             w = max(wa, wb, 1)
             code = f"({self.sized(a, wa, w)} {o} {self.sized(b, wb, w)})"
             return (code, -1) if o in _CMP else (code, w)
@@ -187,7 +215,7 @@ class _Translator:
             if ws == -2:  # a whole header
                 return f"{dst} = {src};"
             return f"{dst} = {self.sized(src, ws, w)};"
-        if op == "assign_header":
+        if op in ("assign_header", "assign_union"):
             return f"{self.expr(params[0], rd)[0]} = {self.expr(params[1], rd)[0]};"
         if op == "add_header":
             return f"{self.expr(params[0], rd)[0]}.setValid();"
@@ -235,7 +263,17 @@ class _Translator:
         if op in ("clone_ingress_pkt_to_egress", "clone_egress_pkt_to_egress"):
             session, ws = self.expr(params[0], rd)
             kind = "I2E" if op.startswith("clone_ingress") else "E2E"
+            fl = self.field_list_id(params[1]) if len(params) > 1 else 0
+            if fl:
+                return (
+                    f"clone_preserving_field_list(CloneType.{kind}, "
+                    f"{self.sized(session, ws, 32)}, 8w{fl});"
+                )
             return f"clone(CloneType.{kind}, {self.sized(session, ws, 32)});"
+        if op in ("resubmit", "resubmit_preserving_field_list"):
+            return f"resubmit_preserving_field_list(8w{self.field_list_id(params[0])});"
+        if op in ("recirculate", "recirculate_preserving_field_list"):
+            return f"recirculate_preserving_field_list(8w{self.field_list_id(params[0])});"
         if op == "generate_digest":
             receiver, wr = self.expr(params[0], rd)
             ll = self.learn[int(self.expr(params[1], rd)[0])]
@@ -247,6 +285,12 @@ class _Translator:
             idx, wi = self.expr(params[1], rd)
             return f"{_ident(params[0]['value'])}.count({self.sized(idx, wi, 32)});"
         raise Bmv2JsonError(f"p4sim cannot translate the BMv2 primitive {op!r}")
+
+    def field_list_id(self, p: dict[str, Any]) -> int:
+        code, w = self.expr(p, [])
+        if w != 0 or not 0 <= int(code) < 256:
+            raise Bmv2JsonError(f"a field list id must be a constant below 256, not {code}")
+        return int(code)
 
     # -- program -------------------------------------------------------------------------
 
@@ -268,12 +312,32 @@ class _Translator:
                 continue
             t = self.types[h["header_type"]]
             fields = [f for f in t["fields"] if not f[0].startswith("_padding")]
+            if any(f[1] == "*" for f in fields):
+                raise Bmv2JsonError(f"p4sim cannot translate the varbit field of {t['name']}")
             kind = "struct" if h.get("metadata") else "header"
             tname = f"{_ident(t['name'])}_{kind[0]}"
-            body = " ".join(f"bit<{f[1]}> {_ident(f[0])};" for f in fields)
+            lists = [self.field_lists.get((name, f[0])) for f in fields]
+            if any(lists):  # this instance's fields carry @field_list: a type of its own
+                tname = f"{_ident(name)}_fl_s"
+            body = " ".join(
+                (f"@field_list({', '.join(map(str, ids))}) " if ids else "")
+                + f"bit<{f[1]}> {_ident(f[0])};"
+                for f, ids in zip(fields, lists, strict=True)
+            )
             if not any(line.startswith(f"{kind} {tname} ") for line in out):
                 out.append(f"{kind} {tname} {{ {body} }}")
+            if name in self.members:
+                continue
             (meta_fields if kind == "struct" else hdr_fields).append(f"{tname} {_ident(name)};")
+        for u in self.unions.values():
+            ut = self.union_types[u["union_type"]]
+            uname = f"{_ident(ut['name'])}_u"
+            members = " ".join(
+                f"{_ident(self.types[ht]['name'])}_h {_ident(m)};" for m, ht in ut["headers"]
+            )
+            if not any(line.startswith(f"header_union {uname} ") for line in out):
+                out.append(f"header_union {uname} {{ {members} }}")
+            hdr_fields.append(f"{uname} {_ident(u['name'])};")
         out.append(f"struct headers_t {{ {' '.join(hdr_fields)} }}")
         out.append(f"struct meta_t {{ {' '.join(meta_fields)} }}")
         for ll in self.learn.values():  # digest<T>: P4Info names the digest by T
@@ -305,6 +369,11 @@ class _Translator:
             "parser Parser(packet_in pk, out headers_t hdr, inout meta_t meta,",
             "              inout standard_metadata_t sm) {",
         ]
+        for vs in self.vsets.values():
+            w, size = int(vs["compressed_bitwidth"]), int(vs.get("max_size") or 1024)
+            lines.append(
+                f'    @name(".{vs["name"]}") value_set<bit<{w}>>({size}) vs_{_ident(vs["name"])};'
+            )
         for st in p["parse_states"]:
             name = "start" if st["name"] == p["init_state"] else f"s_{_ident(st['name'])}"
             body = []
@@ -342,27 +411,53 @@ class _Translator:
         if not keys:
             nxt = next((t["next_state"] for t in trans if t["type"] == "default"), None)
             return f"transition {self._state(nxt, init)};"
+        # a parse value set matches the key fields concatenated (their widths, no padding):
+        # such a state selects on that one concatenation
+        joined = any(t["type"] == "parse_vset" for t in trans)
+        total = sum(w for _, w in keys)
         cases = []
         for t in trans:
             if t["type"] == "default":
                 cases.append(f"default: {self._state(t['next_state'], init)};")
                 continue
+            if t["type"] == "parse_vset":
+                vs = self.vsets.get(t["value"])
+                if vs is None:
+                    raise Bmv2JsonError(f"a transition names an unknown value set {t['value']}")
+                if int(vs["compressed_bitwidth"]) != total:
+                    raise Bmv2JsonError(
+                        f"value set {t['value']} is {vs['compressed_bitwidth']} bits wide, "
+                        f"its select key {total}"
+                    )
+                if t.get("mask") and int(t["mask"], 16) != (1 << total) - 1:
+                    raise Bmv2JsonError(f"p4sim cannot translate a masked value set {t['value']}")
+                cases.append(f"vs_{_ident(t['value'])}: {self._state(t['next_state'], init)};")
+                continue
             if t["type"] != "hexstr":
                 raise Bmv2JsonError(f"p4sim cannot translate a {t['type']} transition")
             value, mask = int(t["value"], 16), int(t["mask"], 16) if t.get("mask") else None
             parts, shift = [], sum((w + 7) // 8 * 8 for _, w in keys)
+            vals, masks = [], []
             for _, w in keys:  # BMv2 concatenates the key fields, each in whole bytes
                 shift -= (w + 7) // 8 * 8
                 bits = (1 << w) - 1
+                vals.append(((value >> shift) & bits, w))
+                masks.append(((mask >> shift) & bits, w) if mask is not None else None)
                 part = f"{w}w{(value >> shift) & bits}"
                 if mask is not None:
                     part += f" &&& {w}w{(mask >> shift) & bits}"
                 parts.append(part)
-            label = parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
+            if joined:
+                label = f"{total}w{_concat(vals)}"
+                if mask is not None:
+                    label += f" &&& {total}w{_concat([m for m in masks if m is not None])}"
+            else:
+                label = parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
             cases.append(f"{label}: {self._state(t['next_state'], init)};")
         if not any(c.startswith("default") for c in cases):
             cases.append("default: reject;")
-        return f"transition select({', '.join(k for k, _ in keys)}) {{ {' '.join(cases)} }}"
+        key = " ++ ".join(k for k, _ in keys) if joined else ", ".join(k for k, _ in keys)
+        return f"transition select({key}) {{ {' '.join(cases)} }}"
 
     def checksum_control(self, name: str, verify: bool) -> list[str]:
         calls = []
@@ -388,12 +483,13 @@ class _Translator:
         ]
         if pipe is None:
             return lines + ["    apply { }", "}"]
-        if pipe.get("action_profiles"):
-            raise Bmv2JsonError("p4sim cannot translate BMv2 action profiles without the source")
         self.tables = {t["name"]: t for t in pipe.get("tables") or []}
         self.conds = {c["name"]: c for c in pipe.get("conditionals") or []}
+        self.profiles = {p["name"]: p for p in pipe.get("action_profiles") or []}
         used = {a for t in self.tables.values() for a in t["action_ids"]}
         lines += ["    " + d for d in self.externs(used, set(self.tables))]
+        lines += ["    " + d for d in self.action_profiles()]
+        self.meter_reads = self.direct_meter_reads()
         for aid in sorted(used):
             lines.append("    " + self.action(self.actions[aid]))
         for t in self.tables.values():
@@ -433,32 +529,93 @@ class _Translator:
                             f'@name(".{c["name"]}") direct_counter({unit}) {_ident(c["name"])};'
                         )
                     elif c.get("binding") in tables:
-                        raise Bmv2JsonError("p4sim cannot translate BMv2 direct meters")
+                        target = c.get("result_target")
+                        if not target:
+                            raise Bmv2JsonError(f"direct meter {c['name']} has no result_target")
+                        _, w = self.field_ref(target)
+                        out.append(
+                            f'@name(".{c["name"]}") direct_meter<bit<{w}>>({unit}) '
+                            f"{_ident(c['name'])};"
+                        )
                 elif c["name"] in named:
                     out.append(
                         f'@name(".{c["name"]}") {kind}({c["size"]}, {unit}) {_ident(c["name"])};'
                     )
         return out
 
+    def action_profiles(self) -> list[str]:
+        """Declarations of the pipeline's action profiles and selectors."""
+        out = []
+        for p in self.profiles.values():
+            name, size = p["name"], int(p.get("max_size") or 1024)
+            sel = p.get("selector")
+            if sel is None:
+                kind = f"action_profile(32w{size})"
+            else:
+                if sel.get("algo") not in _HASHES:
+                    raise Bmv2JsonError(f"p4sim cannot translate the selector hash {sel['algo']}")
+                kind = f"action_selector(HashAlgorithm.{sel['algo']}, 32w{size}, 32w32)"
+            out.append(f'@name(".{name}") {kind} {_ident(name)};')
+        return out
+
+    def direct_meter_reads(self) -> dict[int, str]:
+        """action id -> the statement reading its table's direct meter into the meter's
+        ``result_target`` (BMv2 writes the colour there when the table hits)."""
+        meters = {m["name"]: m for m in self.doc.get("meter_arrays") or [] if m.get("is_direct")}
+        reads: dict[int, str] = {}
+        users: dict[int, set[str]] = {}
+        for t in self.tables.values():
+            for aid in t["action_ids"]:
+                users.setdefault(aid, set()).add(t["name"])
+        for t in self.tables.values():
+            name = t.get("direct_meters")
+            if not name:
+                continue
+            m = meters.get(name)
+            if m is None:
+                raise Bmv2JsonError(f"table {t['name']} names an unknown direct meter {name}")
+            dst, _ = self.field_ref(m["result_target"])
+            for aid in t["action_ids"]:
+                if users[aid] != {t["name"]}:  # also another table's action
+                    if not self.actions[aid].get("primitives"):
+                        continue  # an empty action (NoAction) reads nothing
+                    raise Bmv2JsonError(
+                        f"p4sim cannot translate action {self.actions[aid]['name']}: used by "
+                        f"{sorted(users[aid])} and reading the direct meter of {t['name']}"
+                    )
+                reads[aid] = f"{_ident(name)}.read({dst});"
+        return reads
+
     def action(self, a: dict[str, Any]) -> str:
         rd = [(_ident(p["name"]), int(p["bitwidth"])) for p in a["runtime_data"]]
         params = ", ".join(f"bit<{w}> {n}" for n, w in rd)
         body = " ".join(self.primitive(p, rd) for p in a.get("primitives") or [])
+        if a["id"] in self.meter_reads:
+            body = f"{self.meter_reads[a['id']]} {body}"
         return f'@name(".{a["name"]}") action a{a["id"]}({params}) {{ {body} }}'
 
     def table(self, t: dict[str, Any]) -> list[str]:
-        if t.get("type", "simple") != "simple" or t.get("direct_meters"):
-            raise Bmv2JsonError(
-                f"p4sim cannot translate table {t['name']} (indirect, counters or meters)"
-            )
+        kind = t.get("type", "simple")
+        if kind not in ("simple", "indirect", "indirect_ws"):
+            raise Bmv2JsonError(f"p4sim cannot translate table {t['name']} of type {kind}")
         keys = []
         for k in t.get("key") or []:
-            if k["match_type"] not in ("exact", "lpm", "ternary") or k.get("mask"):
+            if k["match_type"] not in ("exact", "lpm", "ternary", "range") or k.get("mask"):
                 raise Bmv2JsonError(
                     f"p4sim cannot translate the {k['match_type']} key of {t['name']}"
                 )
             code, _ = self.field_ref(k["target"])
             keys.append(f'{code}: {k["match_type"]} @name("{k["name"]}");')
+        profile = None
+        if kind != "simple":
+            profile = self.profiles.get(t.get("action_profile") or "")
+            if profile is None:
+                raise Bmv2JsonError(f"table {t['name']} names no action profile of its pipeline")
+            if kind == "indirect_ws":
+                if profile.get("selector") is None:
+                    raise Bmv2JsonError(f"table {t['name']}: {profile['name']} has no selector")
+                for x in profile["selector"].get("input") or []:
+                    keys.append(f"{self.expr(x, [])[0]}: selector;")
         actions = " ".join(f"a{i};" for i in t["action_ids"])
         hidden = "@hidden " if t["name"].startswith("tbl_") else ""  # p4c's own tables
         out = [f'{hidden}@name(".{t["name"]}") table t{t["id"]} {{']
@@ -466,6 +623,10 @@ class _Translator:
             out.append(f"    key = {{ {' '.join(keys)} }}")
         out.append(f"    actions = {{ {actions} }}")
         out.append(f"    size = {t.get('max_size', 1024)};")
+        if profile is not None:
+            out.append(f"    implementation = {_ident(profile['name'])};")
+        if t.get("direct_meters"):
+            out.append(f"    meters = {_ident(t['direct_meters'])};")
         if t.get("with_counters"):
             direct = [
                 c["name"]
@@ -536,6 +697,14 @@ class _Translator:
         )
         rest = self.node(t.get("base_default_next"), depth + 1)
         return f"switch ({apply}.action_run) {{ {cases} default: {{ {rest} }} }}"
+
+
+def _concat(parts: list[tuple[int, int]]) -> int:
+    """Values of the given widths, concatenated (the first one highest)."""
+    out = 0
+    for v, w in parts:
+        out = (out << w) | v
+    return out
 
 
 def p4_from_bmv2_json(doc: dict[str, Any]) -> str:

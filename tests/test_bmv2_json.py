@@ -250,13 +250,15 @@ def test_client_pushes_a_json_whose_source_is_nowhere_and_packets_forward(tmp_pa
 
 def test_json_using_what_the_translation_lacks_is_refused_naming_it(tmp_path: Path) -> None:
     doc = json.loads(ROUTER_JSON.read_text())
-    doc["header_unions"] = [{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [2, 3]}]
-    with pytest.raises(Bmv2JsonError, match=r"not found in.*nor can p4sim run.*header_unions"):
+    doc["header_union_stacks"] = [
+        {"name": "us", "id": 0, "union_type": "u_t", "header_union_ids": [0, 1]}
+    ]
+    with pytest.raises(Bmv2JsonError, match=r"not found in.*nor can p4sim run.*union_stacks"):
         switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
     doc = json.loads(ROUTER_JSON.read_text())
-    recirculate = {"op": "recirculate", "parameters": [{"type": "hexstr", "value": "0x1"}]}
-    doc["actions"][3]["primitives"].append(recirculate)
-    with pytest.raises(Bmv2JsonError, match=r"primitive 'recirculate'"):
+    assign_vl = {"op": "assign_VL", "parameters": [{"type": "field", "value": ["ipv4", "ttl"]}]}
+    doc["actions"][3]["primitives"].append(assign_vl)
+    with pytest.raises(Bmv2JsonError, match=r"primitive 'assign_VL'"):
         switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
 
 
@@ -413,3 +415,197 @@ def test_json_lookahead_select_and_digest_run_without_the_source(tmp_path: Path)
     frame = _ipv4("10.0.2.2")
     assert sw.send(1, frame) == source.send(1, frame) != []  # parsed through the peek state
     assert sw.digests[-1] == ("route_learn_t", (0x0A000101, 1))
+
+
+def _f(h: str, n: str) -> dict[str, Any]:
+    return {"type": "field", "value": [h, n]}
+
+
+def _x(v: str) -> dict[str, Any]:
+    return {"type": "hexstr", "value": v}
+
+
+def _table_running(doc: dict[str, Any], action: dict[str, Any], tid: int) -> str:
+    """Add ``action`` and a keyless table running it (p4c's ``tbl_X``); its name."""
+    doc["actions"].append(action)
+    name = f"tbl_{action['name'].split('.')[-1]}"
+    doc["pipelines"][0]["tables"].append(
+        {"name": name, "id": tid, "key": [], "match_type": "exact", "type": "simple",
+         "max_size": 1024, "with_counters": False, "support_timeout": False,
+         "direct_meters": None, "action_ids": [action["id"]], "actions": [action["name"]],
+         "base_default_next": None, "next_tables": {action["name"]: None},
+         "default_entry": {"action_id": action["id"], "action_const": True, "action_data": [],
+                           "action_entry_const": True}}
+    )  # fmt: skip
+    return name
+
+
+def test_json_header_union_and_parse_value_set_run_without_the_source(tmp_path: Path) -> None:
+    """A header union ``u`` (members a, b as p4c lists them: ``header_union_types``,
+    ``header_unions``, headers ``u.a``/``u.b``) entered through a parse value set of
+    EtherTypes the control plane fills, a second state extracting ``u.b`` (which makes
+    ``u.a`` invalid), and ingress sending any packet with a valid ``u``
+    (``valid_union``) to port 3."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    doc["header_types"] += [
+        {"name": "a_t", "id": 10, "fields": [["x", 8, False]]},
+        {"name": "b_t", "id": 11, "fields": [["y", 16, False]]},
+    ]
+    doc["headers"] += [
+        {"name": "u.a", "id": 10, "header_type": "a_t", "metadata": False},
+        {"name": "u.b", "id": 11, "header_type": "b_t", "metadata": False},
+    ]
+    doc["header_union_types"] = [{"name": "u_t", "id": 0, "headers": [["a", "a_t"], ["b", "b_t"]]}]
+    doc["header_unions"] = [{"name": "u", "id": 0, "union_type": "u_t", "header_ids": [10, 11]}]
+    doc["parse_vsets"] = [{"name": "RouterParser.etypes", "id": 0, "compressed_bitwidth": 16}]
+    states = doc["parsers"][0]["parse_states"]
+    states[0]["transitions"].insert(1, {"type": "parse_vset", "value": "RouterParser.etypes",
+                                        "mask": None, "next_state": "parse_a"})  # fmt: skip
+    extract = lambda h: {"op": "extract", "parameters": [{"type": "regular", "value": h}]}  # noqa: E731
+    states += [
+        {"name": "parse_a", "id": 2, "parser_ops": [extract("u.a")],
+         "transition_key": [_f("u.a", "x")],
+         "transitions": [{"type": "hexstr", "value": "0xbb", "mask": None,
+                          "next_state": "parse_b"},
+                         {"type": "default", "value": None, "mask": None, "next_state": None}]},
+        {"name": "parse_b", "id": 3, "parser_ops": [extract("u.b")], "transition_key": [],
+         "transitions": [{"type": "default", "value": None, "mask": None, "next_state": None}]},
+    ]  # fmt: skip
+    to3 = {
+        "name": "RouterIngress.to_port_3",
+        "id": 4,
+        "runtime_data": [],
+        "primitives": [
+            {"op": "assign", "parameters": [_f("standard_metadata", "egress_spec"), _x("0x0003")]}
+        ],
+    }
+    tbl = _table_running(doc, to3, 2)
+    ingress = doc["pipelines"][0]
+    ingress["conditionals"].append(
+        {"name": "node_u", "id": 1, "true_next": tbl, "false_next": "node_2",
+         "expression": {"type": "expression", "value": {
+             "op": "valid_union", "left": None, "right": {"type": "header_union", "value": "u"}}}}
+    )  # fmt: skip
+    ingress["init_table"] = "node_u"
+    doc["deparsers"][0]["order"] = ["ethernet", "u.a", "u.b", "ipv4"]
+    sw, path = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    assert "header_union" in path.read_text() and "value_set<bit<16>>" in path.read_text()
+    eth = lambda t: bytes(Ether(dst="00:00:00:00:00:01", type=t))  # noqa: E731
+    assert sw.send(1, eth(0x88B5) + b"\x11rest") == []  # not in the set: no u, not IPv4
+    sw.value_set_add("RouterParser.etypes", [0x88B5])
+    assert sw.send(1, eth(0x88B5) + b"\x11rest") == [(3, eth(0x88B5) + b"\x11rest")]
+    # u.b extracted after u.a: a is invalid and not emitted, b is
+    assert sw.send(1, eth(0x88B5) + b"\xbb\x12\x34rest") == [(3, eth(0x88B5) + b"\x12\x34rest")]
+    assert sw.send(1, eth(0x88B6) + b"\x11rest") == []
+    assert [p for p, _ in _entries(sw).send(1, _ipv4("10.0.2.2"))] == [2]  # IPv4 still routed
+
+
+def test_json_action_selector_spreads_flows_by_its_hash_without_the_source(
+    tmp_path: Path,
+) -> None:
+    """The route table made ``indirect_ws`` over an action selector hashing the IPv4
+    addresses with crc16 (``action_profiles`` with ``selector``): a group of two
+    members sends each flow to the member its hash picks, the same for every packet."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    ingress = doc["pipelines"][0]
+    ingress["action_profiles"] = [
+        {"name": "RouterIngress.ecmp", "id": 0, "max_size": 64, "selector": {
+            "algo": "crc16", "input": [_f("ipv4", "src_addr"), _f("ipv4", "dst_addr")]}}
+    ]  # fmt: skip
+    route = ingress["tables"][1]
+    route["type"], route["action_profile"] = "indirect_ws", "RouterIngress.ecmp"
+    sw, path = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    assert "action_selector(HashAlgorithm.crc16" in path.read_text()
+    fwd = "RouterIngress.forward"
+    for member, port in ((1, 5), (2, 6)):
+        sw.act_prof_create_member("RouterIngress.ecmp", member, fwd,
+                                  {"next_hop_mac": port, "port": port})  # fmt: skip
+    sw.act_prof_create_group("RouterIngress.ecmp", 10)
+    sw.act_prof_add_member_to_group("RouterIngress.ecmp", 1, 10)
+    sw.act_prof_add_member_to_group("RouterIngress.ecmp", 2, 10)
+    sw.table_indirect_add("RouterIngress.ipv4_route", {"hdr.ipv4.dst_addr": (0x0A000000, 8)},
+                          group=10)  # fmt: skip
+    ports = set()
+    for i in range(24):
+        src, dst = f"10.0.1.{i + 1}", "10.0.2.2"
+        frame = bytes(Ether(dst="00:00:00:00:00:01") / IP(src=src, dst=dst) / UDP())
+        data = bytes(IP(src=src, dst=dst))[12:20]
+        want = 5 + hashes.compute("crc16", data) % 2
+        assert [p for p, _ in sw.send(1, frame)] == [want] == [p for p, _ in sw.send(1, frame)]
+        ports.add(want)
+    assert ports == {5, 6}
+
+
+def test_json_direct_meter_colours_reach_its_result_target_without_the_source(
+    tmp_path: Path,
+) -> None:
+    """A direct meter on the route table writing its colour into a metadata field
+    (``meter_arrays`` entry with ``is_direct``, ``binding``, ``result_target``; the
+    table's ``direct_meters``), which the forward action copies into the IPv4 DSCP
+    byte: with a peak burst of 2 packets the third packet is RED."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    scalars = next(t for t in doc["header_types"] if t["name"] == "scalars_0")
+    scalars["fields"].append(["color", 8, False])
+    doc["meter_arrays"] = [
+        {"name": "RouterIngress.route_meter", "id": 0, "is_direct": True, "rate_count": 2,
+         "type": "packets", "size": 1024, "binding": "RouterIngress.ipv4_route",
+         "result_target": ["scalars", "color"]}
+    ]  # fmt: skip
+    doc["pipelines"][0]["tables"][1]["direct_meters"] = "RouterIngress.route_meter"
+    doc["actions"][3]["primitives"].append(
+        {"op": "assign", "parameters": [_f("ipv4", "diffserv"), _f("scalars", "color")]}
+    )
+    sw, path = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    assert "direct_meter<bit<8>>(MeterType.packets)" in path.read_text()
+    _entries(sw)
+    handle = sw.table_entries("RouterIngress.ipv4_route")[0].handle
+    sw.meter_set_rates("RouterIngress.route_meter", handle, (1e-9, 1), (1e-9, 2))
+    tos = [IP(sw.send(1, _ipv4("10.0.2.2"))[0][1][14:]).tos for _ in range(3)]
+    assert tos == [0, 1, 2]  # GREEN, YELLOW (committed burst used up), RED
+
+
+def test_json_resubmit_keeps_the_metadata_of_its_field_list_without_the_source(
+    tmp_path: Path,
+) -> None:
+    """``resubmit_preserving_field_list`` with the JSON's ``field_lists``: the first pass
+    counts 1 into a metadata field in the list and resubmits; the resubmitted pass sees
+    it (and ``instance_type`` 6) and forwards with the count in the IPv4 DSCP byte. A
+    field outside the list starts again from 0."""
+    doc = json.loads(ROUTER_JSON.read_text())
+    scalars = next(t for t in doc["header_types"] if t["name"] == "scalars_0")
+    scalars["fields"] += [["kept", 8, False], ["lost", 8, False]]
+    doc["field_lists"] = [{"id": 1, "name": "fl", "elements": [_f("scalars", "kept")]}]
+    add = lambda fld: {"op": "assign", "parameters": [_f("scalars", fld), {  # noqa: E731
+        "type": "expression", "value": {"type": "expression", "value": {
+            "op": "+", "left": _f("scalars", fld), "right": _x("0x01")}}}]}  # fmt: skip
+    first = {
+        "name": "RouterIngress.again",
+        "id": 4,
+        "runtime_data": [],
+        "primitives": [
+            add("kept"),
+            add("lost"),
+            {"op": "resubmit_preserving_field_list", "parameters": [_x("0x1")]},
+        ],
+    }
+    tbl = _table_running(doc, first, 2)
+    ingress = doc["pipelines"][0]
+    ingress["conditionals"].append(
+        {"name": "node_first", "id": 1, "true_next": tbl, "false_next": "node_2",
+         "expression": {"type": "expression", "value": {
+             "op": "==", "left": _f("standard_metadata", "instance_type"),
+             "right": _x("0x00000000")}}}
+    )  # fmt: skip
+    ingress["init_table"] = "node_first"
+    doc["actions"][3]["primitives"].append(
+        {"op": "assign", "parameters": [_f("ipv4", "diffserv"), {
+            "type": "expression", "value": {"type": "expression", "value": {
+                "op": "|", "left": {"type": "expression", "value": {
+                    "op": "<<", "left": _f("scalars", "kept"), "right": _x("0x4")}},
+                "right": _f("scalars", "lost")}}}]}
+    )  # fmt: skip
+    sw, path = switch_from_bmv2_json(json.dumps(doc).encode(), [tmp_path])
+    assert "@field_list(1) bit<8> kept;" in path.read_text()
+    _entries(sw)
+    ((port, out),) = sw.send(1, _ipv4("10.0.2.2"))
+    assert port == 2 and IP(out[14:]).tos == 0x10  # kept 1, lost 0
