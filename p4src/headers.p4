@@ -88,6 +88,9 @@ struct inc_metadata_t {
     bit<8>  sync_mode;     // SYNC_MODE_* of this packet's epoch
     bit<1>  sync_wait;     // told to wait: sent back unaggregated with FLAG_WAIT
     bit<1>  late;          // a contribution that found its round already complete
+    bit<1>  sync_advance;  // the worker starts its next epoch: clocks move if not dropped
+    bit<8>  sync_workers;  // the job's N (for the clocks' commit)
+    bit<32> sync_lead;     // the epoch's lead over the slowest worker (for the commit)
 }
 
 #endif  // _HEADERS_P4_

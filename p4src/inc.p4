@@ -3,10 +3,11 @@
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
-// JobRegion (admission), then AtpPool for ATP jobs (atp.p4), or SyncModes (the job's
-// synchronisation mode, sync_modes.p4) and Aggregator for the others; results and ACKs
-// of ATP jobs through AtpPool (release, multicast), those of NetReduce jobs this switch
-// aggregates are dropped by ResultGuard (forged); key-value packets (op AGG_KV) through Ask;
+// JobRegion (admission), then AtpPool for ATP jobs (atp.p4), or, for the others, SyncModes
+// (the job's synchronisation mode, sync_modes.p4) and Aggregator, then SyncModes again (the
+// clocks move only for a packet the aggregator did not drop); results and ACKs of ATP jobs
+// through AtpPool (release, multicast), those of NetReduce jobs this switch aggregates are
+// dropped by ResultGuard (forged); key-value packets (op AGG_KV) through Ask;
 // key-value store requests and replies (KV_READ, KV_WRITE) through KvCache, which answers
 // cached reads itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through
 // Sequencer; everything else, including the op codes reserved for later systems, is
@@ -72,12 +73,16 @@ control IncIngress(inout headers_t hdr,
             if (meta.drop == 0) {
                 atp.apply(hdr, meta, standard_metadata);  // ATP jobs (atp_jobs) end there
                 if (meta.atp == 0) {
-                    sync_modes.apply(hdr, meta, standard_metadata);  // may say wait
+                    sync_modes.apply(hdr, meta, standard_metadata, false);  // may say wait
                 }
             }
             if (meta.drop == 0 && meta.atp == 0 && meta.sync_wait == 0) {
                 aggregator.apply(hdr, meta, standard_metadata);
                 sync_late.apply(hdr, meta, standard_metadata);
+            }
+            if (meta.drop == 0 && meta.sync_advance == 1) {
+                // The clocks move only once the aggregator took the packet.
+                sync_modes.apply(hdr, meta, standard_metadata, true);
             }
             if (meta.drop == 1) {
                 drop_and_count();

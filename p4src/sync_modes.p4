@@ -19,7 +19,8 @@
 // A worker's clock moves one epoch at a time (epoch clock + 1 starts its next epoch; a
 // packet further ahead is told to wait until its earlier epoch is in), and the slowest
 // epoch moves when the last worker reaches min + 1: O(1) register accesses per packet,
-// no scan over the workers. Packets of an epoch at or below the worker's clock
+// no scan over the workers. The clocks are written after the aggregator (the second,
+// `commit` application), so a packet it drops moves none. Packets of an epoch at or below the worker's clock
 // (retransmissions, late contributions) pass unchanged, unless the epoch is more than the
 // mode's lead below it: no round the worker can still need, dropped as DROP_OLD_EPOCH.
 //
@@ -32,9 +33,14 @@
 #ifndef _SYNC_MODES_P4_
 #define _SYNC_MODES_P4_
 
+// Applied twice per aggregation packet: with commit = false before the aggregator (the
+// mode, the checks; may say wait or drop), with commit = true after it, only when the
+// packet starts the worker's next epoch and the aggregator did not drop it: a dropped
+// packet changes no clock (docs/protocol.md), so the clocks are written last.
 control SyncModes(inout headers_t hdr,
                   inout inc_metadata_t meta,
-                  inout standard_metadata_t standard_metadata) {
+                  inout standard_metadata_t standard_metadata,
+                  in bool commit) {
     register<bit<32>>(SYNC_CLOCKS) sync_clock;    // (sync slot, worker): newest epoch admitted
     register<bit<32>>(SYNC_JOBS) sync_min;        // sync slot: the slowest worker's epoch
     register<bit<8>>(SYNC_REACHED) sync_reached;  // (sync slot, epoch % SYNC_RING): workers there
@@ -91,8 +97,27 @@ control SyncModes(inout headers_t hdr,
         sync_waits.count(slot);
     }
 
+    // The worker meta.worker_index starts epoch hdr.inc.epoch: its clock, the ring cell.
+    action advance_clocks() {
+        bit<32> e = hdr.inc.epoch;
+        sync_clock.write(meta.sync_slot * MAX_WORKERS + (bit<32>)meta.worker_index, e);
+        bit<32> cell = meta.sync_slot * SYNC_RING + (e & (SYNC_RING - 1));
+        bit<8> reached;
+        sync_reached.read(reached, cell);
+        reached = reached + 1;
+        if (reached == meta.sync_workers && meta.sync_lead == 1) {
+            // The last worker left the slowest epoch: e is the new slowest, and its ring
+            // cell is free for epoch e + SYNC_RING.
+            sync_min.write(meta.sync_slot, e);
+            reached = 0;
+        }
+        sync_reached.write(cell, reached);
+    }
+
     apply {
-        if (sync_modes.apply().hit) {
+        if (commit) {
+            advance_clocks();
+        } else if (sync_modes.apply().hit) {
             meta.sync_on = 1;
             meta.sync_slot = slot;
             bit<32> e = hdr.inc.epoch;
@@ -129,18 +154,9 @@ control SyncModes(inout headers_t hdr,
                        || lead >= SYNC_RING) {
                 wait_reply();
             } else {
-                sync_clock.write(idx, e);
-                bit<32> cell = slot * SYNC_RING + (e & (SYNC_RING - 1));
-                bit<8> reached;
-                sync_reached.read(reached, cell);
-                reached = reached + 1;
-                if (reached == n_workers && lead == 1) {
-                    // The last worker left the slowest epoch: e is the new slowest, and
-                    // its ring cell is free for epoch e + SYNC_RING.
-                    sync_min.write(slot, e);
-                    reached = 0;
-                }
-                sync_reached.write(cell, reached);
+                meta.sync_advance = 1;  // written after the aggregator (commit)
+                meta.sync_workers = n_workers;
+                meta.sync_lead = lead;
             }
         }
     }

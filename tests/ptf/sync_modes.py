@@ -215,3 +215,23 @@ class ForgedPacketsCannotChangeAMode(SyncModeTest):
         self.assertEqual(self.clocks(), (1, 1, 1))
         state = self.call(sync_modes.read_state(self.sw, 1))
         self.assertEqual(str(state.after), "sync")
+
+
+class RefusedPacketMovesNoClock(SyncModeTest):
+    """A packet the aggregator refuses changes no clock, though its epoch is the worker's
+    next one: worker 0's psn 0 again, now claiming epoch 1, is a duplicate of its absorbed
+    contribution (DROP_DUPLICATE), so worker 0 stays at epoch 0 and may still start epoch 1
+    with its real packet. (The clocks are written after the aggregator.)"""
+
+    mode = "bounded 1"
+
+    def runTest(self) -> None:
+        self.contribute(0, 0, A, epoch=0)
+        self.contribute(0, 0, A, epoch=1)
+        self.assert_drops(DUPLICATE=1)
+        self.assert_nothing_out(1)
+        self.assertEqual(self.clocks(), (0, 2**32 - 1, 2**32 - 1))
+        self.contribute(0, 1, A, epoch=1)
+        self.assert_nothing_out(1)
+        self.assertEqual(self.clocks(), (1, 2**32 - 1, 2**32 - 1))
+        self.assert_drops(DUPLICATE=1)
