@@ -81,18 +81,8 @@ control SyncModes(inout headers_t hdr,
         size = SYNC_JOBS;
     }
 
-    // Send the packet back to its sender, unaggregated, with FLAG_WAIT.
+    // The packet goes back to its sender, unaggregated, with FLAG_WAIT (ReturnToSender).
     action wait_reply() {
-        bit<48> mac = hdr.ethernet.dstAddr;
-        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
-        hdr.ethernet.srcAddr = mac;
-        bit<32> ip = hdr.ipv4.dstAddr;
-        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
-        hdr.ipv4.srcAddr = ip;
-        hdr.ipv4.ttl = 64;
-        hdr.udp.checksum = 0;
-        hdr.inc.flags = hdr.inc.flags | FLAG_WAIT;
-        standard_metadata.egress_spec = standard_metadata.ingress_port;
         meta.sync_wait = 1;
         sync_waits.count(slot);
     }
@@ -113,6 +103,9 @@ control SyncModes(inout headers_t hdr,
         }
         sync_reached.write(cell, reached);
     }
+
+    ReturnToSender() return_to_sender;
+    Refuse() refuse;
 
     apply {
         if (commit) {
@@ -143,16 +136,17 @@ control SyncModes(inout headers_t hdr,
             bit<32> lead = e - slowest;       // how far e is past the slowest worker
             if (fence == 1 && after) {
                 wait_reply();
+                return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
             } else if (ahead >= PSN_HALF && clock - e > (bit<32>)max_lead) {
                 // Older than any round the worker can still need (it holds their results):
                 // a forged or corrupted epoch, which could pick another epoch's mode.
-                meta.drop = 1;
-                meta.drop_reason = DROP_OLD_EPOCH;
+                refuse.apply(meta, DROP_OLD_EPOCH);
             } else if (ahead == 0 || ahead >= PSN_HALF) {
                 // An epoch the worker already started (a retransmission): nothing moves.
             } else if (ahead != 1 || (mode != SYNC_MODE_ASYNC && lead > (bit<32>)max_lead)
                        || lead >= SYNC_RING) {
                 wait_reply();
+                return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
             } else {
                 meta.sync_advance = 1;  // written after the aggregator (commit)
                 meta.sync_workers = n_workers;
