@@ -260,3 +260,33 @@ def test_header_stacks_and_range_keys_run_native_with_pythons_outputs() -> None:
     assert out[2] == 0x80 and out[3] == 0xEE
     ((_, out),) = nat.send(1, _stack_frame(0, 0, 0, [(0, i) for i in range(5)]))
     assert out[2] == 0xF0  # a fifth item: StackOutOfBounds reaches ingress
+
+
+def test_signed_ints_run_native_with_pythons_outputs() -> None:
+    """tests/p4/native/signed_ops.p4 on operands at the edges of int<8> and int<64>
+    (most negative, -1, 0, 1, most positive) and random ones, every shift from 0 to 70."""
+    path = str(ROOT / "tests/p4/native/signed_ops.p4")
+    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(5)
+    edges8 = [0x80, 0x81, 0xFF, 0, 1, 0x7F, 0xFD]
+    edges64 = [1 << 63, (1 << 64) - 1, 0, 1, (1 << 63) - 1, (1 << 64) - 3]
+    frames = []
+    for i in range(600):
+        a = edges8[i % 7] if i < 300 else rng.randrange(256)
+        b = edges8[(i // 7) % 7] if i < 300 else rng.randrange(256)
+        c = edges64[i % 6] if i < 300 else rng.getrandbits(64)
+        d = edges64[(i // 6) % 6] if i < 300 else rng.getrandbits(64)
+        f = bytes([a, b]) + c.to_bytes(8, "big") + d.to_bytes(8, "big") + bytes([i % 71])
+        frames.append((1, f))
+    assert run_both(py, nat, frames) == len(frames)
+    # what the outputs are: -128 / -1 wraps to -128; -128 >> 70 is -1; 127 |+| 127 is 127
+    ((_, out),) = nat.send(1, bytes([0x80, 0xFF]) + bytes(16) + bytes([70]))
+    cmp8, _, div8, mod8 = out[:4]
+    assert (cmp8, div8, mod8) == (1 | 2 | 32, 0x80, 0) and out[20] == 0xFF  # sar8
+    ((_, out),) = nat.send(1, bytes([0x7F, 0x7F]) + bytes(16) + bytes([0]))
+    assert out[29] == 0x7F and out[49:53] == bytes([0, 0, 0, 0x7F])  # sadd8, wide
+    ((_, out),) = nat.send(1, bytes([0xFE, 0x7F]) + bytes(16) + bytes([0]))
+    assert out[30] == 0x80 and out[49:53] == bytes(
+        [0xFF, 0xFF, 0xFF, 0xFE]
+    )  # -2 |-| 127 saturates; -2 widened

@@ -13,7 +13,8 @@ counters, sub-control instances, mark_to_drop, csum16 verify/update_checksum, mu
 and ``exit``. Anything else raises :class:`Unsupported`, and the switch runs the program
 on the Python back end instead (one line says why).
 
-Every scalar is a ``uint64_t`` masked to its P4 width (``bool`` is 0/1), so that the
+Every scalar is a ``uint64_t`` masked to its P4 width (``bool`` is 0/1; ``int<W>`` is its
+W-bit two's-complement pattern, sign-extended where an operation reads it as signed), so that the
 arithmetic is the Python back end's (which keeps ints masked) modulo 2**64. Headers and
 structs are C structs of such fields; headers add ``valid_``.
 """
@@ -112,8 +113,8 @@ class CGen:
         if isinstance(t, (TBit, TBool, TError)) or (
             isinstance(t, TEnum) and getattr(t, "underlying", None) is not None
         ):
-            if isinstance(t, TBit) and (t.signed or t.width > 64):
-                raise Unsupported(f"type {t.show()} (signed or wider than 64 bits)")
+            if isinstance(t, TBit) and t.width > 64:
+                raise Unsupported(f"type {t.show()} (wider than 64 bits)")
             return "u64"
         if isinstance(t, TComposite):
             return self.struct(t)
@@ -447,6 +448,8 @@ class CGen:
             self.ctype(t)
             if isinstance(t, TComposite):
                 raise Unsupported("composite action parameters")
+            if isinstance(t, TBit) and t.signed:
+                raise Unsupported("signed action parameters")
             n = f"a_{p.name}"
             ps.append(f"u64 {n}")
             self.locals[-1][p.name] = V(n, t)
@@ -493,7 +496,7 @@ class CGen:
             v = self.expr(k.expr)
             if isinstance(v.type, TBool):
                 v = V(v.code, TBit(1))
-            if not isinstance(v.type, TBit):
+            if not isinstance(v.type, TBit) or v.type.signed:
                 raise Unsupported(f"table {fq}: key of type {v.type.show()}")
             keys.append(v.code)
         acts: list[tuple[str, Any] | None] = []
@@ -895,16 +898,14 @@ class CGen:
         if m is None:
             raise Unsupported(f"expression {type(e).__name__}")
         v = m(e, expect)
-        if isinstance(v.type, TBit) and (v.type.signed or v.type.width > 64):
+        if isinstance(v.type, TBit) and v.type.width > 64:
             raise Unsupported(f"values of type {v.type.show()}")
         return v
 
     def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
-        if e.signed:
-            raise Unsupported("signed literals")
-        if e.width is not None:
+        if e.width is not None:  # int<W> values are W-bit two's-complement patterns
             c = e.value & _mask(e.width)
-            return V(_lit(c), TBit(e.width), c)
+            return V(_lit(c), TBit(e.width, e.signed), c)
         if isinstance(expect, TBit):
             c = e.value & _mask(expect.width)
             return V(_lit(c), expect, c)
@@ -1010,6 +1011,8 @@ class CGen:
             if isinstance(v.type, TBool):
                 return V(f"({v.code} ? 1ULL : 0ULL)", t)
             if isinstance(v.type, TBit):
+                if t.width > v.type.width and v.type.signed:  # widening int<W> sign-extends
+                    return V(f"((u64)p4n_sx({v.code}, {v.type.width}) & {_lit(_mask(t.width))})", t)
                 if t.width >= v.type.width:
                     return V(v.code, t, v.const)
                 return V(f"({v.code} & {_lit(_mask(t.width))})", t)
@@ -1073,6 +1076,13 @@ class CGen:
             raise Unsupported(f"operator {op} on {a.type.show()}")
         w = a.type.width
         m = _lit(_mask(w))
+        sg = a.type.signed
+        if op == ">>" and sg:  # arithmetic: the sign fills
+            if isinstance(b.type, TBit) and b.type.signed:
+                raise Unsupported("signed shift amount")
+            if not isinstance(b.type, (TBit, TInfInt)) or (b.const is not None and b.const < 0):
+                raise Unsupported("shift amount")
+            return V(f"((u64)p4n_sar(p4n_sx({a.code}, {w}), {b.code}) & {m})", a.type)
         if op in ("<<", ">>"):
             if isinstance(b.type, TInfInt):
                 s = b.const
@@ -1089,10 +1099,19 @@ class CGen:
         if op == "++":
             if not isinstance(b.type, TBit) or w + b.type.width > 64:
                 raise Unsupported("concatenation wider than 64 bits")
-            return V(f"(({a.code} << {b.type.width}) | {b.code})", TBit(w + b.type.width))
+            t = TBit(w + b.type.width, sg)
+            return V(f"(({a.code} << {b.type.width}) | {b.code})", t)
         b = self.coerce(b, a.type)
+        if sg and op in _CMP:
+            return V(f"(p4n_sx({a.code}, {w}) {op} p4n_sx({b.code}, {w}))", TBool())
         if op in _CMP:
             return V(f"({a.code} {op} {b.code})", TBool())
+        if sg and op in ("/", "%"):
+            fn = "p4n_sdiv" if op == "/" else "p4n_smod"
+            return V(f"({fn}(p4n_sx({a.code}, {w}), p4n_sx({b.code}, {w})) & {m})", a.type)
+        if op in ("|+|", "|-|"):
+            fn = "p4n_sat_add" if op == "|+|" else "p4n_sat_sub"
+            return V(f"{fn}({a.code}, {b.code}, {w}, {int(sg)})", a.type)
         if op in ("&", "|", "^"):
             return V(f"({a.code} {op} {b.code})", a.type)
         if op in ("+", "-", "*"):

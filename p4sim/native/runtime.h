@@ -46,6 +46,37 @@ static inline u64 p4n_shr(u64 a, u64 b) { return b >= 64 ? 0 : a >> b; }
 static inline u64 p4n_div(u64 a, u64 b) { return b ? a / b : 0; }
 static inline u64 p4n_mod(u64 a, u64 b) { return b ? a % b : 0; }
 
+/* int<W>: W-bit two's-complement patterns, read as signed where the operation needs it
+ * (comparisons, division, >>, saturation), as the Python back end's rt.signed. */
+static inline int64_t p4n_sx(u64 v, int w) {
+    return w >= 64 ? (int64_t)v : (int64_t)(v << (64 - w)) >> (64 - w);
+}
+static inline int64_t p4n_sar(int64_t v, u64 n) { return v >> (n > 63 ? 63 : n); }
+/* truncating toward zero (Python's _sdiv/_smod); x / 0 is 0 */
+static inline int64_t p4n_sdiv(int64_t a, int64_t b) {
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0ULL - (u64)a);
+    return a / b;
+}
+static inline int64_t p4n_smod(int64_t a, int64_t b) {
+    if (b == 0 || b == -1) return 0;
+    return a % b;
+}
+static inline u64 p4n_sat_add(u64 a, u64 b, int w, int sg) {
+    u64 m = w >= 64 ? ~0ULL : (1ULL << w) - 1;
+    if (!sg) { u64 r = a + b; return (r < a || r > m) ? m : r; }
+    __int128 r = (__int128)p4n_sx(a, w) + p4n_sx(b, w);
+    __int128 hi = ((__int128)1 << (w - 1)) - 1, lo = -((__int128)1 << (w - 1));
+    return (u64)(r > hi ? hi : r < lo ? lo : r) & m;
+}
+static inline u64 p4n_sat_sub(u64 a, u64 b, int w, int sg) {
+    u64 m = w >= 64 ? ~0ULL : (1ULL << w) - 1;
+    if (!sg) return a > b ? a - b : 0;
+    __int128 r = (__int128)p4n_sx(a, w) - p4n_sx(b, w);
+    __int128 hi = ((__int128)1 << (w - 1)) - 1, lo = -((__int128)1 << (w - 1));
+    return (u64)(r > hi ? hi : r < lo ? lo : r) & m;
+}
+
 static int64_t p4n_lookup(const p4n_table *t, const u64 *key) {
     int64_t nk = t->nkeys;
     if (t->exact) {
