@@ -531,6 +531,7 @@ class CGen:
                 else ""
             )
             + " }",
+            "    p4n_run = a;",
             "    switch (a) {",
             *cases,
             "    default: break;",
@@ -540,7 +541,7 @@ class CGen:
         ]
         self.decls.append(f"static int {fn}(void);")
         self.out.append("\n".join(src))
-        c.scope[d.name] = V("", None, obj=("table", fn))
+        c.scope[d.name] = V("", None, obj=("table", fn, fq))
 
     # -- statements -----------------------------------------------------------------
 
@@ -601,7 +602,67 @@ class CGen:
             return self.call_stmt(s.call)
         if isinstance(s, ast.Exit):
             return ["longjmp(p4n_exit, 1);"]
+        if isinstance(s, ast.Return) and s.value is None:
+            if self.cur is None or isinstance(self.cur.decl, ast.ParserDecl):
+                raise Unsupported("return outside a control or action")
+            return ["return;"]  # actions and control bodies are C functions of their own
+        if isinstance(s, ast.Switch):
+            return self.switch(s)
         raise Unsupported(f"statement {type(s).__name__}")
+
+    def switch(self, s: ast.Switch) -> list[str]:
+        """``switch (t.apply().action_run)`` (labels: the table's actions, by their index in
+        its action list) or ``switch (value)`` (constant labels), as an if/else chain."""
+        e = s.expr
+        out: list[str] = []
+        if isinstance(e, ast.Member) and e.name == "action_run" and isinstance(e.expr, ast.Call):
+            call = e.expr
+            if not (isinstance(call.func, ast.Member) and call.func.name == "apply"):
+                raise Unsupported("switch on action_run of a non-apply")
+            base = call.func.expr
+            sym = self.lookup(base.name) if isinstance(base, ast.Name) else None
+            if sym is None or sym.obj is None or sym.obj[0] != "table":
+                raise Unsupported("switch on action_run of a non-table")
+            actions = self.table_names[sym.obj[2]].actions
+            out.append(f"{self.method(call.func, [a.value for a in call.args])};")
+            var, t = "p4n_run", None
+        else:
+            v = self.expr(e)
+            if not isinstance(v.type, TBit):
+                raise Unsupported(f"switch on {v.type.show()}")
+            var, t = self.new("sw"), v.type
+            out.append(f"u64 {var} = {v.code};")
+        pending: list[str] = []
+        first = True
+        for case in s.cases:
+            conds: list[str] = []
+            default = False
+            for lab in case.labels:
+                if isinstance(lab, ast.Default):
+                    default = True
+                elif t is None:
+                    if not isinstance(lab, ast.Name):
+                        raise Unsupported("switch label")
+                    fq = self.action_ref(lab.name)[1]
+                    if fq not in actions:
+                        raise Unsupported(f"switch label {lab.name}")
+                    conds.append(f"{var} == {actions.index(fq)}")
+                else:
+                    lv = self.value(lab, t)
+                    if lv.const is None:
+                        raise Unsupported("non-constant switch label")
+                    conds.append(f"{var} == {lv.code}")
+            if case.body is None:
+                pending += conds
+                continue
+            conds, pending = pending + conds, []
+            if default:
+                head = "else" if not first else "if (1)"
+            else:
+                head = f"{'if' if first else 'else if'} ({' || '.join(conds) or '0'})"
+            out += [head] + self.block(case.body)
+            first = False
+        return ["{"] + ["    " + x for x in out] + ["}"]
 
     def call_stmt(self, call: ast.Call) -> list[str]:
         f = call.func
@@ -1156,6 +1217,7 @@ class CGen:
             "static const uint8_t *p4n_in; static u64 p4n_inlen, p4n_off, p4n_perr;",
             "static uint8_t *p4n_out; static u64 p4n_ooff;",
             "static u64 p4n_pktlen;",
+            "static int64_t p4n_run;  /* the action the last table ran (action_run) */",
             "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
             *self.decls,
