@@ -25,7 +25,8 @@ hashes into for that epoch's packets). Shared-range jobs and scheduled ones do n
 ATP pool of one switch at the same time (the shared jobs own all of it).
 
 Admission installs the result path (multicast group, ``result_dst``), the workers, the
-``atp_jobs`` entry (role, PS port) and the ``jobs`` entry last. Removal deletes them in the
+``atp_jobs`` entry (role, PS port), the job's meter if it has one (``job_meter.py``) and
+the ``jobs`` entry last. Removal deletes them in the
 reverse order, then frees the aggregators of the pool still tagged with the job (other
 jobs' aggregators in the shared range are left alone). Live figures: the job's admitted
 packets, and the pool's statistics (``atp_events``: claims, collisions, fallbacks,
@@ -40,7 +41,7 @@ from typing import Annotated, Any, Literal
 from finsy import P4RegisterEntry, P4TableEntry, P4TableMatch
 from pydantic import Field, model_validator
 
-from controller import job_region, result_rewrite
+from controller import job_meter, job_region, result_rewrite
 from controller.figures import PROGRESS, Figure, JobStats
 from controller.job import Job, JobRequest, Port, Scheduling
 from controller.job_kinds import JobKind
@@ -60,7 +61,7 @@ ATP_COUNT = PREFIX + "atp_count"
 STATE_REGISTERS = (ATP_JOB, ATP_PSN, ATP_BITMAP, ATP_COUNT)
 
 
-class AtpRequest(JobRequest, Scheduling):
+class AtpRequest(JobRequest, Scheduling, job_meter.Metered):
     """An ATP job: ``workers`` send ``window`` packets in flight each to the aggregators of
     ``[pool_offset, pool_offset + pool_size)`` of the ATP pool, shared with every job given
     an overlapping range; collisions and retransmissions go to the PS at ``agg_ip``.
@@ -75,7 +76,10 @@ class AtpRequest(JobRequest, Scheduling):
     With ``class`` (md/be, ``controller.job.Scheduling``) the job is scheduled: the
     scheduler gives it a range of the ATP pool of its own, sized by the seed's models and
     changed at epoch boundaries like a NetReduce job's region; its workers hash into it
-    (collisions still fall back to the PS). No ``pool_offset``/``pool_size`` then."""
+    (collisions still fall back to the PS). No ``pool_offset``/``pool_size`` then.
+
+    ``meter_pps`` (``controller.job_meter.Metered``): the switch drops the job's packets
+    beyond that rate (``METERED``)."""
 
     kind: Literal["atp"] = "atp"
     window: Annotated[int, Field(strict=True, ge=1, le=1 << 16)] = 32
@@ -189,6 +193,7 @@ class Atp(JobKind):
             kind=self.name,
             params={
                 **(req.scheduling_params(created_at) if req.scheduled else {}),
+                **req.meter_params(),
                 "addressing": "hash",
                 "ps_port": ps_port,
                 "role": req.role,
@@ -219,12 +224,14 @@ class Atp(JobKind):
             await write(result_rewrite.result_entries(job))
         await write(job_region.worker_entries(job))
         await write([atp_entry(job)])
+        await write(job_meter.meter_entries(job))
         await write([job_region.job_entry(job)])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
         job = on_wire(job)
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
         await sw.delete([atp_key(job.job_id)], strict=False)
+        await sw.delete([job_meter.meter_key(job.job_id)], strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
         await sw.delete(result_rewrite.result_entries(job), strict=False)
         await sw.delete_multicast_group(job.mcast_grp, strict=False)

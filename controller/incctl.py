@@ -174,6 +174,8 @@ def parser() -> argparse.ArgumentParser:
     atp.add_argument("--ps-port", type=int, help="switch port towards the job's PS")
     atp.add_argument("--pool-offset", type=int, help="first aggregator of the job's pool range")
     atp.add_argument("--pool-size", type=_positive, help="aggregators (default: the whole pool)")
+    atp.add_argument("--meter-pps", type=_positive, help="packets/s: the switch drops the rest")
+    atp.add_argument("--meter-burst", type=_positive, help="packets above the rate in a burst (64)")
     sub.add_argument("--switch", type=int, dest="device_id", help="device id of the switch")
     sub.add_argument("--worker-ports", type=_int_list, help="switch port of each worker: 1,2,3")
     sub.add_argument("--worker-ips", type=_str_list, help="IPv4 of each worker")
@@ -248,6 +250,8 @@ def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
         "ps_port",
         "pool_offset",
         "pool_size",
+        "meter_pps",
+        "meter_burst",
         "device_id",
         "worker_ports",
         "worker_ips",

@@ -17,7 +17,7 @@
 #define KV_CACHE_SIZE 4096       // key-value cache entries shared by all KV jobs (kv_cache.p4)
 #define KV_VALUE_WORDS 8         // a cached value: slots 1..8 (32 bytes); slot 0 is the key
 #define CONS_GROUPS 1024         // sequencer counters (consensus groups), one per job
-#define DROP_REASONS 8           // entries of the inc_drops counter
+#define DROP_REASONS 9           // entries of the inc_drops counter
 #define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
 #define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
 #define JOB_DROP_CELLS 32768     // JOB_DROP_JOBS * DROP_STRIDE: size of job_drops
@@ -76,6 +76,7 @@ const bit<8> DROP_STALE = 4;
 const bit<8> DROP_DUPLICATE = 5;
 const bit<8> DROP_OLD_EPOCH = 6;
 const bit<8> DROP_FORGED_RESULT = 7;
+const bit<8> DROP_METERED = 8;
 
 // inc_h.epoch of a key-value reply the switch answered from its cache
 const bit<32> KV_ANSWERED_BY_SWITCH = 1;

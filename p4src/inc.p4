@@ -3,11 +3,12 @@
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
 // Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
-// JobRegion (admission), then AtpPool for ATP jobs (atp.p4), or, for the others, SyncModes
-// (the job's synchronisation mode, sync_modes.p4) and Aggregator, then SyncModes again (the
-// clocks move only for a packet the aggregator did not drop); results and ACKs of ATP jobs
-// through AtpPool (release, multicast), those of NetReduce jobs this switch aggregates are
-// dropped by ResultGuard (forged); key-value packets (op AGG_KV) through Ask;
+// JobRegion (admission) and JobMeter (the job's rate, job_meter.p4), then AtpPool for ATP
+// jobs (atp.p4), or, for the others, SyncModes (the job's synchronisation mode,
+// sync_modes.p4) and Aggregator, then SyncModes again (the clocks move only for a packet the
+// aggregator did not drop); results and ACKs of ATP jobs through AtpPool (release,
+// multicast), those of NetReduce jobs this switch aggregates are dropped by ResultGuard
+// (forged); key-value packets (op AGG_KV) through Ask;
 // key-value store requests and replies (KV_READ, KV_WRITE) through KvCache, which answers
 // cached reads itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through
 // Sequencer; everything else, including the op codes reserved for later systems, is
@@ -25,6 +26,7 @@
 #include "checksum.p4"
 #include "forwarder.p4"
 #include "job_region.p4"
+#include "job_meter.p4"
 #include "aggregator.p4"
 #include "sync_modes.p4"
 #include "ask.p4"
@@ -56,6 +58,7 @@ control IncIngress(inout headers_t hdr,
     }
 
     JobRegion() job_region;
+    JobMeter() job_meter;
     Aggregator() aggregator;
     SyncModes() sync_modes;
     SyncLate() sync_late;
@@ -70,6 +73,9 @@ control IncIngress(inout headers_t hdr,
         if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
                 && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0) {
             job_region.apply(hdr, meta, standard_metadata);
+            if (meta.drop == 0) {
+                job_meter.apply(hdr, meta, standard_metadata);  // may say METERED
+            }
             if (meta.drop == 0) {
                 atp.apply(hdr, meta, standard_metadata);  // ATP jobs (atp_jobs) end there
                 if (meta.atp == 0) {

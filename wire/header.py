@@ -100,6 +100,7 @@ class DropReason(IntEnum):
     DUPLICATE = 5  # contribution already counted, aggregation still in progress
     OLD_EPOCH = 6  # epoch further below the worker's clock than its mode allows (sync_modes)
     FORGED_RESULT = 7  # RESULT/ACK: ATP job's not from its PS port; NetReduce job's at its switch
+    METERED = 8  # over its job's meter rate (p4src/job_meter.p4)
 
 
 DROP_REASONS = len(DropReason)

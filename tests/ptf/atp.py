@@ -15,7 +15,7 @@ from ptf import testutils
 from scapy.layers.l2 import Ether
 
 from controller.atp import AtpRequest
-from wire.header import Flag, atp_index
+from wire.header import DropReason, Flag, atp_index
 from wire.scapy_layers import INC
 
 PS_PORT = 4
@@ -120,3 +120,30 @@ class IndexThatIsNotTheJobsHashIsDropped(AtpTest):
         self.send(1, self.packet(self.job1, 0, 3, A, agg_idx=(right + 1) % POOL))
         self.assert_drops(OUT_OF_REGION=1)
         self.assert_nothing_out(1)
+
+
+class PacketsBeyondTheJobsMeterAreDroppedAndCounted(AtpTest):
+    """Job 3 (its one worker on port 5, like job 2's; pool range [100, 164) of its own),
+    metered at 1 packet/s with a burst of 2: the first two packets go on (each completes
+    an aggregation of the one-worker job); of the next four, sent at once, at least three
+    find no token: dropped as METERED. Job 1, not metered, still aggregates."""
+
+    def runTest(self) -> None:
+        request = AtpRequest(window=8, pool_offset=100, pool_size=64, ps_port=PS_PORT,
+                             meter_pps=1, meter_burst=2,
+                             **self.hosts_for((5,), PS_PORT))  # fmt: skip
+        job3 = self.admit(request, 3, 0)
+        sent = [self.packet(job3, 0, psn, A) for psn in range(6)]
+        for pkt in sent[:2]:
+            self.send(5, pkt)
+            testutils.verify_packet(self, self.to_ps(pkt, A, 0b1), PS_PORT)
+        for pkt in sent[2:]:
+            self.send(5, pkt)
+        metered = DropReason.METERED
+        self.wait_for("METERED >= 3", lambda: self.drops_since_start().get(metered, 0) >= 3)
+        self.assertEqual(set(self.drops_since_start()), {metered})
+        self.send(1, self.packet(self.job1, 0, 9, A))
+        self.send(2, self.packet(self.job1, 1, 9, B))
+        last = self.packet(self.job1, 2, 9, C)
+        self.send(3, last)
+        testutils.verify_packet(self, self.to_ps(last, int32_sum(A, B, C), 0b111), PS_PORT)
