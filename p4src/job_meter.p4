@@ -58,13 +58,14 @@ control JobMeter(inout headers_t hdr,
                 tokens = cap;
             }
             if (tokens >= METER_UNIT) {
-                tokens = tokens - METER_UNIT;
+                meter_tokens.write(cell, tokens - METER_UNIT);
+                meter_time.write(cell, now);
             } else {
+                // Nothing written: the next packet refills from the same instant, so no
+                // time is lost, and a dropped packet changes no state.
                 meta.drop = 1;
                 meta.drop_reason = DROP_METERED;
             }
-            meter_tokens.write(cell, tokens);
-            meter_time.write(cell, now);
         }
     }
 }

@@ -23,6 +23,9 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   an ATP job's packet (``atp_copy``) only ATP's cells of ``agg_idx`` (the hash of (job, psn)
   in its range), tagged with its job; an ATP result or ACK only from its PS's port; an
   ASK mapper's packet (``ask_cells``) only its row copy and seen entry, a drain nothing;
+- the ATP job is metered: its meter cell (``meter_cells``) may move on any of its worker
+  packets that admission lets through, whatever happens to it next (a packet over the rate
+  is counted as ``METERED``, on a switch clock that advances per packet);
 - anything else leaves the switch as at most one packet (forwarding never replicates).
 
 The seed is fixed and printed; ``INC_FUZZ_SEED=N`` reproduces or varies a run.
@@ -100,6 +103,12 @@ class Job:
 
 JOBS = (Job(1, (1, 2, 3), 8, 4), Job(2, (4, 5), 12, 4))
 ATP_JOB = Job(5, (2, 4), 0, 4)  # ATP: range [0, 4) of ATP's pool, PS on port AGG_HOST
+# ATP's job is metered (p4src/job_meter.p4): packets/s and burst, on a switch clock that
+# advances CLOCK_STEP_US per packet, so that the stream mostly passes and the replays of
+# its packets exceed the rate now and then (METERED), the same way on every run.
+ATP_METER = (30, 4)
+CLOCK_STEP_US = 1000
+METER = "IncIngress.job_meter."
 # A Serene job (bounded 1: its packets carry epochs and move per-worker clocks).
 SERENE = Job(6, (1, 5), 20, 4)
 WORKERS = {(j.job_id, w, p): j for j in (*JOBS, ATP_JOB, SERENE) for w, p in enumerate(j.ports)}
@@ -196,6 +205,7 @@ async def install_atp(conn: SwitchConnection) -> None:
         workers=len(ps), window=ATP_JOB.size, pool_size=ATP_JOB.size, ps_port=AGG_HOST,
         worker_ports=ps, worker_ips=[host_ip(p) for p in ps], worker_macs=[host_mac(p) for p in ps],
         agg_ip=host_ip(AGG_HOST), agg_mac=host_mac(AGG_HOST),
+        meter_pps=ATP_METER[0], meter_burst=ATP_METER[1],
     )  # fmt: skip
     kind = Atp()
     region = Region(ATP_JOB.offset, ATP_JOB.size)
@@ -459,6 +469,23 @@ def atp_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP) if fields["agg_idx"] == idx else None
 
 
+def meter_cells(frame: bytes, port: int) -> range:
+    """The meter cell a packet may move (p4src/job_meter.p4): one of the metered job's
+    worker packets that admission lets through (K slots, a known (job, worker, port),
+    ``agg_idx`` in the job's region), whatever befalls it after the meter."""
+    fields = inc_fields(frame)
+    if fields is None or fields["op"] != Op.AGG_SYNC or fields["flags"] & NOT_AGGREGATED:
+        return range(0)
+    if fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
+        return range(0)
+    if WORKERS.get((fields["job_id"], fields["worker_id"], port)) is not ATP_JOB:
+        return range(0)
+    if not ATP_JOB.offset <= fields["agg_idx"] < ATP_JOB.offset + ATP_JOB.size:
+        return range(0)
+    cell = ATP_JOB.job_id  # job_id % JOB_TABLE_SIZE (1024)
+    return range(cell, cell + 1)
+
+
 def agg_sync(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     """AGG_SYNC: the job's kind decides (ATP's job, else NetReduce's rule)."""
     if fields["job_id"] == ATP_JOB.job_id:
@@ -564,6 +591,8 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
     def drops() -> dict[DropReason, int]:
         return {r: sw.counter_read("inc_drops", int(r))[0] for r in DropReason}
 
+    clock = iter(range(CLOCK_STEP_US, 1 << 48, CLOCK_STEP_US))
+    sw.pipeline.clock = lambda: next(clock)
     for step in range(PACKETS):
         if stream and rng.random() < len(stream) / (PACKETS - step):  # spread over the run
             port, frame = stream.pop(0)
@@ -599,6 +628,10 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
                             snapshot[name][cell] = r.values[cell]
         else:
             assert len(outs) <= 1, f"a refused packet was replicated: {where}"
+        for name, r in registers.items():
+            if name.startswith(METER):  # whatever the verdict (a token spent, or not)
+                for cell in meter_cells(frame, port):
+                    snapshot[name][cell] = r.values[cell]
         for name, r in registers.items():
             if r.values != snapshot[name]:
                 i = first_difference(r.values, snapshot[name])

@@ -90,9 +90,13 @@ def copy_control_plane(src: Switch, dst: Switch) -> None:
 
 
 def run_both(py: Switch, nat: Switch, frames: list[tuple[int, bytes]]) -> int:
-    """Send every frame to both; the outputs must be equal. Returns frames out."""
+    """Send every frame to both; the outputs must be equal. Returns frames out. Both see the
+    same switch clock, a millisecond per frame (timestamps, job_meter.p4's buckets)."""
     total = 0
+    now = [0]
+    py.pipeline.clock = nat.pipeline.clock = lambda: now[0]
     for i, (port, f) in enumerate(frames):
+        now[0] = 1000 * (i + 1)
         a, b = py.send(port, f), nat.send(port, f)
         assert a == b, f"frame {i} on port {port} ({f.hex()}): python {a} native {b}"
         total += len(a)
