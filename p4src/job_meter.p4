@@ -25,6 +25,8 @@ control JobMeter(inout headers_t hdr,
     register<bit<64>>(JOB_TABLE_SIZE) meter_tokens;  // millionths of a packet
     register<bit<48>>(JOB_TABLE_SIZE) meter_time;    // ingress timestamp of the last refill
 
+    Refuse() refuse;
+
     bit<64> rate_pps;
     bit<64> burst_pkts;
 
@@ -63,8 +65,7 @@ control JobMeter(inout headers_t hdr,
             } else {
                 // Nothing written: the next packet refills from the same instant, so no
                 // time is lost, and a dropped packet changes no state.
-                meta.drop = 1;
-                meta.drop_reason = DROP_METERED;
+                refuse.apply(meta, DROP_METERED);
             }
         }
     }

@@ -11,10 +11,9 @@
 control ResultGuard(inout headers_t hdr,
                     inout inc_metadata_t meta,
                     inout standard_metadata_t standard_metadata) {
-    action guarded() {
-        meta.drop = 1;
-        meta.drop_reason = DROP_FORGED_RESULT;
-    }
+    Refuse() refuse;
+
+    action guarded() {}
 
     table guarded_jobs {
         key = { hdr.inc.job_id: exact; }
@@ -24,7 +23,9 @@ control ResultGuard(inout headers_t hdr,
     }
 
     apply {
-        guarded_jobs.apply();
+        if (guarded_jobs.apply().hit) {
+            refuse.apply(meta, DROP_FORGED_RESULT);
+        }
     }
 }
 
