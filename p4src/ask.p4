@@ -183,26 +183,15 @@ control Ask(inout headers_t hdr,
         size = WORKER_TABLE_SIZE;
     }
 
-    action refuse(bit<8> reason) {
-        meta.drop = 1;
-        meta.drop_reason = reason;
-    }
+    Refuse() refuse;
+    ReturnToSender() return_to_sender;
 
-    // Send the packet back where it came from (ACK to a mapper, drained row to the reducer).
-    action reply(bit<8> flag) {
-        bit<48> mac = hdr.ethernet.dstAddr;
-        hdr.ethernet.dstAddr = hdr.ethernet.srcAddr;
-        hdr.ethernet.srcAddr = mac;
-        bit<32> ip = hdr.ipv4.dstAddr;
-        hdr.ipv4.dstAddr = hdr.ipv4.srcAddr;
-        hdr.ipv4.srcAddr = ip;
-        hdr.ipv4.ttl = 64;
-        bit<16> port = hdr.udp.dstPort;   // back to the sender's own UDP port
+    // A reply (ACK to a mapper, drained row to the reducer) goes back to the sender's own
+    // UDP port too (ReturnToSender turns the rest around).
+    action swap_udp_ports() {
+        bit<16> port = hdr.udp.dstPort;
         hdr.udp.dstPort = hdr.udp.srcPort;
         hdr.udp.srcPort = port;
-        hdr.udp.checksum = 0;
-        hdr.inc.flags = hdr.inc.flags | flag;
-        standard_metadata.egress_spec = standard_metadata.ingress_port;
     }
 
     // An ACK carries no tuples: the slots are removed from the packet.
@@ -216,17 +205,17 @@ control Ask(inout headers_t hdr,
     apply {
         role = 0;
         if (!hdr.inc_values.isValid()) {
-            refuse(DROP_BAD_SLOT_COUNT);
+            refuse.apply(meta, DROP_BAD_SLOT_COUNT);
         } else if (!ask_jobs.apply().hit) {
-            refuse(DROP_UNKNOWN_JOB);
+            refuse.apply(meta, DROP_UNKNOWN_JOB);
         } else if (!ask_flows.apply().hit) {
-            refuse(DROP_UNKNOWN_WORKER);
+            refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else if ((hdr.inc.flags & FLAG_DRAIN) != 0) {
             // ---- drain: the reducer reads one row copy of one epoch ----
             if (role != ASK_ROLE_REDUCER) {
-                refuse(DROP_UNKNOWN_WORKER);
+                refuse.apply(meta, DROP_UNKNOWN_WORKER);
             } else if (hdr.inc.agg_idx - job_offset >= job_size || hdr.inc.agg_idx >= ASK_ROWS) {
-                refuse(DROP_OUT_OF_REGION);
+                refuse.apply(meta, DROP_OUT_OF_REGION);
             } else {
                 addr = (hdr.inc.agg_idx << 1) | (bit<32>)hdr.inc.epoch[0:0];
                 ask_row_epoch.read(row_epoch, addr);
@@ -247,18 +236,19 @@ control Ask(inout headers_t hdr,
         ASK_DRAIN(v26, v27, ask_key_13, ask_val_13)
         ASK_DRAIN(v28, v29, ask_key_14, ask_val_14)
         ASK_DRAIN(v30, v31, ask_key_15, ask_val_15)
-                reply(FLAG_RESULT);
+                return_to_sender.apply(hdr, standard_metadata, FLAG_RESULT);
+                swap_udp_ports();
             }
         } else if (role != ASK_ROLE_MAPPER) {
-            refuse(DROP_UNKNOWN_WORKER);
+            refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else if (hdr.inc.agg_idx - part_base >= part_size || hdr.inc.agg_idx >= ASK_ROWS) {
-            refuse(DROP_OUT_OF_REGION);
+            refuse.apply(meta, DROP_OUT_OF_REGION);
         } else {
             // ---- a mapper's tuples ----
             seen_idx = seen_base + (hdr.inc.psn & seen_mask_w);
             if (seen_idx >= ASK_ROWS) {
                 seen_idx = 0;
-                refuse(DROP_OUT_OF_REGION);
+                refuse.apply(meta, DROP_OUT_OF_REGION);
             }
             ask_seen_psn.read(seen_psn, seen_idx);
             ask_seen_mask.read(seen_mask, seen_idx);
@@ -287,9 +277,9 @@ control Ask(inout headers_t hdr,
         ASK_REPLAYED(15, v30, v31)
             } else if ((seen_mask & ASK_SEEN_VALID) != 0
                     && hdr.inc.psn - seen_psn >= PSN_HALF) {
-                refuse(DROP_STALE);
+                refuse.apply(meta, DROP_STALE);
             } else if (hdr.inc.epoch - row_epoch >= PSN_HALF) {
-                refuse(DROP_STALE);  // the row already serves a newer epoch
+                refuse.apply(meta, DROP_STALE);  // the row already serves a newer epoch
             } else {
                 fresh = row_epoch != hdr.inc.epoch;
                 absorbed = 0;
@@ -317,7 +307,8 @@ control Ask(inout headers_t hdr,
             hdr.udp.checksum = 0;
             if (meta.drop == 0 && left == 0) {
                 strip_values();
-                reply(FLAG_ACK);
+                return_to_sender.apply(hdr, standard_metadata, FLAG_ACK);
+                swap_udp_ports();
             }
             // otherwise IncIngress forwards it to the reducer (no RESULT/ACK flag set)
         }
