@@ -27,7 +27,8 @@ import select
 import socket
 import sys
 import time
-from collections.abc import Hashable, Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,42 @@ class Lines:
         return [json.loads(x) for x in lines if x]
 
 
+def split_lines(path: Path, part: int = 0, parts: int = 1) -> Iterator[bytes]:
+    """The lines of split ``part`` of ``parts`` of a file, as Hadoop's text input splits it
+    (and Spark's ``textFile``): split ``i`` is the byte range ``[i S / n, (i + 1) S / n)``;
+    a line belongs to the split its first byte is in. Every line is in exactly one split."""
+    size = path.stat().st_size
+    start, end = size * part // parts, size * (part + 1) // parts
+    with open(path, "rb") as f:
+        if start:
+            f.seek(start - 1)
+            f.readline()  # the rest of a line that began before the split
+        pos = f.tell()
+        while pos < end:
+            line = f.readline()
+            if not line:
+                break
+            pos += len(line)
+            yield line
+
+
+def chunk_counts_of(
+    path: Path, size: int, part: int = 0, parts: int = 1
+) -> Iterator[dict[Hashable, int]]:
+    """The words (``str.split`` of UTF-8 text) of split ``part`` of ``path``, counted in
+    chunks of about ``size`` words (a bounded map-side combine; ``Counter`` in C)."""
+    lines: list[bytes] = []
+    n = 0
+    for line in split_lines(path, part, parts):
+        lines.append(line)
+        n += line.count(b" ") + 1
+        if n >= size:
+            yield Counter(b"".join(lines).decode("utf-8", errors="replace").split())
+            lines, n = [], 0
+    if lines:
+        yield Counter(b"".join(lines).decode("utf-8", errors="replace").split())
+
+
 def words_of(path: Path) -> Iterator[str]:
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
@@ -81,12 +118,16 @@ def chunk_counts(words: Iterator[str], size: int) -> Iterator[dict[Hashable, int
 def send_partition(
     controller: str, job_id: int, worker_id: int, chunks: Iterable[Mapping[Hashable, int]],
     hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
+    ready: Callable[[], None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
     e.g. a chunk's word counts) through the switch and answer the reducer until it has the
-    result; returns the mapper's figures. The reducer must be running."""
+    result; returns the mapper's figures. The reducer must be running. ``ready`` is called
+    once the mapper is set up (configuration, connections), before it reads any input;
+    ``phases`` in the figures are seconds from then."""
     from controller.api_client import ControllerApi
 
+    t_start = time.perf_counter()
     cfg = ControllerApi(controller, timeout=30.0).worker_config(job_id, worker_id)
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
@@ -97,7 +138,11 @@ def send_partition(
     ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
     ctl.send({"hello": worker_id})
     ep = Endpoint(("0.0.0.0", 0))  # replies come back to this port (ask.p4 swaps ports)
-    t0 = time.perf_counter()
+    setup_s = time.perf_counter() - t_start
+    if ready is not None:
+        ready()
+    t0 = t_start = time.perf_counter()
+    phases: dict[str, float] = {}  # seconds from ``ready`` to the end of each phase
     source = iter(chunks)
     more = True
     done_sent = False
@@ -110,6 +155,7 @@ def send_partition(
                 c = next(source, None)
                 if c is None:
                     m.flush()
+                    phases["input"] = time.perf_counter() - t_start
                     more = False
                 else:
                     m.add_counts(c)
@@ -122,6 +168,7 @@ def send_partition(
                 ep.send_many((p, dest) for p in out)
             if not more and m.idle and m.moved and not done_sent:
                 vocab = [[fp, ks] for fp, ks in m.vocab.items()]
+                phases["acked"] = time.perf_counter() - t_start
                 ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
                 done_sent = True
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
@@ -139,7 +186,9 @@ def send_partition(
                         counts = m.counts_for(int(x) for x in msg["counts_for"])
                         ctl.send({"counts": list(counts.items())})
                     elif msg.get("bye"):
-                        return {**m.stats.__dict__, "seconds": time.perf_counter() - t0}
+                        phases["bye"] = time.perf_counter() - t_start
+                        return {**m.stats.__dict__, "seconds": time.perf_counter() - t0,
+                                "setup_s": setup_s, "phases": phases}  # fmt: skip
             if m.moved and told != m.epoch:
                 ctl.send({"moved": m.epoch})
                 told = m.epoch
@@ -179,13 +228,21 @@ def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
     return wait_record(subscribe(reducer_ip), timeout)
 
 
+def _wait_go() -> None:
+    print("ask mapper ready", flush=True)
+    sys.stdin.readline()
+
+
 def run_mapper(a: argparse.Namespace) -> int:
     stats = send_partition(
-        a.controller, a.job_id, a.worker_id, chunk_counts(words_of(Path(a.input)), a.chunk),
+        a.controller, a.job_id, a.worker_id, chunk_counts_of(Path(a.input), a.chunk, *a.split),
         hot=a.hot, tuples=a.tuples, rto=a.rto, verbose=a.verbose,
+        ready=_wait_go if a.wait_go else None,
     )  # fmt: skip
     n, retx, secs = stats["packets"], stats["retransmissions"], stats["seconds"]
-    print(f"ask mapper {a.worker_id}: {n} packets, {retx} retransmitted, {secs:.2f} s", flush=True)
+    phases = " ".join(f"{k} {v:.3f}" for k, v in stats["phases"].items())
+    print(f"ask mapper {a.worker_id}: {n} packets, {retx} retransmitted, {secs:.2f} s"
+          f" (seconds from start: {phases})", flush=True)  # fmt: skip
     return 0
 
 
@@ -301,6 +358,16 @@ def run_reducer(a: argparse.Namespace) -> int:
             s.close()
 
 
+def _split(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, got {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"split {text!r}: need 0 <= I < N")
+    return i, n
+
+
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m hosts.ask_run", description=__doc__)
     sub = ap.add_subparsers(dest="role", required=True)
@@ -313,7 +380,19 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--worker-id", type=int, required=True)
     m.add_argument("--verbose", action="store_true", help="print progress every 2 s")
     m.add_argument("--input", required=True, help="text file: its words are the keys")
-    m.add_argument("--chunk", type=int, default=4096, help="words combined before sending")
+    m.add_argument(
+        "--split",
+        type=_split,
+        default=(0, 1),
+        metavar="I/N",
+        help="read split I of N of the input (byte ranges, whole lines)",
+    )
+    m.add_argument(
+        "--wait-go",
+        action="store_true",
+        help="once set up, print 'ask mapper ready' and wait for a line on stdin",
+    )
+    m.add_argument("--chunk", type=int, default=4096, help="about so many words combined")
     m.add_argument("--hot", type=int, default=0, help="keys counted fewer times bypass")
     m.add_argument("--tuples", type=int, default=16, help="tuples per packet (1..16)")
     r = sub.choices["reducer"]

@@ -143,13 +143,23 @@ def run(
 def run_spark(
     partitions: int = 2, words: int = 20000, rows: int = 1024, window: int = 64,
     run_dir: Path = RUN_DIR / "spark", log: Any = print, timeout: float = 600.0,
-    corpus: Path | None = None, query: str = "wordcount",
+    corpus: Path | None = None, query: str = "wordcount", standalone: bool = False,
+    ask_rows: int = 256, ask_chunk: int = 1 << 20,
 ) -> dict[str, Any]:  # fmt: skip
     """PySpark (local mode) on ``h1``, its ``reduceByKey`` through the switch to the reducer
     on ``h2``, beside Spark's own RDD and DataFrame word counts on the same file; with
     ``query="groupby"``, ``GROUP BY k SUM(v), COUNT(*)`` over a generated table of ``words``
     rows per partition, Spark's DataFrame ``groupBy().agg()`` beside the same DataFrame
-    through the switch."""
+    through the switch.
+
+    ``standalone`` (word count): then, in the same network, the ASK word count on its own:
+    ``partitions`` mapper processes on ``h1`` (``hosts/ask_run.py``), mapper ``i`` reading
+    split ``i`` of the same file (``--split i/N``, Spark's byte ranges) and combining
+    about ``ask_chunk`` words at a time, a new reducer on ``h2`` with ``ask_rows`` rows;
+    timed, as Spark's jobs in its running session, from telling the mapper processes, set
+    up and connected (``--wait-go``), to go until they exit, which they do once the reducer
+    holds the result (``ask_s``, ``ask_exact``); their start-up (interpreter, imports,
+    configuration, connections) is ``ask_startup_s``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = corpus or run_dir / ("table.csv" if query == "groupby" else "words.txt")
     if corpus is None and query == "groupby":
@@ -184,8 +194,65 @@ def run_spark(
         if code != 0 and not out.exists():
             tail = (ex.logs / "h1.log").read_text().strip().splitlines()[-5:]
             raise ExperimentError(f"the Spark job failed: {' | '.join(tail)}")
+        standalone_rec = (
+            _standalone(ex, text, partitions, ask_rows, window, ask_chunk, run_dir, timeout)
+            if standalone
+            else {}
+        )
     rec: dict[str, Any] = json.loads(out.read_text())
+    rec.update(standalone_rec)
     return rec
+
+
+def _standalone(
+    ex: Experiment, text: Path, mappers: int, rows: int, window: int, chunk: int,
+    run_dir: Path, timeout: float,
+) -> dict[str, Any]:  # fmt: skip
+    """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``."""
+    job = ex.api.submit({
+        "kind": "ask", "name": "ask-wordcount", "workers": mappers, "rows": rows,
+        "window": window, "worker_ports": [1] * mappers,
+        "worker_ips": [host_ip(1)] * mappers, "worker_macs": [host_mac(1)] * mappers,
+        "agg_ip": host_ip(2), "agg_mac": host_mac(2), "reducer_port": 2,
+    })  # fmt: skip
+    ctl = ["--controller", ex.controller_url, "--job-id", str(job["job_id"])]
+    result = (run_dir / "ask-result.json").resolve()
+    base = [sys.executable, "-m", "hosts.ask_run"]
+    ex.start_service(
+        "h2", [*base, "reducer", *ctl, "--out", str(result)], ready="ask reducer ready",
+        log_name="h2-ask",
+    )  # fmt: skip
+    procs = [
+        ex.popen("h1", [*base, "mapper", *ctl, "--worker-id", str(i), "--input",
+                        str(text.resolve()), "--split", f"{i}/{mappers}", "--chunk", str(chunk),
+                        "--wait-go"], stdin=subprocess.PIPE)
+        for i in range(mappers)
+    ]  # fmt: skip
+    t_launch = time.perf_counter()
+    for p in procs:  # interpreter up, configuration fetched, connected to the reducer
+        line = p.stdout.readline().decode(errors="replace")
+        if "ask mapper ready" not in line:
+            raise ExperimentError(f"ASK mapper did not start: {line.strip()}")
+    t0 = time.perf_counter()
+    for p in procs:
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+    lines = []
+    for p in procs:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ExperimentError(f"ASK mapper still running after {timeout:g} s") from None
+        lines.append(out.decode(errors="replace").strip().splitlines())
+        if p.returncode != 0:
+            raise ExperimentError(f"ASK mapper failed: {' | '.join(lines[-1][-3:])}")
+    elapsed = time.perf_counter() - t0
+    rec = json.loads(result.read_text())
+    reference = Counter(text.read_text(encoding="utf-8", errors="replace").split())
+    return {"ask_s": elapsed, "ask_startup_s": t0 - t_launch,
+            "ask_exact": Counter(rec["result"]) == reference,
+            "ask_stats": {"reducer": rec["reducer"], "mappers": rec["mappers"],
+                          "mapper_lines": [x[-1] for x in lines if x]}}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
