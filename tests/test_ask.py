@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -206,3 +207,22 @@ def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflow
     assert total == {"s1": 12, "c1": 3, 's"a"': -3, 'c"a"': 1, "s2": 2 * big, "c2": 2}
     with pytest.raises(ValueError, match="int32"):
         list(group_tuples([(1, 2**31)], size=10))
+
+
+@pytest.mark.parametrize("parts", [1, 2, 3, 7])
+def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
+    tmp_path: Path, parts: int
+) -> None:
+    from hosts.ask_run import chunk_counts_of, split_lines
+
+    rng = random.Random(parts)
+    lines = [" ".join(zipf_words(rng, rng.randrange(0, 12))) + "\n" for _ in range(300)]
+    path = tmp_path / "text.txt"
+    path.write_text("".join(lines) + "no newline at the end")
+    got = [ln for i in range(parts) for ln in split_lines(path, i, parts)]
+    assert b"".join(got) == path.read_bytes()
+    total: Counter[object] = Counter()
+    for i in range(parts):
+        for c in chunk_counts_of(path, 50, i, parts):
+            total.update(c)
+    assert total == Counter(path.read_text().split())
