@@ -807,6 +807,13 @@ class CGen:
     def obj_method(self, sym: V, name: str, args: list[ast.Expr]) -> str:
         kind = sym.obj[0]
         if kind == "packet":
+            if name == "advance" and len(args) == 1:
+                n = self.value(args[0], TBit(32))
+                short = self.error_code("PacketTooShort")
+                return (
+                    f"{{ u64 n_ = {n.code}; if (p4n_off + n_ > p4n_inlen * 8) "
+                    f"{{ p4n_perr = {short}; return; }} p4n_off += n_; }}"
+                )
             if name == "extract" and len(args) == 1:
                 h = self.expr(args[0])
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
@@ -993,6 +1000,24 @@ class CGen:
                     raise Unsupported("plain enums")
                 val = self.genv.const_value(e, t)
                 return V(_lit(int(val)), t.underlying, int(val))
+        if isinstance(e.expr, ast.Call) and self.lookahead(e.expr) is not None:
+            la = self.lookahead(e.expr)
+            assert la is not None
+            t, _, check = la
+            if not isinstance(t, TComposite) or t.field_type(e.name) is None:
+                raise Unsupported(f"member {e.name} of a lookahead")
+            off = 0
+            for n, ft in t.fields:
+                if n == e.name:
+                    break
+                off += _lookahead_width(ft)
+            ft = t.field_type(e.name)
+            if not isinstance(ft, (TBit, TBool, TEnum)):
+                raise Unsupported(f"member {e.name} of a lookahead")
+            if isinstance(ft, TEnum):
+                ft = ft.underlying
+            code = f"({{ {check} p4n_get_bits(p4n_in, p4n_off + {off}, {_width(ft)}); }})"
+            return V(code, ft)
         if isinstance(e.expr, ast.Call):  # t.apply().hit / .miss
             call = e.expr
             if (
@@ -1045,7 +1070,50 @@ class CGen:
             raise Unsupported(f"stack index of type {i.type.show()}")
         return self.stack_at(b, i.code)
 
+    def lookahead(self, call: ast.Call) -> tuple[T, int, str] | None:
+        """For ``pk.lookahead<T>()`` in a parser: (T, its width, the C statement refusing a
+        packet too short for it, which returns from the parser); None for other calls."""
+        f = call.func
+        if not (
+            isinstance(f, ast.Member) and f.name == "lookahead" and isinstance(f.expr, ast.Name)
+        ):
+            return None
+        sym = self.lookup(f.expr.name)
+        if sym is None or sym.obj is None or sym.obj[0] != "packet":
+            return None
+        if not isinstance(self.cur.decl if self.cur else None, ast.ParserDecl):
+            raise Unsupported("lookahead outside a parser")
+        if call.args or len(call.type_args) != 1:
+            raise Unsupported("lookahead arguments")
+        t = self.genv.resolve(call.type_args[0])
+        w = _lookahead_width(t)
+        short = self.error_code("PacketTooShort")
+        check = f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"
+        return t, w, check
+
+    def unpack(self, t: T, dst: str, off: int, out: list[str]) -> None:
+        """C statements setting ``dst`` (of type ``t``) from the packet bits at the
+        parser's position + ``off``, as the Python back end's lookahead unpacks them."""
+        if isinstance(t, (TBit, TBool)) or (isinstance(t, TEnum) and t.underlying is not None):
+            out.append(f"{dst} = p4n_get_bits(p4n_in, p4n_off + {off}, {_width(t)});")
+            return
+        assert isinstance(t, TComposite)
+        for n, ft in t.fields:
+            self.unpack(ft, f"{dst}.f_{n}", off, out)
+            off += _lookahead_width(ft)
+        if t.kind == "header":
+            out.append(f"{dst}.valid_ = 1;")
+
     def _e_Call(self, e: ast.Call, expect: T | None) -> V:
+        la = self.lookahead(e)
+        if la is not None:  # a GNU statement expression: check, unpack, its value
+            t, w, check = la
+            ct = self.ctype(t)
+            body: list[str] = []
+            self.unpack(t, "la_", 0, body)
+            if isinstance(t, TComposite):
+                body.insert(0, "memset(&la_, 0, sizeof la_);")
+            return V(f"({{ {check} {ct} la_; {' '.join(body)} la_; }})", t)
         f = e.func
         if isinstance(f, ast.Member) and f.name == "isValid" and not e.args:
             b = self.expr(f.expr)
@@ -1260,6 +1328,20 @@ def _width(t: T) -> int:
     if isinstance(t, TEnum) and t.underlying is not None:
         return t.underlying.width  # type: ignore[no-any-return]
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _lookahead_width(t: T) -> int:
+    """Bits a lookahead of ``t`` reads: bit/bool/serializable enum up to 64 bits, headers
+    of whole bytes and structs of those."""
+    if isinstance(t, TComposite) and t.kind in ("header", "struct"):
+        w = sum(_lookahead_width(ft) for _, ft in t.fields)
+        if t.kind == "header" and w % 8:
+            raise Unsupported(f"lookahead of header {t.name}, not a whole number of bytes")
+        return w
+    w = _width(t)
+    if w > 64:
+        raise Unsupported(f"lookahead of {t.show()}")
+    return w
 
 
 def _fold(op: str, a: int, b: int) -> int:
