@@ -1007,17 +1007,17 @@ class CGen:
             if not isinstance(t, TComposite) or t.field_type(e.name) is None:
                 raise Unsupported(f"member {e.name} of a lookahead")
             off = 0
-            for n, ft in t.fields:
+            for n, before in t.fields:
                 if n == e.name:
                     break
-                off += _lookahead_width(ft)
-            ft = t.field_type(e.name)
-            if not isinstance(ft, (TBit, TBool, TEnum)):
+                off += _lookahead_width(before)
+            lt: Any = t.field_type(e.name)
+            if isinstance(lt, TEnum):
+                lt = lt.underlying
+            if not isinstance(lt, (TBit, TBool)):
                 raise Unsupported(f"member {e.name} of a lookahead")
-            if isinstance(ft, TEnum):
-                ft = ft.underlying
-            code = f"({{ {check} p4n_get_bits(p4n_in, p4n_off + {off}, {_width(ft)}); }})"
-            return V(code, ft)
+            code = f"({{ {check} p4n_get_bits(p4n_in, p4n_off + {off}, {_width(lt)}); }})"
+            return V(code, lt)
         if isinstance(e.expr, ast.Call):  # t.apply().hit / .miss
             call = e.expr
             if (
