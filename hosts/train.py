@@ -31,7 +31,7 @@ Flags: ``--method`` switch|ps|ring|local; ``--worker-id``, ``--workers``; ``--de
 IP[:PORT] of the aggregation address (switch: port INC_UDP_PORT by default; ps: port
 PS_UDP_PORT); ``--peers`` comma-separated IP[:PORT] of every worker in rank order (ring,
 port RING_UDP_PORT by default); ``--bind`` local IP:PORT to listen on (default all
-addresses, port INC_UDP_PORT for switch/ps, the rank's port in --peers for ring);
+addresses, port INC_UDP_PORT for switch, PS_UDP_PORT for ps, the rank's port in --peers for ring);
 ``--job-id``, ``--offset``, ``--size``, ``--window``, ``--slots`` the job's region and
 window as admitted by the controller; ``--controller URL`` (``http://...`` or
 ``unix:PATH``) asks the daemon for them instead (``GET /jobs/{id}/workers/{wid}``), and for
@@ -259,8 +259,12 @@ def _make_allreduce(
 
         if not a.dest:
             raise ValueError(f"--method {a.method} needs --dest IP[:PORT]")
-        dest = _addr(a.dest, INC_UDP_PORT if a.method == "switch" else PS_UDP_PORT)
-        bind = _addr(a.bind, INC_UDP_PORT) if a.bind else ("0.0.0.0", INC_UDP_PORT)
+        # A ps worker listens on PS_UDP_PORT: the server's results then cross the switch as
+        # plain UDP, never as INC results of a job the switch aggregates (result_guard.p4
+        # drops those as forged).
+        port = INC_UDP_PORT if a.method == "switch" else PS_UDP_PORT
+        dest = _addr(a.dest, port)
+        bind = _addr(a.bind, port) if a.bind else ("0.0.0.0", port)
         c = AllReduceClient(
             a.job_id, a.worker_id, a.workers, a.offset, a.size, a.window, dest=dest,
             slots=a.slots, timeout=a.timeout, total_timeout=a.total_timeout, bind=bind,

@@ -69,6 +69,7 @@ def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
     from hosts.allreduce import AllReduceClient
     from hosts.ps import PS_UDP_PORT
     from hosts.ring import RING_UDP_PORT, RingAllReduce
+    from wire.header import INC_UDP_PORT
 
     n = cfg["n_workers"]
     if a.method == "ring":
@@ -87,10 +88,13 @@ def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
             dest=(cfg["agg_ip"], port), slots=cfg["slots"], timeout=a.timeout,
             total_timeout=a.total_timeout,
         )  # fmt: skip
+    # A ps worker listens on PS_UDP_PORT, so that the server's results cross the switch as
+    # plain UDP (as INC results of a job the switch aggregates they would be forged).
+    bind = ("0.0.0.0", INC_UDP_PORT if a.method == "switch" else PS_UDP_PORT)
     return AllReduceClient(
         a.job_id, a.worker_id, n, cfg["region_offset"], cfg["region_size"], cfg["window"],
         dest=(cfg["agg_ip"], port), slots=cfg["slots"], timeout=a.timeout,
-        total_timeout=a.total_timeout,
+        total_timeout=a.total_timeout, bind=bind,
     )  # fmt: skip
 
 
