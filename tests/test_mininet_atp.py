@@ -207,6 +207,37 @@ def test_forged_netreduce_results_from_outside_the_job_are_dropped_at_its_switch
     assert drops["FORGED_RESULT"] >= 100, drops
 
 
+def test_a_flooding_tenant_is_metered_and_the_other_job_stays_exact(tmp_path: Path) -> None:
+    """ATP job b (one worker, h3) is admitted with a meter of 100 packets/s and floods the
+    switch with valid packets of its own at 2000/s into the pool it shares with job a: the
+    switch drops the excess at the meter (METERED), and job a's sums stay exact."""
+    import time
+
+    from topologies.atp import exact, run_jobs, start_flood, start_ps, submit_atp
+
+    ex = start_net(5)
+    flood = None
+    try:
+        a = submit_atp(ex, "a", [1, 2], ps_host=5, window=16, pool=(0, 16))
+        b = submit_atp(ex, "b", [3], ps_host=5, window=16, pool=(0, 16), meter_pps=100)
+        start_ps(ex, 5, [a.job_id, b.job_id])
+        flood = start_flood(ex, b, 5, (0, 16), pps=2000)
+        deadline = time.monotonic() + 60
+        while ex.drop_counters().get("METERED", 0) < 500:
+            assert flood.poll() is None, "the flooder died"
+            assert time.monotonic() < deadline, ex.drop_counters()
+            time.sleep(0.2)
+        size, calls = 4000, 2
+        got = run_jobs(ex, [a], tmp_path, size, calls, 90, "--bits", "24")
+        drops = ex.drop_counters()
+    finally:
+        if flood is not None:
+            ex.stop(flood)
+        ex.close()
+    assert exact(got[a.job_id], 90 + a.job_id, size, calls, bits=24) == []
+    assert drops["METERED"] >= 500, drops
+
+
 def test_two_rack_job_aggregates_at_the_leaves_and_the_spine_exactly(tmp_path: Path) -> None:
     """Two leaves with two workers each, a spine with the PS: one ATP job over three
     switches (a part per switch, one job id on the wire), every result bit-exact."""

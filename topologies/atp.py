@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +49,11 @@ class AtpJob:
 
 
 def submit_atp(
-    ex: Experiment, name: str, hosts: list[int], ps_host: int, window: int, pool: tuple[int, int]
-) -> AtpJob:
-    """``incctl job submit --kind atp`` for workers on hosts ``h{n}`` of a star layout."""
+    ex: Experiment, name: str, hosts: list[int], ps_host: int, window: int,
+    pool: tuple[int, int], **extra: Any,
+) -> AtpJob:  # fmt: skip
+    """``incctl job submit --kind atp`` for workers on hosts ``h{n}`` of a star layout;
+    ``extra``: more fields (``meter_pps=...``)."""
     job = ex.submit(
         name,
         kind="atp",
@@ -64,8 +67,39 @@ def submit_atp(
         ps_port=ps_host,
         pool_offset=pool[0],
         pool_size=pool[1],
+        **extra,
     )
     return AtpJob(job, tuple(hosts))
+
+
+# A greedy tenant: the only worker of its ATP job sends valid packets of that job, new psns
+# at `pps` packets/s (in batches every 5 ms), each one claiming an aggregator of the pool.
+FLOODER = r"""
+import socket, sys, time
+import numpy as np
+from wire.header import Header, atp_index, pack
+ps_ip, job, offset, size, pps = sys.argv[1], *map(int, sys.argv[2:6])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+values = np.ones(32, dtype=np.int32)
+psn, batch, t = 0, max(pps // 200, 1), time.monotonic()
+while True:
+    for _ in range(batch):
+        h = Header(job_id=job, worker_id=0, psn=psn, agg_idx=atp_index(job, psn, offset, size))
+        try:
+            s.sendto(pack(h, values), (ps_ip, 20050))
+        except OSError:
+            pass  # the link's queue is full: that packet is not sent
+        psn += 1
+    t += batch / pps
+    time.sleep(max(t - time.monotonic(), 0))
+"""
+
+
+def start_flood(ex: Experiment, job: AtpJob, ps_host: int, pool: tuple[int, int], pps: int) -> Any:
+    """``FLOODER`` on the one host of ``job``: valid packets of its job at ``pps``."""
+    args = [host_ip(ps_host), str(job.job_id), str(pool[0]), str(pool[1]), str(pps)]
+    cmd = [sys.executable, "-c", FLOODER, *args]
+    return ex.popen(f"h{job.hosts[0]}", cmd, stdout=subprocess.DEVNULL)
 
 
 def start_ps(ex: Experiment, ps_host: int, job_ids: list[int]) -> Any:
@@ -370,6 +404,91 @@ def ratio_line(rows: list[BenchRow]) -> str:
     )
 
 
+FLOOD_MODES = ("alone", "flood, metered", "flood, not metered")
+
+
+@dataclass(frozen=True)
+class FloodConfig:
+    """Job a (``workers`` workers) all-reduces alone, then while a one-worker tenant floods
+    the pool it shares at ``flood_pps`` valid packets/s: once with that tenant's job
+    metered at ``meter_pps``, once not metered. Same network, same PS, one run."""
+
+    workers: int = 2
+    window: int = 16
+    pool: int = 16
+    size: int = 8192
+    calls: int = 2
+    flood_pps: int = 3000
+    meter_pps: int = 100
+
+    def command(self) -> str:
+        return f"{sys.executable} -m topologies.atp --flood-bench --size {self.size}"
+
+
+@dataclass(frozen=True)
+class FloodRow:
+    mode: str
+    mbps: float  # job a's all-reduce goodput
+    metered: int  # METERED drops during the run
+    collisions: int  # the pool's collisions during the run
+
+
+def measure_flood(cfg: FloodConfig, log: Any = print) -> list[FloodRow]:
+    from topologies.experiment import star
+
+    a_hosts = list(range(1, cfg.workers + 1))
+    metered_host, free_host, ps = cfg.workers + 1, cfg.workers + 2, cfg.workers + 3
+    pool = (0, cfg.pool)
+    run_cfg = ExperimentConfig(star(ps), run_dir=RUN_DIR / "flood", log=lambda s: None)
+    rows = []
+    with Experiment(run_cfg) as ex:
+        # Job a once per mode, same hosts: the PS remembers a job's finished psns, and a new
+        # worker process starts again at psn 0.
+        runs = [submit_atp(ex, f"a-{i}", a_hosts, ps, cfg.window, pool) for i in range(3)]
+        metered = submit_atp(ex, "greedy-metered", [metered_host], ps, cfg.window, pool,
+                             meter_pps=cfg.meter_pps)  # fmt: skip
+        free = submit_atp(ex, "greedy", [free_host], ps, cfg.window, pool)
+        start_ps(ex, ps, [*(a.job_id for a in runs), metered.job_id, free.job_id])
+        for mode, a, flooder in zip(FLOOD_MODES, runs, (None, metered, free), strict=True):
+            flood = start_flood(ex, flooder, ps, pool, cfg.flood_pps) if flooder else None
+            try:
+                before, events = ex.drop_counters(), pool_events(ex)
+                out = RUN_DIR / "flood" / mode.replace(" ", "_").replace(",", "")
+                got = run_jobs(ex, [a], out, cfg.size, cfg.calls, 30, "--bits", "24")
+                after, events_after = ex.drop_counters(), pool_events(ex)
+            finally:
+                if flood is not None:
+                    ex.stop(flood)
+            bad = exact(got[a.job_id], 30 + a.job_id, cfg.size, cfg.calls, bits=24)
+            if bad:
+                raise ExperimentError(f"{mode}: {bad[0]}")
+            rows.append(
+                FloodRow(
+                    mode, _goodput(got[a.job_id], cfg.size),
+                    after.get("METERED", 0) - before.get("METERED", 0),
+                    events_after["collision"] - events["collision"],
+                )
+            )  # fmt: skip
+            log(f"job a, {mode}: {rows[-1].mbps:.2f} Mbit/s, exact")
+    return rows
+
+
+def flood_table(rows: list[FloodRow], cfg: FloodConfig) -> Any:
+    from rich.table import Table
+
+    t = Table(
+        title=f"Job a ({cfg.workers} workers, ATP pool of {cfg.pool}) while a one-worker"
+        f" tenant floods {cfg.flood_pps} packets/s into the same pool (meter {cfg.meter_pps}/s)"
+    )
+    for col in ("job a", "Mbit/s", "vs alone", "METERED drops", "pool collisions"):
+        t.add_column(col, justify="left" if col == "job a" else "right")
+    alone = rows[0].mbps or float("nan")
+    for r in rows:
+        t.add_row(r.mode, f"{r.mbps:.2f}", f"{r.mbps / alone:.2f}x", str(r.metered),
+                  str(r.collisions))  # fmt: skip
+    return t
+
+
 def main(argv: list[str] | None = None) -> int:
     from topologies.experiment import main_guard, star
 
@@ -385,7 +504,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--loss", type=float, default=0.0, help="loss, duplication, reordering")
     ap.add_argument("--bench", action="store_true", help="shared pool vs static vs PS only")
     ap.add_argument("--bench-jobs", default="1,2,4", help="bench: concurrent job counts")
+    ap.add_argument("--flood-bench", action="store_true", help="a job beside a flooding tenant")
     a = ap.parse_args(argv)
+
+    def flood_bench() -> int:
+        from rich.console import Console
+
+        cfg = FloodConfig(a.workers, size=a.size)
+        console = Console(width=140)
+        console.print(flood_table(measure_flood(cfg, log=console.print), cfg))
+        return 0
+
+    if a.flood_bench:
+        return main_guard("topologies.atp", flood_bench)
 
     def bench() -> int:
         from rich.console import Console

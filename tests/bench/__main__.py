@@ -38,7 +38,9 @@ reads or commits per second, median and tail latency.
 Section atp (topologies/atp.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
 (NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
-fallback rates, side by side in one run per job count; a plot under results/.
+fallback rates, side by side in one run per job count; a plot under results/. Then one job
+alone, beside a tenant flooding the shared pool whose job is metered, and beside one whose
+job is not: the job's goodput side by side, with the METERED drops.
 
 Section ask (tests/bench/ask.py; the Spark part as root): ASK's tuples per second with 1
 and 16 tuples per packet through inc.p4 on p4sim, hot keys first against every key through
@@ -178,6 +180,10 @@ def bench_atp(console: Console) -> int:
     console.print(atp.ratio_line(rows))
     console.print(f"plot: {atp.plot(rows, cfg.plot)}")
     console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {cfg.command()}")
+    flood = atp.FloodConfig()
+    t0 = time.monotonic()
+    console.print(atp.flood_table(atp.measure_flood(flood, log=console.print), flood))
+    console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {flood.command()}")
     return 0
 
 
