@@ -294,3 +294,22 @@ def test_signed_ints_run_native_with_pythons_outputs() -> None:
     assert out[30] == 0x80 and out[49:53] == bytes(
         [0xFF, 0xFF, 0xFF, 0xFE]
     )  # -2 |-| 127 saturates; -2 widened
+
+
+def test_hash_identity_and_xor16_run_native_with_pythons_outputs() -> None:
+    """tests/p4/native/hash_algos.p4: identity and xor16 (with crc16/crc32 beside them)
+    over fields of odd widths, on random inputs and the all-zero/all-one ones."""
+    from p4sim.runtime.hashes import v1model_hash
+
+    path = str(ROOT / "tests/p4/native/hash_algos.p4")
+    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(9)
+    frames = [(1, bytes(9)), (1, b"\xff" * 9)] + [(1, rng.randbytes(9)) for _ in range(300)]
+    assert run_both(py, nat, frames) == len(frames)
+    ((_, out),) = nat.send(1, bytes(range(1, 10)))  # a=1 b=0x0203 c=0x04050607 d=0x080 e=9
+    fields = [(1, 8), (0x0203, 16), (0x04050607, 32), (0x080, 12)]
+    assert int.from_bytes(out[:8], "big") == v1model_hash("identity", 0, fields, 2**64 - 1, 64)
+    want = v1model_hash("identity", 7, [(0x04050607, 32), (9, 4)], 1000, 32)
+    assert int.from_bytes(out[8:12], "big") == want
+    assert int.from_bytes(out[12:14], "big") == v1model_hash("xor16", 0, fields, 65536, 16)

@@ -729,7 +729,7 @@ class CGen:
         if len(args) != 5:
             raise Unsupported("hash with other than 5 arguments")
         algo = args[1]
-        codes = {"crc32": 0, "crc16": 1, "csum16": 2}
+        codes = {"crc32": 0, "crc16": 1, "csum16": 2, "identity": 3, "xor16": 4}
         if not (isinstance(algo, ast.Member) and algo.name in codes):
             raise Unsupported(f"hash algorithm {getattr(algo, 'name', '?')}")
         dst = self.expr(args[0])

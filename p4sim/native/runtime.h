@@ -204,8 +204,15 @@ static u64 p4n_crc(const uint8_t *d, u64 n, int is32) {
 static u64 p4n_hash(int algo, u64 base, const u64 *v, const int *w, int n, u64 max, int outw) {
     uint8_t buf[256];
     u64 len = p4n_serialize(buf, v, w, n);
-    u64 h = algo == 0 ? p4n_crc(buf, len, 1) : algo == 1 ? p4n_crc(buf, len, 0)
-                                             : p4n_csum16_bytes(buf, len);
+    u64 h = 0;
+    if (algo == 0) h = p4n_crc(buf, len, 1);
+    else if (algo == 1) h = p4n_crc(buf, len, 0);
+    else if (algo == 2) h = p4n_csum16_bytes(buf, len);
+    else if (algo == 3) {  /* identity: the first (up to) 8 bytes, big-endian */
+        for (u64 i = 0; i < len && i < 8; i++) h = (h << 8) | buf[i];
+    } else {  /* xor16: XOR of big-endian 16-bit words, an odd last byte the high one */
+        for (u64 i = 0; i < len; i += 2) h ^= ((u64)buf[i] << 8) | (i + 1 < len ? buf[i + 1] : 0);
+    }
     u64 size = max ? max : 1;
     u64 r = h % size + base;
     return outw >= 64 ? r : r & ((((u64)1) << outw) - 1);
