@@ -416,13 +416,16 @@ class FloodConfig:
     workers: int = 2
     window: int = 16
     pool: int = 16
-    size: int = 8192
-    calls: int = 2
-    flood_pps: int = 3000
+    size: int = 16384
+    calls: int = 4
+    flood_pps: int = 6000
     meter_pps: int = 100
 
     def command(self) -> str:
-        return f"{sys.executable} -m topologies.atp --flood-bench --size {self.size}"
+        return (
+            f"{sys.executable} -m topologies.atp --flood-bench --size {self.size}"
+            f" --calls {self.calls}"
+        )
 
 
 @dataclass(frozen=True)
@@ -444,11 +447,13 @@ def measure_flood(cfg: FloodConfig, log: Any = print) -> list[FloodRow]:
     with Experiment(run_cfg) as ex:
         # Job a once per mode, same hosts: the PS remembers a job's finished psns, and a new
         # worker process starts again at psn 0.
-        runs = [submit_atp(ex, f"a-{i}", a_hosts, ps, cfg.window, pool) for i in range(3)]
+        runs = [submit_atp(ex, f"a-{i}", a_hosts, ps, cfg.window, pool) for i in range(4)]
         metered = submit_atp(ex, "greedy-metered", [metered_host], ps, cfg.window, pool,
                              meter_pps=cfg.meter_pps)  # fmt: skip
         free = submit_atp(ex, "greedy", [free_host], ps, cfg.window, pool)
         start_ps(ex, ps, [*(a.job_id for a in runs), metered.job_id, free.job_id])
+        warm = runs.pop()  # a first run, not reported: the hosts' and the switch's warm-up
+        run_jobs(ex, [warm], RUN_DIR / "flood" / "warm-up", cfg.size, 1, 30, "--bits", "24")
         for mode, a, flooder in zip(FLOOD_MODES, runs, (None, metered, free), strict=True):
             flood = start_flood(ex, flooder, ps, pool, cfg.flood_pps) if flooder else None
             try:
@@ -510,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
     def flood_bench() -> int:
         from rich.console import Console
 
-        cfg = FloodConfig(a.workers, size=a.size)
+        cfg = FloodConfig(a.workers, size=a.size, calls=a.calls)
         console = Console(width=140)
         console.print(flood_table(measure_flood(cfg, log=console.print), cfg))
         return 0
