@@ -226,3 +226,13 @@ def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
         for c in chunk_counts_of(path, 50, i, parts):
             total.update(c)
     assert total == Counter(path.read_text().split())
+
+
+def test_chunk_pairs_combine_per_key_and_split_before_int32_overflows() -> None:
+    from hosts.ask_spark import chunk_pairs
+
+    big = 2**31 - 1
+    pairs = [("a", big), ("a", 1), ("b", 2), ("a", 3), ("b", -5), ("c", 1)]
+    assert list(chunk_pairs(pairs, size=100)) == [{"a": big}, {"a": 4, "b": -3, "c": 1}]
+    assert list(chunk_pairs(pairs[2:], size=2)) == [{"b": 2, "a": 3}, {"b": -5, "c": 1}]
+    assert list(chunk_pairs([], size=2)) == []
