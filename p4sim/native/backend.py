@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from p4sim.compiler.program import ValueSet
 from p4sim.native.cgen import CGen, Unsupported
 from p4sim.runtime.externs import Counter, Register
 from p4sim.runtime.pre import PacketReplicationEngine
@@ -137,6 +138,8 @@ class Native:
         lib.p4n_set_counter.argtypes = [ctypes.c_int, P64]
         lib.p4n_table_at.argtypes = [ctypes.c_int]
         lib.p4n_table_at.restype = ctypes.POINTER(_CTable)
+        lib.p4n_vset_at.argtypes = [ctypes.c_int]
+        lib.p4n_vset_at.restype = ctypes.POINTER(_CTable)
         lib.p4n_set_groups.argtypes = [ctypes.c_void_p, ctypes.c_int64]
 
     @staticmethod
@@ -199,6 +202,37 @@ class NativeCounter(Counter):
 
     def reset(self) -> None:
         self.cells[:] = 0
+
+
+class NativeValueSet(ValueSet):
+    """A parser value set that tells its NativePipeline when the control plane changed
+    it; laid out for C as a table of (value, mask) keys without actions."""
+
+    native_dirty: bool
+    native_pipe: Any
+    native_n: int
+
+    def _changed(self) -> None:
+        self.native_dirty = True
+        self.native_pipe.notify()
+
+    def add(self, values: tuple[int, ...], masks: tuple[int, ...] | None = None) -> None:
+        try:
+            super().add(values, masks)
+        finally:
+            self._changed()
+
+    def remove(self, values: tuple[int, ...], masks: tuple[int, ...] | None = None) -> None:
+        try:
+            super().remove(values, masks)
+        finally:
+            self._changed()
+
+    def clear(self) -> None:
+        try:
+            super().clear()
+        finally:
+            self._changed()
 
 
 class NativeTable(Table):
@@ -336,6 +370,13 @@ class NativePipeline(Pipeline):
             t.native_pipe = self
             t._native = {"n": n, "order": [], "arrays": None}  # type: ignore[attr-defined]
             self.tables.append(t)
+        self.vsets: list[NativeValueSet] = []
+        self._vkeep: dict[int, Any] = {}
+        for n, fq in enumerate(gen.vsets):
+            vs = inst.value_sets[fq]
+            vs.__class__ = NativeValueSet
+            vs.native_dirty, vs.native_pipe, vs.native_n = True, self, n
+            self.vsets.append(vs)
         self.actions = {
             fq: {a: i for i, a in enumerate(self._table_info(fq).actions)} for fq in gen.tables
         }
@@ -478,6 +519,22 @@ class NativePipeline(Pipeline):
         if self.pre.native_dirty:
             self.pre.native_dirty = False
             self._layout_groups()
+        for vs in self.vsets:
+            if vs.native_dirty:
+                vs.native_dirty = False
+                self._layout_vset(vs)
+
+    def _layout_vset(self, vs: NativeValueSet) -> None:
+        nk, n = len(vs.widths), len(vs.entries)
+        vals = np.zeros(max(1, n * nk), dtype=np.uint64)
+        masks = np.zeros(max(1, n * nk), dtype=np.uint64)
+        for i, e in enumerate(vs.entries):
+            vals[i * nk : (i + 1) * nk] = [v for v, _ in e]
+            masks[i * nk : (i + 1) * nk] = [m for _, m in e]
+        c = self.native.lib.p4n_vset_at(vs.native_n).contents
+        c.vals, c.masks, c.range = _ptr(vals), _ptr(masks), None
+        c.nkeys, c.nargs, c.exact, c.n = nk, 0, 0, n
+        self._vkeep[vs.native_n] = (vals, masks)
 
     # -- packets ---------------------------------------------------------------------
 

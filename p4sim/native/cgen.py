@@ -92,6 +92,7 @@ class CGen:
         self.tables: list[str] = []  # fq names, index = C table number
         self.registers: list[tuple[str, int, int]] = []  # (fq, width, size)
         self.counters: list[tuple[str, int]] = []  # (fq, size)
+        self.vsets: list[str] = []  # parser value sets: fq names, index = C value set
         self.errors = list(self.genv.errors)
         self.table_names = {t.name: t for t in compiled.tables}
         self.extern_names = {e.name: e for e in compiled.externs}
@@ -285,6 +286,14 @@ class CGen:
                 init.extend(self.var_init(g, t, d.init))
             elif isinstance(d, ast.Instantiation):
                 self.local_instance(d, c)
+            elif isinstance(d, ast.ValueSetDecl):
+                t = self.genv.resolve(d.elem_type)
+                fields = t.fields if isinstance(t, TComposite) else [("", t)]
+                if not all(isinstance(ft, TBit) and ft.width <= 64 for _, ft in fields):
+                    raise Unsupported(f"value set of {t.show()}")
+                fq = fq_name(c.path, d.name, d.annotations)
+                c.scope[d.name] = V("", None, obj=("vset", len(self.vsets), len(fields)))
+                self.vsets.append(fq)
             elif isinstance(d, ast.ActionDecl):
                 self.gen_action(d, c)
             elif isinstance(d, ast.TableDecl):
@@ -389,6 +398,11 @@ class CGen:
     def keyset(self, ks: ast.Expr, keys: list[V], kn: list[str]) -> str:
         if isinstance(ks, (ast.Default, ast.DontCare)):
             return "1"
+        vs = self.lookup(ks.name) if isinstance(ks, ast.Name) else None
+        if vs is not None and vs.obj is not None and vs.obj[0] == "vset":
+            if vs.obj[2] != len(keys):
+                raise Unsupported("value set of another shape than its select key")
+            return f"p4n_vset_match({vs.obj[1]}, (const u64[]){{{', '.join(kn)}}})"
         if len(keys) > 1:
             if not isinstance(ks, ast.ListExpr) or len(ks.elems) != len(keys):
                 raise Unsupported("keyset")
@@ -1281,6 +1295,10 @@ class CGen:
             RUNTIME,
             *self.type_src,
             f"static p4n_table p4n_tables[{max(1, len(self.tables))}];",
+            f"static p4n_table p4n_vsets[{max(1, len(self.vsets))}];  /* value sets */",
+            "p4n_table *p4n_vset_at(int n) { return &p4n_vsets[n]; }",
+            "static inline int p4n_vset_match(int n, const u64 *k) {",
+            "    return p4n_lookup(&p4n_vsets[n], k) >= 0; }",
             "static p4n_group *p4n_groups; static int64_t p4n_ngroups;",
             "static const uint8_t *p4n_in; static u64 p4n_inlen, p4n_off, p4n_perr;",
             "static uint8_t *p4n_out; static u64 p4n_ooff;",
