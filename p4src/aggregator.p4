@@ -39,31 +39,21 @@ control Aggregator(inout headers_t hdr,
                    inout inc_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     SLOT_REGISTERS(agg_value, AGG_COPIES)
-    register<bit<32>>(AGG_COPIES) agg_bitmap;   // workers that contributed to the use
-    register<bit<8>>(AGG_COPIES) agg_count;     // how many (compared with the job's quorum)
-    register<bit<32>>(AGG_COPIES) agg_psn;      // psn of the use held by the copy
-    register<bit<16>>(AGG_COPIES) agg_job;      // job owning the use; 0 = free
+    // agg_job, agg_psn: the use held by the copy (job 0: free); agg_bitmap: the workers that
+    // contributed to it; agg_count: how many (compared with the job's quorum).
+    USE_REGISTERS(agg, AGG_COPIES)
 
     bit<32> addr;
     bit<32> slot_sum;
     bit<32> keep_mask;      // all ones: add to the copy; zero: start the copy afresh
-    bit<32> st_bitmap;
-    bit<8>  st_count;
-    bit<32> st_psn;
-    bit<16> st_job;
+    USE_STATE
 
     action load_state() {
-        agg_bitmap.read(st_bitmap, addr);
-        agg_count.read(st_count, addr);
-        agg_psn.read(st_psn, addr);
-        agg_job.read(st_job, addr);
+        LOAD_USE(agg, addr)
     }
 
     action store_state() {
-        agg_bitmap.write(addr, st_bitmap);
-        agg_count.write(addr, st_count);
-        agg_psn.write(addr, hdr.inc.psn);
-        agg_job.write(addr, hdr.inc.job_id);
+        STORE_USE(agg, addr)
     }
 
     action accumulate() {

@@ -52,10 +52,9 @@ control AtpPool(inout headers_t hdr,
                 inout inc_metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
     SLOT_REGISTERS(atp_value, ATP_POOL_SIZE)
-    register<bit<16>>(ATP_POOL_SIZE) atp_job;      // job of the use held (0: never used)
-    register<bit<32>>(ATP_POOL_SIZE) atp_psn;      // psn of the use held
-    register<bit<32>>(ATP_POOL_SIZE) atp_bitmap;   // members that contributed
-    register<bit<8>>(ATP_POOL_SIZE) atp_count;     // how many; 0 = free (released)
+    // atp_job, atp_psn: the use held (job 0: never used); atp_bitmap: the members that
+    // contributed; atp_count: how many, 0 = free (released).
+    USE_REGISTERS(atp, ATP_POOL_SIZE)
 
     // Pool statistics, indexed by ATP_EV_* (controller/atp.py reads them).
     counter(ATP_EVENTS, CounterType.packets) atp_events;
@@ -64,10 +63,7 @@ control AtpPool(inout headers_t hdr,
     bit<32> old;
     bit<32> sum;
     bit<32> ovf;
-    bit<16> st_job;
-    bit<32> st_psn;
-    bit<32> st_bitmap;
-    bit<8>  st_count;
+    USE_STATE
 
     bit<9>  ps_port;
     bit<1>  top;
@@ -100,17 +96,11 @@ control AtpPool(inout headers_t hdr,
     }
 
     action load_state() {
-        atp_job.read(st_job, idx);
-        atp_psn.read(st_psn, idx);
-        atp_bitmap.read(st_bitmap, idx);
-        atp_count.read(st_count, idx);
+        LOAD_USE(atp, idx)
     }
 
     action store_state() {
-        atp_job.write(idx, hdr.inc.job_id);
-        atp_psn.write(idx, hdr.inc.psn);
-        atp_bitmap.write(idx, st_bitmap);
-        atp_count.write(idx, st_count);
+        STORE_USE(atp, idx)
     }
 
     action add_values() {

@@ -3,6 +3,8 @@
 // the controller reads and programs over P4Runtime); what the classes do alike is here:
 //
 //   register pool, one array per slot   SLOT_REGISTERS, PER_SLOT (aggregator.p4, atp.p4)
+//   compare-and-claim, seen bits        USE_REGISTERS, USE_STATE, LOAD_USE, STORE_USE
+//                                       (aggregator.p4, atp.p4)
 //   region bound check                  RegionGuard (job_region.p4, kv_cache.p4, ask.p4,
 //                                       consensus.p4)
 //   refusal, with a DROP_* reason       Refuse (every class; IncIngress's drop_and_count()
@@ -87,6 +89,38 @@
     M(v29, R##_29) \
     M(v30, R##_30) \
     M(v31, R##_31)
+
+// ---- compare-and-claim, seen bits: the use a pool cell holds ----
+// A cell of an aggregating pool (NetReduce's aggregator copies, ATP's aggregators) is
+// tagged with the use it holds, (job, psn), and carries its seen bits: the bitmap of the
+// contributors so far and their count. USE_REGISTERS(P, SIZE) declares the registers
+// P_job, P_psn, P_bitmap and P_count; USE_STATE the variables LOAD_USE(P, I) reads cell I
+// into (st_job, st_psn, st_bitmap, st_count), which the class compares with the packet's
+// (job, psn) and its worker's bit; STORE_USE(P, I) claims cell I for the packet's
+// (job, psn) with the seen bits in st_bitmap and st_count.
+#define USE_REGISTERS(P, SIZE) \
+    register<bit<16>>(SIZE) P##_job; \
+    register<bit<32>>(SIZE) P##_psn; \
+    register<bit<32>>(SIZE) P##_bitmap; \
+    register<bit<8>>(SIZE) P##_count;
+
+#define USE_STATE \
+    bit<16> st_job; \
+    bit<32> st_psn; \
+    bit<32> st_bitmap; \
+    bit<8>  st_count;
+
+#define LOAD_USE(P, I) \
+    P##_job.read(st_job, I); \
+    P##_psn.read(st_psn, I); \
+    P##_bitmap.read(st_bitmap, I); \
+    P##_count.read(st_count, I);
+
+#define STORE_USE(P, I) \
+    P##_job.write(I, hdr.inc.job_id); \
+    P##_psn.write(I, hdr.inc.psn); \
+    P##_bitmap.write(I, st_bitmap); \
+    P##_count.write(I, st_count);
 
 // ---- refusal ----
 // Mark the packet refused with a DROP_* reason: it goes no further, and IncIngress drops
