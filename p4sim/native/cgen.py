@@ -575,11 +575,15 @@ class CGen:
         if isinstance(s, ast.Empty):
             return []
         if isinstance(s, ast.Assign) and isinstance(s.target, ast.Slice):
-            base = self.expr(s.target.expr)
-            if isinstance(s.target.expr, ast.Slice) or not isinstance(base.type, TBit):
-                raise Unsupported("assignment to a slice of a slice")
             hi, lo = self.genv.const_int(s.target.hi), self.genv.const_int(s.target.lo)
             w = hi - lo + 1
+            inner = s.target.expr
+            while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
+                ilo = self.genv.const_int(inner.lo)
+                hi, lo, inner = hi + ilo, lo + ilo, inner.expr
+            base = self.expr(inner)
+            if not isinstance(base.type, TBit):
+                raise Unsupported("assignment to a slice of a non-bit value")
             v = self.value(s.value, TBit(w))
             keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
             return [
