@@ -60,10 +60,13 @@ class Lines:
         return [json.loads(x) for x in lines if x]
 
 
-def split_lines(path: Path, part: int = 0, parts: int = 1) -> Iterator[bytes]:
-    """The lines of split ``part`` of ``parts`` of a file, as Hadoop's text input splits it
-    (and Spark's ``textFile``): split ``i`` is the byte range ``[i S / n, (i + 1) S / n)``;
-    a line belongs to the split its first byte is in. Every line is in exactly one split."""
+def split_blocks(
+    path: Path, part: int = 0, parts: int = 1, block: int = 1 << 20
+) -> Iterator[bytes]:
+    """Split ``part`` of ``parts`` of a file as Hadoop's text input splits it (and Spark's
+    ``textFile``), in blocks of about ``block`` bytes of whole lines: split ``i`` is the
+    byte range ``[i S / n, (i + 1) S / n)``; a line belongs to the split its first byte is
+    in. Every line is in exactly one split."""
     size = path.stat().st_size
     start, end = size * part // parts, size * (part + 1) // parts
     with open(path, "rb") as f:
@@ -72,28 +75,23 @@ def split_lines(path: Path, part: int = 0, parts: int = 1) -> Iterator[bytes]:
             f.readline()  # the rest of a line that began before the split
         pos = f.tell()
         while pos < end:
-            line = f.readline()
-            if not line:
+            data = f.read(min(block, end - pos))
+            if not data:
                 break
-            pos += len(line)
-            yield line
+            if not data.endswith(b"\n"):
+                data += f.readline()  # the last line began in this split: all of it
+            pos += len(data)
+            yield data
 
 
 def chunk_counts_of(
     path: Path, size: int, part: int = 0, parts: int = 1
 ) -> Iterator[dict[Hashable, int]]:
     """The words (``str.split`` of UTF-8 text) of split ``part`` of ``path``, counted in
-    chunks of about ``size`` words (a bounded map-side combine; ``Counter`` in C)."""
-    lines: list[bytes] = []
-    n = 0
-    for line in split_lines(path, part, parts):
-        lines.append(line)
-        n += line.count(b" ") + 1
-        if n >= size:
-            yield Counter(b"".join(lines).decode("utf-8", errors="replace").split())
-            lines, n = [], 0
-    if lines:
-        yield Counter(b"".join(lines).decode("utf-8", errors="replace").split())
+    chunks of about ``size`` words (blocks of ``6 size`` bytes; a bounded map-side combine,
+    ``Counter`` in C)."""
+    for data in split_blocks(path, part, parts, max(1024, 6 * size)):
+        yield Counter(data.decode("utf-8", errors="replace").split())
 
 
 def words_of(path: Path) -> Iterator[str]:

@@ -213,14 +213,16 @@ def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflow
 def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
     tmp_path: Path, parts: int
 ) -> None:
-    from hosts.ask_run import chunk_counts_of, split_lines
+    from hosts.ask_run import chunk_counts_of, split_blocks
 
     rng = random.Random(parts)
     lines = [" ".join(zipf_words(rng, rng.randrange(0, 12))) + "\n" for _ in range(300)]
     path = tmp_path / "text.txt"
     path.write_text("".join(lines) + "no newline at the end")
-    got = [ln for i in range(parts) for ln in split_lines(path, i, parts)]
-    assert b"".join(got) == path.read_bytes()
+    for block in (8, 100, 1 << 20):
+        got = [b for i in range(parts) for b in split_blocks(path, i, parts, block)]
+        assert b"".join(got) == path.read_bytes()
+        assert all(b.endswith(b"\n") for b in got[:-1]), "blocks of whole lines"
     total: Counter[object] = Counter()
     for i in range(parts):
         for c in chunk_counts_of(path, 50, i, parts):

@@ -183,7 +183,7 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
     t = Table(title="word count end to end, same corpus, one host: PySpark local[2] (warm"
               " session, from the file) against ASK (2 mappers, switch, reducer) (s)")  # fmt: skip
     for c in ("corpus", "words", "keys", "Spark RDD", "Spark DataFrame",
-              "Spark RDD via switch", "ASK", "ASK start-up", "RDD / ASK",
+              "Spark RDD via switch", "ASK", "ASK start-up", "faster Spark / ASK",
               "RDD / RDD via switch", "exact"):  # fmt: skip
         t.add_column(c, justify="right")
     run_dir = Path("run/ask-bench")
@@ -198,7 +198,8 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
         code = code or (0 if exact else 1)
         t.add_row(name, f"{rec['words']:,}", f"{rec['keys']:,}", f"{rec['spark_rdd_s']:.2f}",
                   f"{rec['spark_df_s']:.2f}", f"{rec['switch_s']:.2f}", f"{rec['ask_s']:.2f}",
-                  f"{rec['ask_startup_s']:.2f}", f"{rec['spark_rdd_s'] / rec['ask_s']:.2f}x",
+                  f"{rec['ask_startup_s']:.2f}",
+                  f"{min(rec['spark_rdd_s'], rec['spark_df_s']) / rec['ask_s']:.2f}x",
                   f"{rec['spark_rdd_s'] / rec['switch_s']:.2f}x", str(exact))  # fmt: skip
     console.print(t)
     console.print("ASK: timed from telling its set-up mappers to go (as Spark's jobs run in its"
