@@ -177,6 +177,8 @@ class AtpParameterServer:
     ) -> None:
         self.aggregator = AtpAggregator(jobs, slots)
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
+        if isinstance(self.endpoint, Endpoint):
+            self.endpoint.enable_ecn()  # results ECN-capable: a congested switch marks them
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

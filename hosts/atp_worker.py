@@ -19,7 +19,10 @@ Differences from NetReduce's client (hosts/allreduce.py), docs/protocol.md "ATP"
 - Packets go to the job's PS (the aggregation address); results come from it, through the
   switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
-  most once per timeout interval (multiplicative decrease), between 1 and ``window``.
+  most once per timeout interval (multiplicative decrease), between 1 and ``window``. The
+  socket is ECN-capable: a result that arrives marked Congestion Experienced (a switch
+  egress queue above its threshold, p4src/ecn.p4) halves the window too, at most once per
+  timeout interval (``ecn_cuts``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from hosts.allreduce import AllReduceClient, _check_config, _Window
 from hosts.sliding_window import ResultAssembler
+from hosts.transport import Endpoint
 from wire.header import atp_index
 
 
@@ -42,6 +46,10 @@ class AtpClient(AllReduceClient):
         self.cwnd = float(self.window)
         self._last_cut = -1.0
         self.window_cuts = 0
+        self.ecn_cuts = 0
+        self._ecn = self.endpoint if isinstance(self.endpoint, Endpoint) else None
+        if self._ecn is not None:
+            self._ecn.enable_ecn()
 
     def set_layout(
         self,
@@ -70,18 +78,28 @@ class AtpClient(AllReduceClient):
 
     def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: Any) -> None:
         if any(retx for _, retx in sends):
-            now = time.monotonic()
-            if now - self._last_cut >= self.timeout:
-                self.cwnd = max(1.0, self.cwnd / 2)
-                window.window = int(self.cwnd)
-                self._last_cut = now
-                self.window_cuts += 1
+            self._cut(window)
         super()._send(sends, window, wire)
+
+    def _cut(self, window: _Window) -> bool:
+        """Multiplicative decrease, at most once per timeout interval."""
+        now = time.monotonic()
+        if now - self._last_cut < self.timeout:
+            return False
+        self.cwnd = max(1.0, self.cwnd / 2)
+        window.window = int(self.cwnd)
+        self._last_cut = now
+        self.window_cuts += 1
+        return True
 
     def _receive(self, window: _Window, results: ResultAssembler) -> None:
         before = self.stats.results
+        marked = self._ecn.stats.ce_marked if self._ecn is not None else 0
         super()._receive(window, results)
         gained = self.stats.results - before
+        if self._ecn is not None and self._ecn.stats.ce_marked > marked and self._cut(window):
+            self.ecn_cuts += 1
+            return
         if gained:
             self.cwnd = min(float(self.max_window), self.cwnd + gained / self.cwnd)
             window.window = int(self.cwnd)

@@ -11,8 +11,9 @@ Example:
 One non-blocking socket per endpoint. ``send_many`` writes a batch with one ``sendto`` per
 datagram; ``recv_many`` drains whatever the kernel holds (Python has no ``recvmmsg``, so
 ``recvfrom`` is called until the socket would block). ``wait`` blocks in ``poll`` until a
-datagram is readable. Nothing here knows the INC header; callers pack payloads with
-wire/header.py.
+datagram is readable. ``enable_ecn`` makes the socket ECN-capable and counts the datagrams
+that arrive marked Congestion Experienced. Nothing here knows the INC header; callers pack
+payloads with wire/header.py.
 
 ``ImpairedEndpoint`` wraps an endpoint for in-process tests: at the sender it drops,
 duplicates and reorders datagrams with a seeded RNG (real sockets still carry whatever
@@ -35,6 +36,10 @@ Datagram = tuple[bytes, Address]
 DEFAULT_BUFFER = 8 << 20  # socket buffers: a window of packets from every worker fits
 MAX_DATAGRAM = 65535
 _SEND_RETRY_S = 0.05  # how long a full send buffer may stall one datagram before it is dropped
+# ECN codepoints in the low two bits of the IP TOS byte (RFC 3168), and Linux's IP_RECVTOS.
+ECT0, CE = 0b10, 0b11
+IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+_CMSG_SPACE = socket.CMSG_SPACE(4)
 
 
 class DatagramEndpoint(Protocol):
@@ -61,6 +66,7 @@ class EndpointStats:
     received: int = 0
     received_bytes: int = 0
     send_drops: int = 0  # the kernel's send buffer stayed full
+    ce_marked: int = 0  # datagrams received with ECN CE set (after enable_ecn)
 
 
 class TransportError(OSError):
@@ -86,6 +92,14 @@ class Endpoint:
         self._poll = select.poll()
         self._poll.register(self._sock.fileno(), select.POLLIN)
         self._buf = bytearray(MAX_DATAGRAM)
+        self._ecn = False
+
+    def enable_ecn(self) -> None:
+        """Send ECN-capable (ECT(0) in the IP TOS byte) and read each received datagram's
+        TOS: those a switch marked Congestion Experienced count in ``stats.ce_marked``."""
+        self._sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+        self._sock.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
+        self._ecn = True
 
     @property
     def address(self) -> Address:
@@ -130,7 +144,13 @@ class Endpoint:
         buf = self._buf
         while len(out) < max_count:
             try:
-                n, addr = self._sock.recvfrom_into(buf)
+                if self._ecn:
+                    n, cmsgs, _, addr = self._sock.recvmsg_into([buf], _CMSG_SPACE)
+                    if any(c[1] == socket.IP_TOS and c[2][:1] and c[2][0] & 3 == CE
+                           for c in cmsgs):  # fmt: skip
+                        self.stats.ce_marked += 1
+                else:
+                    n, addr = self._sock.recvfrom_into(buf)
             except BlockingIOError:
                 break
             except ConnectionRefusedError:

@@ -36,6 +36,7 @@
 #define WORKER_TABLE_SIZE 32768
 #define EPOCH_SLOT_TABLE_SIZE 2048  // two per job (JOB_TABLE_SIZE)
 #define FORWARD_TABLE_SIZE 1024
+#define ECN_THRESHOLD 10         // egress queue depth (packets) from which ECN marks (ecn.p4)
 
 // ---- wire code points ----
 const bit<16> INC_UDP_PORT = 20050;

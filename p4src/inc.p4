@@ -15,7 +15,8 @@
 // forwarded as ordinary traffic by Forwarder. Packets refused by
 // admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
 // job, in job_drops.
-// Egress: ResultRewrite addresses each multicast copy of a result to its worker.
+// Egress: ResultRewrite addresses each multicast copy of a result to its worker; EcnMark
+// marks ECN-capable packets CE when their egress queue is deep (ecn.p4).
 #include <core.p4>
 #include <v1model.p4>
 
@@ -33,6 +34,7 @@
 #include "atp.p4"
 #include "result_guard.p4"
 #include "result_rewrite.p4"
+#include "ecn.p4"
 #include "kv_cache.p4"
 #include "consensus.p4"
 #include "deparser.p4"
@@ -142,9 +144,11 @@ control IncEgress(inout headers_t hdr,
                   inout inc_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     ResultRewrite() result_rewrite;
+    EcnMark() ecn;
 
     apply {
         result_rewrite.apply(hdr, meta, standard_metadata);
+        ecn.apply(hdr, standard_metadata);
     }
 }
 

@@ -23,6 +23,7 @@ P4_ONLY = {
     "FORWARD_TABLE_SIZE",
     "EPOCH_SLOT_TABLE_SIZE",
     "PSN_HALF",
+    "ECN_THRESHOLD",  # switch configuration; tests/test_ecn.py reads it from here
 }
 
 
