@@ -313,3 +313,26 @@ def test_hash_identity_and_xor16_run_native_with_pythons_outputs() -> None:
     want = v1model_hash("identity", 7, [(0x04050607, 32), (9, 4)], 1000, 32)
     assert int.from_bytes(out[8:12], "big") == want
     assert int.from_bytes(out[12:14], "big") == v1model_hash("xor16", 0, fields, 65536, 16)
+
+
+def test_header_unions_and_plain_enums_run_native_with_pythons_outputs() -> None:
+    """tests/p4/native/unions_enums.p4: every parse path into the union (neither member,
+    a, b, a then b) with every op (setValid of b, of a, setInvalid of a, drop by enum)."""
+    path = str(ROOT / "tests/p4/native/unions_enums.p4")
+    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(3)
+    frames = [
+        (1, bytes([kind, op]) + rng.randbytes(n))
+        for kind in range(5)
+        for op in range(6)
+        for n in (0, 2, 5, 9)
+    ]
+    assert run_both(py, nat, frames) == sum(1 for _, f in frames if f[1] != 4)
+    # a then b extracted: only b valid, out on port 2 (the enum's OUT)
+    ((port, out),) = nat.send(1, bytes([3, 0, 0xA1, 0x11, 0xB2, 0x22, 0x33]))
+    assert port == 2 and out == bytes([3, 2 | 4 | 8, 0xB2, 0x22, 0x33])
+    # b made valid over an extracted a: a is no longer emitted
+    ((port, out),) = nat.send(1, bytes([1, 1, 0xA1, 0x11]))
+    assert port == 2 and out == bytes([1, 2 | 4 | 8, 9, 0x12, 0x34])
+    assert nat.send(1, bytes([0, 4])) == []  # Dir.DROP

@@ -111,9 +111,7 @@ class CGen:
         return f"{base}_{self.ids}"
 
     def ctype(self, t: Any) -> str:
-        if isinstance(t, (TBit, TBool, TError)) or (
-            isinstance(t, TEnum) and getattr(t, "underlying", None) is not None
-        ):
+        if isinstance(t, (TBit, TBool, TError, TEnum)):  # a plain enum: its member's index
             if isinstance(t, TBit) and t.width > 64:
                 raise Unsupported(f"type {t.show()} (wider than 64 bits)")
             return "u64"
@@ -166,8 +164,12 @@ class CGen:
         return V(f"(*({cond} ? ({et} *)p4n_stkerr() : &{b.code}.e[{idx}]))", t.elem)
 
     def struct(self, t: TComposite) -> str:
-        if t.kind == "union":
-            raise Unsupported("header unions")
+        """A header (fields and ``valid_``), struct or header union (its member headers,
+        whose ``valid_`` say which one is valid) as a C struct."""
+        if t.kind == "union" and not all(
+            isinstance(ft, TComposite) and ft.kind == "header" for _, ft in t.fields
+        ):
+            raise Unsupported(f"header union {t.name} of non-headers")
         got = self.types.get(id(t))
         if got is not None:
             return got
@@ -646,7 +648,7 @@ class CGen:
             var, t = "p4n_run", None
         else:
             v = self.expr(e)
-            if not isinstance(v.type, TBit):
+            if not isinstance(v.type, (TBit, TEnum)):
                 raise Unsupported(f"switch on {v.type.show()}")
             var, t = self.new("sw"), v.type
             out.append(f"u64 {var} = {v.code};")
@@ -795,6 +797,8 @@ class CGen:
             if sym is not None and sym.obj is not None:
                 return self.obj_method(sym, name, args)
         b = self.expr(base)
+        if isinstance(b.type, TComposite) and b.type.kind == "union" and name == "isValid":
+            return "(" + " || ".join(f"{b.code}.f_{n}.valid_" for n, _ in b.type.fields) + ")"
         if isinstance(b.type, TStack) and name in ("push_front", "pop_front") and len(args) == 1:
             n = self.expr(args[0], TBit(32)).const
             if n is None or n < 0:
@@ -817,9 +821,10 @@ class CGen:
                 return f"{b.code}.valid_"
             if name == "setInvalid":
                 return f"{b.code}.valid_ = 0"
-            if name == "setValid":
+            if name == "setValid":  # a union member: the other members become invalid
                 zero = f"memset(&{b.code}, 0, sizeof {b.code});"
-                return f"if (!{b.code}.valid_) {{ {zero} {b.code}.valid_ = 1; }}"
+                sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(base))
+                return f"{{ if (!{b.code}.valid_) {{ {zero} {b.code}.valid_ = 1; }}{sibs} }}"
         raise Unsupported(f"method {name}")
 
     def obj_method(self, sym: V, name: str, args: list[ast.Expr]) -> str:
@@ -837,6 +842,9 @@ class CGen:
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
                     raise Unsupported("extract of a non-header")
                 a = args[0]
+                sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(a))
+                if sibs:  # a union member: the other members become invalid
+                    return f"{{ {self.extract(h)}{sibs} }}"
                 if isinstance(a, ast.Member) and a.name == "next":
                     st = self.expr(a.expr)
                     if isinstance(st.type, TStack):  # bounds checked by h, then counted
@@ -917,6 +925,15 @@ class CGen:
         parts.append(f"{h.code}.valid_ = 1; p4n_off += {w};")
         return "{ " + " ".join(parts) + " }"
 
+    def union_siblings(self, h: ast.Expr) -> list[str]:
+        """C codes of the other members when ``h`` is a member of a header union."""
+        if not isinstance(h, ast.Member):
+            return []
+        u = self.expr(h.expr)
+        if isinstance(u.type, TComposite) and u.type.kind == "union":
+            return [f"{u.code}.f_{n}" for n, _ in u.type.fields if n != h.name]
+        return []
+
     def emit_any(self, h: V) -> str:
         """Emit a header, a stack (every element in order) or a struct (its members in
         order, nested structs and stacks included), as the Python back end's ``_emit``."""
@@ -925,7 +942,7 @@ class CGen:
             return self.emit(h)
         if isinstance(t, TStack):
             return "; ".join(self.emit(V(f"{h.code}.e[{i}]", t.elem)) for i in range(t.size))
-        if isinstance(t, TComposite) and t.kind == "struct":
+        if isinstance(t, TComposite) and t.kind in ("struct", "union"):
             parts = [
                 self.emit_any(V(f"{h.code}.f_{n}", ft))
                 for n, ft in t.fields
@@ -1014,8 +1031,11 @@ class CGen:
             d = self.genv.type_decls.get(e.expr.name)
             if isinstance(d, ast.EnumDecl) and self.lookup(e.expr.name) is None:
                 t = self.genv.resolve(ast.NamedType(e.expr.name))
+                if isinstance(t, TEnum) and t.underlying is None:  # compared, never seen
+                    i = list(t.members).index(e.name)
+                    return V(_lit(i), t, i)
                 if not isinstance(t, TEnum) or t.underlying is None:
-                    raise Unsupported("plain enums")
+                    raise Unsupported(f"enum {e.expr.name}")
                 val = self.genv.const_value(e, t)
                 return V(_lit(int(val)), t.underlying, int(val))
         if isinstance(e.expr, ast.Call) and self.lookahead(e.expr) is not None:
@@ -1137,6 +1157,8 @@ class CGen:
             b = self.expr(f.expr)
             if isinstance(b.type, TComposite) and b.type.kind == "header":
                 return V(f"{b.code}.valid_", TBool())
+            if isinstance(b.type, TComposite) and b.type.kind == "union":
+                return V(self.method(f, []), TBool())
         raise Unsupported("call in an expression")
 
     def _e_Slice(self, e: ast.Slice, expect: T | None) -> V:
