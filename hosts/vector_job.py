@@ -61,6 +61,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--peers", help="ring: every worker's IP in rank order (default 10.0.0.1..)")
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--total-timeout", type=float, default=30.0, help="bound of one call, s")
+    ap.add_argument("--compute-ms", type=float, default=0.0,
+                    help="a compute phase before each call: uniform in [0.5, 1.5] x this, the"
+                         " same for the job's workers (seeded by --seed and the call)")  # fmt: skip
     ap.add_argument("--out", required=True, help="PREFIX: writes PREFIX.npy and PREFIX.json")
     return ap
 
@@ -116,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             for size in sizes:
                 for call in range(a.calls):
                     x = make_vector(a.seed, a.worker_id, call, size, a.bits)
+                    if a.compute_ms > 0:
+                        phase = np.random.default_rng((a.seed, call)).uniform(0.5, 1.5)
+                        time.sleep(a.compute_ms * phase / 1e3)
                     t0 = time.perf_counter()
                     results.append(client.allreduce_int(x))
                     by_size[str(size)].append(time.perf_counter() - t0)

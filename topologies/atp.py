@@ -261,6 +261,7 @@ class BenchConfig:
     pool: int = 16
     size: int = 8192
     calls: int = 2
+    compute_ms: float = 0.0  # a training job's compute phase before each call (vector_job)
     plot: Path = Path("results/atp_bench.png")
 
     def command(self) -> str:
@@ -268,6 +269,7 @@ class BenchConfig:
             f"{sys.executable} -m topologies.atp --bench --bench-jobs "
             f"{','.join(map(str, self.jobs))} --workers {self.workers} --window {self.window}"
             f" --pool-size {self.pool} --size {self.size} --calls {self.calls}"
+            f" --compute-ms {self.compute_ms:g}"
         )
 
 
@@ -284,10 +286,14 @@ class BenchRow:
         return sum(self.per_job_mbps)
 
 
-def _goodput(got: list[dict[str, Any]], size: int) -> float:
+WARM_UP = 1  # bench: first calls of every run, not measured (hosts, PS and switch warm up)
+
+
+def _goodput(got: list[dict[str, Any]], size: int, skip: int = 0) -> float:
     """A job's all-reduce goodput, Mbit/s: vector bytes per call over the slowest worker's
-    mean call time."""
-    times = [sum(g["rec"].get("times", [])) / max(len(g["rec"].get("times", [])), 1) for g in got]
+    mean call time, the first ``skip`` calls left out."""
+    runs = [g["rec"].get("times", [])[skip:] for g in got]
+    times = [sum(t) / max(len(t), 1) for t in runs]
     slowest = max(times)
     return size * 4 * 8 / slowest / 1e6 if slowest > 0 else 0.0
 
@@ -299,27 +305,34 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
     rows = []
     for n in cfg.jobs:
         hosts = n * cfg.workers
-        ps = hosts + 1
-        run_cfg = ExperimentConfig(star(ps), run_dir=RUN_DIR / f"bench{n}", log=lambda s: None)
+        # A parameter server per job, each on a host of its own after the workers (ATP keeps
+        # one per job; one PS host for all would put every job's results on one link).
+        ps_hosts = [hosts + 1 + j for j in range(n)]
+        run_cfg = ExperimentConfig(
+            star(hosts + n), run_dir=RUN_DIR / f"bench{n}", log=lambda s: None
+        )
         with Experiment(run_cfg) as ex:
             groups = [list(range(j * cfg.workers + 1, (j + 1) * cfg.workers + 1)) for j in range(n)]
             atp_jobs = [
-                submit_atp(ex, f"atp{j}", g, ps, cfg.window, (0, cfg.pool))
+                submit_atp(ex, f"atp{j}", g, ps_hosts[j], cfg.window, (0, cfg.pool))
                 for j, g in enumerate(groups)
             ]
-            start_ps(ex, ps, [j.job_id for j in atp_jobs])
+            for j, ps in zip(atp_jobs, ps_hosts, strict=True):
+                start_ps(ex, ps, [j.job_id])
             share = max(cfg.pool // n, 1)
             static = [
                 AtpJob(ex.submit(f"nr{j}", workers=cfg.workers, window=share, worker_ports=g,
                                  worker_ips=[host_ip(h) for h in g],
                                  worker_macs=[host_mac(h) for h in g],
-                                 agg_ip=host_ip(ps), agg_mac=host_mac(ps)), tuple(g), "netreduce")
+                                 agg_ip=host_ip(ps_hosts[j]), agg_mac=host_mac(ps_hosts[j])),
+                       tuple(g), "netreduce")
                 for j, g in enumerate(groups)
             ]  # fmt: skip
-            ex.start_service(
-                f"h{ps}", [sys.executable, "-m", "hosts.ps", "--workers", str(cfg.workers)],
-                ready="parameter server on", log_name="ps-baseline",
-            )  # fmt: skip
+            for ps in ps_hosts:
+                ex.start_service(
+                    f"h{ps}", [sys.executable, "-m", "hosts.ps", "--workers", str(cfg.workers)],
+                    ready="parameter server on", log_name=f"ps-baseline-h{ps}",
+                )  # fmt: skip
             for mode, jobs, extra in (
                 (MODES[0], atp_jobs, ()),
                 (MODES[1], static, ()),
@@ -327,10 +340,12 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
             ):
                 before = pool_events(ex)
                 out = RUN_DIR / f"bench{n}" / mode.replace(" ", "_")
-                got = run_jobs(ex, jobs, out, cfg.size, cfg.calls, 70, "--bits", "24", *extra)
+                calls = cfg.calls + WARM_UP
+                got = run_jobs(ex, jobs, out, cfg.size, calls, 70, "--bits", "24",
+                               "--compute-ms", str(cfg.compute_ms), *extra)  # fmt: skip
                 after = pool_events(ex)
                 for j in jobs:
-                    bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, cfg.calls, bits=24)
+                    bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, calls, bits=24)
                     if bad:
                         raise ExperimentError(f"{mode}, job {j.job_id}: {bad[0]}")
                 d = {k: after[k] - before[k] for k in after}
@@ -339,7 +354,7 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
                 fell = d["collision"] + d["retx_fallback"] + d["overflow"]
                 rows.append(
                     BenchRow(
-                        n, mode, tuple(_goodput(got[j.job_id], cfg.size) for j in jobs),
+                        n, mode, tuple(_goodput(got[j.job_id], cfg.size, WARM_UP) for j in jobs),
                         d["collision"] / first if first else 0.0,
                         fell / seen if seen else 0.0,
                     )
@@ -510,6 +525,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", action="store_true", help="shared pool vs static vs PS only")
     ap.add_argument("--bench-jobs", default="1,2,4", help="bench: concurrent job counts")
     ap.add_argument("--flood-bench", action="store_true", help="a job beside a flooding tenant")
+    ap.add_argument("--compute-ms", type=float, default=0.0, help="bench: compute before a call")
     a = ap.parse_args(argv)
 
     def flood_bench() -> int:
@@ -528,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg = BenchConfig(
             tuple(int(x) for x in a.bench_jobs.split(",")), a.workers, a.window, a.pool_size,
-            a.size, a.calls,
+            a.size, a.calls, a.compute_ms,
         )  # fmt: skip
         console = Console(width=140)
         rows = measure(cfg, log=console.print)
