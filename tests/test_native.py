@@ -336,3 +336,17 @@ def test_header_unions_and_plain_enums_run_native_with_pythons_outputs() -> None
     ((port, out),) = nat.send(1, bytes([1, 1, 0xA1, 0x11]))
     assert port == 2 and out == bytes([1, 2 | 4 | 8, 9, 0x12, 0x34])
     assert nat.send(1, bytes([0, 4])) == []  # Dir.DROP
+
+
+def test_sub_control_out_parameters_start_from_their_default_on_native() -> None:
+    """tests/p4/native/subcontrol_params.p4: the sub-control reads its out parameters
+    before writing them (0 and an invalid header, whatever the arguments held)."""
+    path = str(ROOT / "tests/p4/native/subcontrol_params.p4")
+    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(4)
+    frames = [(1, rng.randbytes(rng.randrange(0, 8))) for _ in range(200)]
+    assert run_both(py, nat, frames) > 0
+    # a=7 (out: reads 0, becomes 5), b=10 (inout), c=1 (in, then out as c + 1), aux valid
+    # (out: invalid, not emitted)
+    assert nat.send(1, bytes([7, 10, 1, 0x33]) + b"xy") == [(1, bytes([5, 11, 2]) + b"xy")]

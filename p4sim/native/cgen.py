@@ -864,17 +864,29 @@ class CGen:
             sub: Ctl = sym.obj[1]
             if name != "apply":
                 raise Unsupported("instance method")
-            ptrs = []
-            for p, a in zip(sub.decl.params, args, strict=True):
-                t = self.genv.resolve(p.type)
-                v = self.expr(a)
-                if isinstance(t, TComposite) or p.direction in ("out", "inout"):
+            # in scalars are copies taken first (as Python's copy-in); the rest is passed
+            # by pointer: an out argument is reset to its type's default before the call,
+            # and no two pointers may reach the same storage (Python would copy there)
+            ptrs, copies, resets = [], [], []
+            params = [(p, self.genv.resolve(p.type)) for p in sub.decl.params]
+            by_ptr = [
+                isinstance(t, TComposite) or p.direction in ("out", "inout") for p, t in params
+            ]
+            paths = [_path(a) if bp else None for a, bp in zip(args, by_ptr, strict=True)]
+            for k, ((p, t), a) in enumerate(zip(params, args, strict=True)):
+                if any(j != k and _overlap(paths[k], q) for j, q in enumerate(paths)):
+                    raise Unsupported(f"overlapping arguments of {sub.decl.name}.apply")
+                if by_ptr[k]:
+                    v = self.expr(a)
+                    if p.direction == "out":
+                        resets.append(f"memset(&{v.code}, 0, sizeof {v.code});")
                     ptrs.append(f"&{v.code}")
-                else:  # an `in` scalar: a copy that lives for the call
+                else:
                     tmp = self.new("in")
                     self.decls.append(f"static u64 {tmp};")
-                    ptrs.append(f"({tmp} = {self.value(a, t).code}, &{tmp})")
-            return f"{sub.fn}({', '.join(ptrs)})"
+                    copies.append(f"{tmp} = {self.value(a, t).code};")
+                    ptrs.append(f"&{tmp}")
+            return " ".join(copies + resets + [f"{sub.fn}({', '.join(ptrs)})"])
         if kind == "register":
             _, n, w, size = sym.obj
             if name == "read" and len(args) == 2:
@@ -1372,6 +1384,29 @@ def _width(t: T) -> int:
     if isinstance(t, TEnum) and t.underlying is not None:
         return t.underlying.width  # type: ignore[no-any-return]
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _path(e: ast.Expr) -> tuple[str, ...] | None:
+    """The storage an argument names, as a path (``hdr.h.a`` → (hdr, h, a); a run-time
+    index or a slice ends the path there); None for values that name no storage."""
+    parts: list[str] = []
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+        if isinstance(e, ast.Member):
+            parts.append(e.name)
+        elif isinstance(e, ast.Index) and isinstance(e.index, ast.IntLit):
+            parts.append(f"[{e.index.value}]")
+        else:
+            parts.clear()  # a run-time index or a slice: all of the base, conservatively
+        e = e.expr
+    return (e.name, *reversed(parts)) if isinstance(e, ast.Name) else None
+
+
+def _overlap(a: tuple[str, ...] | None, b: tuple[str, ...] | None) -> bool:
+    """Whether two argument paths can share storage (one is a prefix of the other)."""
+    if a is None or b is None:
+        return False
+    n = min(len(a), len(b))
+    return a[:n] == b[:n]
 
 
 def _lookahead_width(t: T) -> int:
