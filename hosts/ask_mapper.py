@@ -11,10 +11,12 @@ Example (no network: what the mapper would send, and its acknowledgement):
 
 ``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask_run.py`` over UDP,
 ``hosts/ask_local.py`` through an in-process switch). Each key's tuple goes to the slot of
-its row that its fingerprint names (``hosts/ask_wire.py``); a row's packet is built in a
-buffer and leaves when a tuple needs a slot that holds another key, when
-``tuples_per_packet`` slots are used, or on ``flush``. Tuples of one key meeting in a
-buffer are added there (int32; one that would overflow starts a new packet).
+its row that its fingerprint names (``hosts/ask_wire.py``); a row's packets are built in
+up to ``layers`` buffers: a tuple goes to the first buffer whose slot holds its key (added
+there, in int32; one that would overflow goes on) or nothing, else to a new buffer; a
+buffer leaves when ``tuples_per_packet`` slots are used, when the row needs one buffer
+more than ``layers`` (the oldest leaves), or on ``flush``. A row's packets are then about
+as few as its busiest column allows.
 
 Hot keys first: ``add_counts`` takes a chunk's counts (a bounded map-side combine, whose
 counts are the frequency sketch); with ``hot_threshold`` n, keys counted fewer than n times
@@ -49,6 +51,7 @@ class MapperConfig:
     fp_bits: int = 32
     hot_threshold: int = 0  # 0: every key goes through the switch
     tuples_per_packet: int = ASK_TUPLES
+    layers: int = 8  # packets being built per row at most
     rto: float = 0.05
 
 
@@ -78,7 +81,7 @@ class MapperFlow:
         self.vocab: dict[int, list[Hashable]] = {}  # fingerprint -> keys sent under it
         self.sent: dict[Hashable, int] = {}  # key -> sum of its values sent
         self._fp: dict[Hashable, int] = {}
-        self._rows: dict[int, _Row] = {}
+        self._rows: dict[int, list[_Row]] = {}  # row -> packets being built, oldest first
         self._bypass = _Row()
         self._ready: deque[tuple[int, list[int], list[int], int]] = (
             deque()
@@ -115,25 +118,35 @@ class MapperFlow:
                 self._to_row(fp, value)
 
     def _to_row(self, fp: int, value: int) -> None:
+        """Into the first of the row's buffers (packets being built) whose column holds the
+        key (added) or nothing; with none, a new buffer, and past ``layers`` buffers the
+        oldest leaves first. Every row's packets are then about as few as its busiest
+        column allows."""
         self.stats.switch_tuples += 1
         row, col = place(fp, self.cfg.part_base, self.cfg.part_size)
-        buf = self._rows.get(row)
-        if buf is not None and buf.keys[col] not in (0, fp):
-            self._emit(row, buf, 0)
-            buf = None
-        if buf is not None and buf.keys[col] == fp:
-            total = buf.vals[col] + value
-            if INT32_MIN <= total <= INT32_MAX:
-                buf.vals[col] = total
-                return
-            self._emit(row, buf, 0)
-            buf = None
-        if buf is None:
-            buf = self._rows[row] = _Row()
-        buf.keys[col], buf.vals[col] = fp, value
-        buf.used += 1
-        if buf.used >= self.cfg.tuples_per_packet:
-            self._emit(row, buf, 0)
+        bufs = self._rows.get(row)
+        if bufs is None:
+            bufs = self._rows[row] = []
+        free = None
+        for buf in bufs:
+            k = buf.keys[col]
+            if k == fp:
+                total = buf.vals[col] + value
+                if INT32_MIN <= total <= INT32_MAX:
+                    buf.vals[col] = total
+                    return
+            elif k == 0 and free is None:
+                free = buf
+        if free is None:
+            if len(bufs) >= self.cfg.layers:
+                self._emit(row, bufs.pop(0), 0)
+            free = _Row()
+            bufs.append(free)
+        free.keys[col], free.vals[col] = fp, value
+        free.used += 1
+        if free.used >= self.cfg.tuples_per_packet:
+            bufs.remove(free)
+            self._emit(row, free, 0)
 
     def _to_bypass(self, fp: int, value: int) -> None:
         self.stats.bypass_tuples += 1
@@ -146,13 +159,13 @@ class MapperFlow:
 
     def _emit(self, row: int, buf: _Row, flags: int) -> None:
         self._ready.append((row, buf.keys, buf.vals, flags))
-        if not flags:
-            self._rows.pop(row, None)
 
     def flush(self) -> None:
         """Every buffered tuple into a packet (at the end of the input)."""
-        for row, buf in list(self._rows.items()):
-            self._emit(row, buf, 0)
+        for row, bufs in self._rows.items():
+            for buf in bufs:
+                self._emit(row, buf, 0)
+        self._rows.clear()
         if self._bypass.used:
             self._emit(0, self._bypass, Flag.FALLBACK)
             self._bypass = _Row()

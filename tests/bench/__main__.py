@@ -44,8 +44,10 @@ job is not: the job's goodput side by side, with the METERED drops.
 
 Section ask (tests/bench/ask.py; the Spark part as root): ASK's tuples per second with 1
 and 16 tuples per packet through inc.p4 on p4sim, hot keys first against every key through
-the switch (fraction absorbed, tuples and bytes at the reducer), and word count through the
-switch against PySpark local's reduceByKey and groupBy on the same corpus.
+the switch (fraction absorbed, tuples and bytes at the reducer), and word count on the same
+corpus: PySpark local's RDD reduceByKey and DataFrame groupBy (warm), the same RDD reduced
+through the switch, and ASK's own mappers and reducer; then GROUP BY k SUM(v), COUNT(*)
+with Spark's DataFrame against the same DataFrame through the switch.
 
 ``--only sched|p4sim|wire|ddp|kvcons|netreduce|serene|atp|ask`` runs one section.
 """

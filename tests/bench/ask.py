@@ -2,7 +2,8 @@
 
 1. Switch processing: tuples per second through ``inc.p4`` on p4sim in this process
    (``Switch.send``, one core), packets of 1 tuple against packets of 16 (the most one
-   packet carries: K = 32 slots), same keys, same number of tuples; the ratio.
+   packet carries: K = 32 slots), the same tuples (one per cell of 1024 rows, so that
+   packets of 16 are full), tuples counted as the packets carry them; the ratio.
 2. Scale: ``--ask-words`` (default 10^6; 10^7 takes minutes on p4sim) Zipf words through
    the whole ASK pool in this process, exact against ``Counter``.
 3. Hot keys first: a Zipf word stream through a small array (``--ask-rows`` rows x 16),
@@ -34,8 +35,8 @@ from rich.table import Table
 
 from hosts.ask_local import AskBench, _ip, _mac, chunks
 from hosts.ask_mapper import MapperFlow
-from hosts.ask_wire import parse
-from wire.framing import encapsulate
+from hosts.ask_wire import fingerprint, parse, place
+from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES
 
 CORPUS_DIR = Path("/usr/share/common-licenses")
@@ -49,11 +50,27 @@ def corpus_text(min_words: int) -> str:
     return "\n".join([text] * (min_words // n + 1))
 
 
-def frames_for(bench: AskBench, tuples: int, total: int, keys: int = 4096) -> list[bytes]:
-    """Mapper 0's frames carrying ``total`` tuples, ``tuples`` per packet."""
+def cell_keys(bench: AskBench, rows: int) -> list[str]:
+    """Keys filling every cell of the first ``rows`` rows of mapper 0's partition, one each:
+    a packet of a row can then carry a tuple in each of its 16 slots."""
+    cfg = bench.mapper_config(0)
+    taken: set[tuple[int, int]] = set()
+    keys = []
+    i = 0
+    while len(taken) < rows * ASK_TUPLES:
+        key = f"k{i}"
+        i += 1
+        cell = place(fingerprint(key), cfg.part_base, cfg.part_size)
+        if cell[0] < cfg.part_base + rows and cell not in taken:
+            taken.add(cell)
+            keys.append(key)
+    return keys
+
+
+def frames_for(bench: AskBench, tuples: int, keys: list[str]) -> list[bytes]:
+    """Mapper 0's frames carrying one tuple of each key, at most ``tuples`` per packet."""
     m = MapperFlow(bench.mapper_config(0, tuples_per_packet=tuples, rto=1e9))
-    words = [f"k{i % keys}" for i in range(total)]
-    for w in words:
+    for w in keys:
         m.add(w, 1)
     m.flush()
     payloads = []
@@ -69,16 +86,18 @@ def frames_for(bench: AskBench, tuples: int, total: int, keys: int = 4096) -> li
 def throughput(seconds: float) -> dict[str, float]:
     rates: dict[str, float] = {}
     with AskBench(mappers=1, rows=1024, window=1024) as b:
+        keys = cell_keys(b, 1024)  # 16,384 keys, one per cell: the same tuples both ways
         for tuples in (1, ASK_TUPLES):
             b.clear()
-            frames = frames_for(b, tuples, total=32768 if tuples == ASK_TUPLES else 8192)
+            frames = frames_for(b, tuples, keys)
+            carried = [int((parse(bytes(decapsulate(f) or b""))[1] != 0).sum()) for f in frames]
             n_tuples = 0
             t0 = time.process_time()
             i = 0
             while time.process_time() - t0 < seconds and i < len(frames):
                 b.sw.send(1, frames[i])
+                n_tuples += carried[i]  # the tuples this packet really carries
                 i += 1
-                n_tuples += tuples
             rates[str(tuples)] = n_tuples / (time.process_time() - t0)
     return rates
 
