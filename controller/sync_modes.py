@@ -24,6 +24,12 @@ Hot swap (``swap``), so that no round (epoch) is aggregated under two modes:
    aggregated and none will be until the fence lifts, so
 4. write the new mode after E with the fence lifted. Held workers resend and go on.
 
+Into ``async`` (from another mode), with the fence up: the running aggregates of the job's
+region are zeroed and every worker's ``async_last`` is unset, so each worker's first async
+packet is its first of epoch E. Out of ``async``: async epochs move only the workers'
+clocks, so with the fence up the slowest epoch is set to E - 1 and its ring cleared: the
+new mode's first round (E) is counted from scratch.
+
 The switch is the record: ``read_state`` decodes the job's entry, so a restarted controller
 knows the mode, the boundary and whether a fence is up.
 """
@@ -36,7 +42,7 @@ from finsy import P4CounterEntry, P4TableEntry, P4TableMatch
 
 from controller.job import Job, JobError
 from controller.p4runtime_client import SwitchConnection, table_entry
-from wire.header import MAX_WORKERS, SYNC_JOBS, SYNC_RING, SyncMode
+from wire.header import ASYNC_UNSET, MAX_WORKERS, SLOTS, SYNC_JOBS, SYNC_RING, SyncMode
 
 SYNC_MODES = "IncIngress.sync_modes.sync_modes"
 SET_MODES = "IncIngress.sync_modes.set_modes"
@@ -45,6 +51,8 @@ SLOWEST = "IncIngress.sync_modes.sync_min"
 REACHED = "IncIngress.sync_modes.sync_reached"
 WAITS = "IncIngress.sync_modes.sync_waits"
 LATE = "IncIngress.sync_late.sync_late"
+ASYNC_LAST = "IncIngress.sync_modes.async_last"
+ASYNC_SUMS = tuple(f"IncIngress.sync_modes.async_sum_{i:02d}" for i in range(SLOTS))
 MAX_BOUND = SYNC_RING - 2  # the clocks track SYNC_RING epochs: lead = bound + 1 < SYNC_RING
 EPOCH_MOD = 1 << 32
 HALF = 1 << 31
@@ -90,7 +98,7 @@ class Mode:
         if name == "sync" and not nums:
             return cls(SyncMode.SYNC, n_workers, 0)
         if name == "async" and not nums:
-            return cls(SyncMode.ASYNC, n_workers, MAX_BOUND)
+            return cls(SyncMode.ASYNC, n_workers, 1)  # the lead: how old a repeat may be
         if name == "bounded" and len(nums) == 1:
             return cls(SyncMode.BOUNDED, n_workers, _bound(nums[0]))
         if name == "partial" and len(nums) in (1, 2) and (len(nums) == 1 or args[1] == "bound"):
@@ -138,6 +146,15 @@ class Clocks:
 
     workers: tuple[int, ...]
     slowest: int
+
+    @classmethod
+    def of(cls, workers: tuple[int, ...]) -> Clocks:
+        """The slowest epoch is the workers' oldest clock (serial order): the switch's
+        ``sync_min`` is the same outside async, where it does not move."""
+        base = workers[0]
+        rel = [(c - base) % EPOCH_MOD for c in workers]
+        rel = [d - EPOCH_MOD if d >= HALF else d for d in rel]
+        return cls(workers, (base + min(rel)) % EPOCH_MOD)
 
     def lead(self, epoch: int) -> int:
         """How far ``epoch`` is past the slowest worker (negative: behind it)."""
@@ -210,9 +227,29 @@ async def install(
     await sw.fill_register(CLOCK, range(slot * MAX_WORKERS, (slot + 1) * MAX_WORKERS), start)
     await sw.write_register(SLOWEST, slot, start)
     await sw.fill_register(REACHED, range(slot * SYNC_RING, (slot + 1) * SYNC_RING), 0)
+    if mode.kind == SyncMode.ASYNC:
+        await reset_async(sw, job)
     state = ModeState(slot, job.n_workers, first_epoch, False, mode, mode)
     write = sw.upsert if idempotent else sw.insert
     await write([mode_entry(job.job_id, state)])
+
+
+async def reset_async(sw: SwitchConnection, job: Job) -> None:
+    """A new async period: running aggregates of the job's region at 0, no worker's
+    contribution seen yet."""
+    slot = sync_slot(job.job_id)
+    await sw.fill_register(ASYNC_LAST, range(slot * MAX_WORKERS, (slot + 1) * MAX_WORKERS),
+                           ASYNC_UNSET)  # fmt: skip
+    cells = range(job.region.offset, job.region.offset + job.region.size)
+    for name in ASYNC_SUMS:
+        await sw.fill_register(name, cells, 0)
+
+
+async def restart_rounds(sw: SwitchConnection, job: Job, boundary: int) -> None:
+    """Leaving async at ``boundary``: rounds are counted again from that epoch."""
+    slot = sync_slot(job.job_id)
+    await sw.write_register(SLOWEST, slot, (boundary - 1) % EPOCH_MOD)
+    await sw.fill_register(REACHED, range(slot * SYNC_RING, (slot + 1) * SYNC_RING), 0)
 
 
 async def uninstall(sw: SwitchConnection, job: Job) -> None:
@@ -222,8 +259,9 @@ async def uninstall(sw: SwitchConnection, job: Job) -> None:
 async def read_clocks(sw: SwitchConnection, job: Job) -> Clocks:
     slot = sync_slot(job.job_id)
     base = slot * MAX_WORKERS
-    clocks = [await sw.read_register(CLOCK, base + w.worker_id) for w in job.workers]
-    return Clocks(tuple(clocks), await sw.read_register(SLOWEST, slot))
+    return Clocks.of(
+        tuple([await sw.read_register(CLOCK, base + w.worker_id) for w in job.workers])
+    )
 
 
 async def read_figures(sw: SwitchConnection, job: Job) -> tuple[int, int]:
@@ -243,6 +281,8 @@ def retired(state: ModeState, clocks: Clocks) -> bool:
     if state.before == state.after:
         return True
     bound = max(state.before.bound, state.after.bound)
+    if state.after.kind == SyncMode.ASYNC:  # no rounds after the boundary
+        bound = state.before.bound
     past = (clocks.slowest - state.boundary) % EPOCH_MOD
     return past < HALF and past >= bound
 
@@ -267,6 +307,11 @@ async def swap(sw: SwitchConnection, job: Job, mode: Mode) -> int:
         await sw.modify([mode_entry(job.job_id, fence)])
         clocks = await read_clocks(sw, job)
         if all((c - boundary) % EPOCH_MOD >= HALF for c in clocks.workers):
+            entering = mode.kind == SyncMode.ASYNC and current.kind != SyncMode.ASYNC
+            if entering:
+                await reset_async(sw, job)
+            elif current.kind == SyncMode.ASYNC and mode.kind != SyncMode.ASYNC:
+                await restart_rounds(sw, job, boundary)
             final = replace(fence, fence=False, after=mode)
             await sw.modify([mode_entry(job.job_id, final)])
             return boundary

@@ -20,6 +20,11 @@ sends its previous gradient again (stale by one iteration) to catch up, as the r
 on without it (only when not one of its packets made it: losing the race for the last place on a
 few packets is ordinary). Every worker applies the same results, so all replicas stay identical.
 
+Async (the answers are flagged RUNNING): the switch holds the running sum of every
+gradient of the async period; the worker's step is what it gained since the worker last
+looked (its own gradient and whatever the others added meanwhile), through its momentum.
+Replicas then differ (each sees the others' gradients at its own times); no one waits.
+
 With ``--ahead S`` (bounded staleness) the worker computes epoch e on a model that has the
 results up to e - S - 1 (``hosts/ssp_client.py`` keeps up to S + 1 epochs in flight), with
 the learning rate divided by 1 + S.
@@ -116,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         # A gradient up to `ahead` steps stale: a step 1 / (1 + ahead) as large keeps
         # momentum SGD stable (staleness-aware learning rate).
         lr = a.lr / (1 + a.ahead)
-        state: dict[str, Any] = {"applied": 0, "late": False, "late_rounds": 0, "eval_s": 0.0}
+        state: dict[str, Any] = {
+            "applied": 0, "late": False, "late_rounds": 0, "eval_s": 0.0, "async": False
+        }  # fmt: skip
+        seen = np.zeros_like(model.theta)  # async: the running aggregate last received
         t_start = time.perf_counter()
 
         def apply_next() -> None:
@@ -125,6 +133,19 @@ def main(argv: list[str] | None = None) -> int:
             t0 = time.perf_counter()
             total, bitmaps = pipe.result(state["applied"])
             out["comm_s"] += time.perf_counter() - t0
+            if pipe.running(state["applied"]):
+                # async: the switch's running aggregate of every gradient of the async
+                # period so far; what is new since this worker last looked is its step.
+                if not state["async"]:
+                    seen[:] = 0.0  # a new async period starts from zero in the switch
+                state["async"] = True
+                total, seen[:] = total - seen, total
+                velocity[:] = a.momentum * velocity + total
+                model.theta -= lr * velocity
+                state["applied"] += 1
+                evaluate()
+                return
+            state["async"] = False
             total, partial = rescale(total, bitmaps, n, client.slots)
             # Late for the whole round (not one packet of it counted): the rounds are
             # going on without this worker, which then skips a compute to catch up.
@@ -135,6 +156,9 @@ def main(argv: list[str] | None = None) -> int:
             velocity[:] = a.momentum * velocity + total
             model.theta -= lr * velocity
             state["applied"] += 1
+            evaluate()
+
+        def evaluate() -> None:
             done = state["applied"]
             if done % a.eval_every == 0 or done == a.iterations:
                 t1 = time.perf_counter()
@@ -164,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                     _, g = model.loss_and_grad(x_tr[mine], y_tr[mine], denom=len(batch))
                     grad = np.clip(g, -a.clip, a.clip)
                     time.sleep(a.compute * (a.slow if slow_now(a, it, rng) else 1.0))
-                pipe.submit(it, grad, bound=a.clip)
+                # Room for every gradient of the run in one sum (async's running aggregate).
+                pipe.submit(it, grad, bound=a.clip, terms=n * a.iterations)
             while state["applied"] < a.iterations:
                 apply_next()
         finally:

@@ -10,7 +10,8 @@ Per epoch ``e`` (from 0): sleep ``--slow`` seconds (the injected straggler's ext
 ``hosts.vector_job.make_vector(seed, worker_id, e, size)`` with ``epoch = e`` in the header.
 Writes ``PREFIX.npz`` (``results``: one row per epoch; ``bitmaps``: per epoch and packet,
 the contributors the switch named) and ``PREFIX.json`` (per-epoch times, WAIT replies,
-``error`` if a call failed). Whoever started the workers checks every packet's sum
+``running``: per epoch whether the answer was async's running aggregate (``--pipeline`` or
+``--ahead``), ``error`` if a call failed). Whoever started the workers checks every packet's sum
 against the contributors its bitmap names (``hosts.vector_job.make_vector``).
 """
 
@@ -39,6 +40,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--slow-until", type=int, default=-1, help="first normal epoch again")
     ap.add_argument("--compute", type=float, default=0.0, help="seconds per epoch for all")
     ap.add_argument("--ahead", type=int, default=0, help="epochs in flight beyond the oldest")
+    ap.add_argument(
+        "--pipeline",
+        action="store_true",
+        help="send through hosts/ssp_client.py even with --ahead 0 (async needs it)",
+    )
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--total-timeout", type=float, default=60.0, help="bound of one call, s")
     ap.add_argument("--out", required=True, help="PREFIX: writes PREFIX.npz and PREFIX.json")
@@ -67,6 +73,7 @@ def run_ahead(
                 total, bms = pipe.result(epoch - a.ahead)
                 results.append(total)
                 bitmaps.append(bms.copy())
+                out.setdefault("running", []).append(pipe.running(epoch - a.ahead))
     finally:
         pipe.close()
         out["waits"] = pipe.waits
@@ -89,10 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             slots=cfg["slots"], timeout=a.timeout, total_timeout=a.total_timeout,
             max_retries=10**6,
         )  # fmt: skip
-        if a.ahead > 0:
+        pipelined = a.ahead > 0 or a.pipeline
+        if pipelined:
             run_ahead(a, client, results, bitmaps, out)
         try:
-            for epoch in range(a.epochs if a.ahead == 0 else 0):
+            for epoch in range(0 if pipelined else a.epochs):
                 t0 = time.perf_counter()
                 time.sleep(a.compute + (a.slow if straggling(a, epoch) else 0.0))
                 client.epoch = epoch

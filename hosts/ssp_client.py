@@ -17,6 +17,12 @@ out once, so that the switch sees every epoch of every worker; a WAIT reply (the
 holds this worker back: bounded staleness, a mode swap's fence) is resent at the timeout
 too. Values are fixed point with the one scale every worker derives from
 the agreed bound (``hosts/quantize.py``), so no exponent vote is needed per epoch.
+
+For Serene's async mode (docs/protocol.md, "Synchronisation modes") packet ``c`` of every
+epoch carries ``c`` in ``bitmap``: the switch keeps chunk ``c``'s running aggregate on
+aggregator ``offset + c`` (the region must hold an epoch's packets) and adds a worker's
+contributions in psn order, each once. An answer flagged ``RUNNING`` is that running
+aggregate (``running(epoch)``), not a round.
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ class _Epoch:
     data: np.ndarray
     bitmaps: np.ndarray
     have: int = 0
+    running: bool = False  # answered with running aggregates (async), not rounds
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -59,6 +66,7 @@ class PipelinedAllReduce:
         self._owner: dict[int, int] = {}  # psn -> epoch, for psns in flight or queued
         self._packets: dict[int, bytes] = {}  # psn -> datagram, until its result is in
         self._end = client.next_psn  # psns below were submitted
+        self._running: dict[int, bool] = {}  # epoch -> answered by running aggregates
         self._next = client.next_psn  # next psn to send for the first time
         self._base = client.next_psn  # oldest psn without a result
         self._sent: OrderedDict[int, float] = OrderedDict()
@@ -72,17 +80,20 @@ class PipelinedAllReduce:
         self._thread.start()
 
     # --- what the training loop calls ---------------------------------------------------------
-    def submit(self, epoch: int, x: np.ndarray, bound: float | None) -> None:
+    def submit(self, epoch: int, x: np.ndarray, bound: float | None, terms: int = 0) -> None:
         """Start epoch ``epoch``'s all-reduce of float32 ``x`` (|x| <= ``bound`` on every
         worker alike; ``bound`` None: ``x`` is int32, summed as is); epochs must be
-        submitted in order, the same on every worker."""
+        submitted in order, the same on every worker. ``terms``: how many contributions a
+        sum may hold (the fixed-point scale leaves room for them; default N; a running
+        aggregate holds every contribution of an async period)."""
+        terms = max(terms, self.c.n_workers)
         if bound is None:
             v = np.asarray(x).reshape(-1).astype(np.int32)
             scale, ints = 0.0, v
         else:
             v = np.clip(np.asarray(x, dtype=np.float32).reshape(-1), -bound, bound)
-            scale = choose_scale(bound, self.c.n_workers)
-            ints = quantize(v, scale, self.c.n_workers)
+            scale = choose_scale(bound, terms)
+            ints = quantize(v, scale, terms)
         packets = split_into_packets(ints, self.c.slots)
         wire = packets.astype(">i4")
         with self._lock:
@@ -94,7 +105,7 @@ class PipelinedAllReduce:
                 psn = first + i
                 idx, ver = aggregator_address(psn, self.c.region_offset, self.c.region_size)
                 h = Header(op=Op.AGG_SYNC, job_id=self.c.job_id, worker_id=self.c.worker_id,
-                           ver=ver, psn=psn, agg_idx=idx, epoch=epoch)  # fmt: skip
+                           ver=ver, psn=psn, agg_idx=idx, epoch=epoch, bitmap=i)  # fmt: skip
                 self._packets[psn] = pack_header(h, self.c.slots) + wire[i].tobytes()
                 self._owner[psn] = epoch
             self._end = first + len(packets)
@@ -117,8 +128,14 @@ class PipelinedAllReduce:
                 raise AllReduceTimeout(self.c.job_id, self.c.worker_id, missing, why)
         with self._lock:
             del self._epochs[epoch]
+        self._running[epoch] = ep.running
         ints = ep.data.reshape(-1)[: ep.length]
         return (ints.copy() if ep.scale == 0.0 else dequantize(ints, ep.scale)), ep.bitmaps
+
+    def running(self, epoch: int) -> bool:
+        """Whether epoch ``epoch``'s result (already taken) was the running aggregate of an
+        async period rather than a round's sum."""
+        return self._running.get(epoch, False)
 
     def close(self) -> None:
         self._stop.set()
@@ -186,6 +203,7 @@ class PipelinedAllReduce:
                     continue
                 ep.data[h.psn - ep.first] = values
                 ep.bitmaps[h.psn - ep.first] = h.bitmap
+                ep.running = ep.running or bool(h.flags & Flag.RUNNING)
                 ep.have += 1
                 if ep.have == ep.count:
                     ep.done.set()

@@ -61,12 +61,15 @@ const bit<8> FLAG_COLLISION = 0x08;
 const bit<8> FLAG_FALLBACK = 0x10;
 const bit<8> FLAG_DRAIN = 0x20;
 const bit<8> FLAG_WAIT = 0x40;
+const bit<8> FLAG_RUNNING = 0x80;
 
 // sync_modes.p4: a job's synchronisation mode (Serene)
 const bit<8> SYNC_MODE_SYNC = 0;
 const bit<8> SYNC_MODE_PARTIAL = 1;
 const bit<8> SYNC_MODE_BOUNDED = 2;
 const bit<8> SYNC_MODE_ASYNC = 3;
+// async_last of a worker before its first contribution of an async period
+const bit<32> ASYNC_UNSET = 0xFFFFFFFF;
 
 // index of the inc_drops counter
 const bit<8> DROP_UNKNOWN_JOB = 0;

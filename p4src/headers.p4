@@ -91,6 +91,7 @@ struct inc_metadata_t {
     bit<1>  sync_advance;  // the worker starts its next epoch: clocks move if not dropped
     bit<8>  sync_workers;  // the job's N (for the clocks' commit)
     bit<32> sync_lead;     // the epoch's lead over the slowest worker (for the commit)
+    bit<1>  sync_async;    // async: answered by SyncModes (running aggregate), no aggregator
 }
 
 #endif  // _HEADERS_P4_

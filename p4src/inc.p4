@@ -84,7 +84,8 @@ control IncIngress(inout headers_t hdr,
                     sync_modes.apply(hdr, meta, standard_metadata, false);  // may say wait
                 }
             }
-            if (meta.drop == 0 && meta.atp == 0 && meta.sync_wait == 0) {
+            if (meta.drop == 0 && meta.atp == 0 && meta.sync_wait == 0
+                    && meta.sync_async == 0) {  // async: answered by sync_modes
                 aggregator.apply(hdr, meta, standard_metadata);
                 sync_late.apply(hdr, meta, standard_metadata);
             }

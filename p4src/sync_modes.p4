@@ -8,7 +8,10 @@
 //   BOUNDED  stale synchronous parallel with bound S: a worker may start epoch e only while
 //            e - (slowest worker's epoch) <= lead = S + 1; otherwise its packet comes back
 //            with FLAG_WAIT (not aggregated, counted in `sync_waits`) and it resends later;
-//   ASYNC    no bound between the workers but the clock ring's (lead < SYNC_RING).
+//   ASYNC    no rounds, no bound between the workers: each contribution is added once, in
+//            the worker's psn order, to the running aggregate of its chunk (`bitmap`: the
+//            packet's index in its epoch; cell region offset + chunk, async_sum_*), and
+//            that aggregate goes back to the sender alone (RESULT | RUNNING).
 // Every mode carries its largest lead (lockstep SYNC: 1; PARTIAL: it limits how far the
 // fast workers run ahead of a straggler, so that the rounds the straggler still needs
 // stay in switch memory).
@@ -33,6 +36,14 @@
 #ifndef _SYNC_MODES_P4_
 #define _SYNC_MODES_P4_
 
+// async: add slot F of the packet to the running aggregate R of cell `cell` (if add_mask
+// is all ones) and leave the aggregate in the packet.
+#define ASYNC_ADD(F, R) \
+    R.read(running, cell); \
+    running = running + (hdr.inc_values.F & add_mask); \
+    R.write(cell, running); \
+    hdr.inc_values.F = running;
+
 // Applied twice per aggregation packet: with commit = false before the aggregator (the
 // mode, the checks; may say wait or drop), with commit = true after it, only when the
 // packet starts the worker's next epoch and the aggregator did not drop it: a dropped
@@ -45,6 +56,44 @@ control SyncModes(inout headers_t hdr,
     register<bit<32>>(SYNC_JOBS) sync_min;        // sync slot: the slowest worker's epoch
     register<bit<8>>(SYNC_REACHED) sync_reached;  // (sync slot, epoch % SYNC_RING): workers there
     counter(SYNC_JOBS, CounterType.packets) sync_waits;  // packets told to wait, per job
+    // async: per worker, the newest psn added (ASYNC_UNSET: none yet in this async period);
+    // per aggregator of the job's region (one per chunk of an epoch), the running aggregate.
+    register<bit<32>>(SYNC_CLOCKS) async_last;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_00;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_01;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_02;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_03;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_04;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_05;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_06;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_07;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_08;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_09;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_10;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_11;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_12;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_13;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_14;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_15;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_16;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_17;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_18;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_19;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_20;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_21;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_22;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_23;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_24;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_25;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_26;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_27;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_28;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_29;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_30;
+    register<bit<32>>(AGG_POOL_SIZE) async_sum_31;
+
+    bit<32> running;
+    bit<32> add_mask;     // async: all ones adds the packet's values, zero only reads
 
     bit<32> slot;
     bit<8>  n_workers;
@@ -87,21 +136,62 @@ control SyncModes(inout headers_t hdr,
         sync_waits.count(slot);
     }
 
+    // async: add the packet's values to the running aggregate (or not: add_mask 0) and
+    // leave that aggregate in the packet (async_reply sends it back to the sender).
+    action async_answer() {
+        bit<32> cell = meta.region_offset + hdr.inc.bitmap;
+        ASYNC_ADD(v00, async_sum_00)
+        ASYNC_ADD(v01, async_sum_01)
+        ASYNC_ADD(v02, async_sum_02)
+        ASYNC_ADD(v03, async_sum_03)
+        ASYNC_ADD(v04, async_sum_04)
+        ASYNC_ADD(v05, async_sum_05)
+        ASYNC_ADD(v06, async_sum_06)
+        ASYNC_ADD(v07, async_sum_07)
+        ASYNC_ADD(v08, async_sum_08)
+        ASYNC_ADD(v09, async_sum_09)
+        ASYNC_ADD(v10, async_sum_10)
+        ASYNC_ADD(v11, async_sum_11)
+        ASYNC_ADD(v12, async_sum_12)
+        ASYNC_ADD(v13, async_sum_13)
+        ASYNC_ADD(v14, async_sum_14)
+        ASYNC_ADD(v15, async_sum_15)
+        ASYNC_ADD(v16, async_sum_16)
+        ASYNC_ADD(v17, async_sum_17)
+        ASYNC_ADD(v18, async_sum_18)
+        ASYNC_ADD(v19, async_sum_19)
+        ASYNC_ADD(v20, async_sum_20)
+        ASYNC_ADD(v21, async_sum_21)
+        ASYNC_ADD(v22, async_sum_22)
+        ASYNC_ADD(v23, async_sum_23)
+        ASYNC_ADD(v24, async_sum_24)
+        ASYNC_ADD(v25, async_sum_25)
+        ASYNC_ADD(v26, async_sum_26)
+        ASYNC_ADD(v27, async_sum_27)
+        ASYNC_ADD(v28, async_sum_28)
+        ASYNC_ADD(v29, async_sum_29)
+        ASYNC_ADD(v30, async_sum_30)
+        ASYNC_ADD(v31, async_sum_31)
+        meta.sync_async = 1;
+    }
+
     // The worker meta.worker_index starts epoch hdr.inc.epoch: its clock, the ring cell.
     action advance_clocks() {
         bit<32> e = hdr.inc.epoch;
         sync_clock.write(meta.sync_slot * MAX_WORKERS + (bit<32>)meta.worker_index, e);
-        bit<32> cell = meta.sync_slot * SYNC_RING + (e & (SYNC_RING - 1));
-        bit<8> reached;
-        sync_reached.read(reached, cell);
-        reached = reached + 1;
-        if (reached == meta.sync_workers && meta.sync_lead == 1) {
-            // The last worker left the slowest epoch: e is the new slowest, and its ring
-            // cell is free for epoch e + SYNC_RING.
-            sync_min.write(meta.sync_slot, e);
-            reached = 0;
+        if (meta.sync_mode != SYNC_MODE_ASYNC) {  // async epochs are not counted
+            bit<32> cell = meta.sync_slot * SYNC_RING + (e & (SYNC_RING - 1));
+            bit<8> reached;
+            sync_reached.read(reached, cell);
+            reached = reached + 1;
+            if (reached == meta.sync_workers && meta.sync_lead == 1) {
+                // The last worker left the slowest epoch: e is the new slowest, and its
+                // ring cell is free for epoch e + SYNC_RING.
+                sync_min.write(meta.sync_slot, e);
+                reached = 0;
+            }
+            sync_reached.write(cell, reached);
         }
-        sync_reached.write(cell, reached);
     }
 
     ReturnToSender() return_to_sender;
@@ -141,10 +231,43 @@ control SyncModes(inout headers_t hdr,
                 // Older than any round the worker can still need (it holds their results):
                 // a forged or corrupted epoch, which could pick another epoch's mode.
                 refuse.apply(meta, DROP_OLD_EPOCH);
+            } else if (mode == SYNC_MODE_ASYNC) {
+                // No rounds: each contribution, in the worker's psn order, is added once
+                // to the running aggregate of its chunk (`bitmap`: the packet's index in
+                // its epoch; aggregator region_offset + chunk); a repeat (its answer was
+                // lost) gets the aggregate back unchanged; a packet whose predecessor is
+                // missing, or skipping an epoch, waits. A worker's first packet of an
+                // async period is chunk 0 of the boundary epoch.
+                bit<32> last;
+                async_last.read(last, idx);
+                bit<32> newer = hdr.inc.psn - last;
+                bool first = last == ASYNC_UNSET && e == boundary && hdr.inc.bitmap == 0;
+                bool next = last != ASYNC_UNSET && newer == 1;
+                bool repeat = last != ASYNC_UNSET && (newer == 0 || newer >= PSN_HALF);
+                if (hdr.inc.bitmap >= meta.region_size) {
+                    refuse.apply(meta, DROP_OUT_OF_REGION);  // a chunk outside the region
+                } else if (ahead != 0 && ahead < PSN_HALF && ahead != 1) {
+                    wait_reply();
+                    return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
+                } else if (first || next || repeat && (ahead == 0 || ahead >= PSN_HALF)) {
+                    add_mask = 0;  // a repeat: the aggregate as it is
+                    if (first || next) {
+                        add_mask = 0xFFFFFFFF;
+                        async_last.write(idx, hdr.inc.psn);
+                        if (ahead == 1) {
+                            meta.sync_advance = 1;  // the clock only (commit)
+                        }
+                    }
+                    async_answer();
+                    return_to_sender.apply(hdr, standard_metadata, FLAG_RESULT | FLAG_RUNNING);
+                    hdr.inc.bitmap = meta.worker_bit;
+                } else {
+                    wait_reply();
+                    return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
+                }
             } else if (ahead == 0 || ahead >= PSN_HALF) {
                 // An epoch the worker already started (a retransmission): nothing moves.
-            } else if (ahead != 1 || (mode != SYNC_MODE_ASYNC && lead > (bit<32>)max_lead)
-                       || lead >= SYNC_RING) {
+            } else if (ahead != 1 || lead > (bit<32>)max_lead || lead >= SYNC_RING) {
                 wait_reply();
                 return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
             } else {

@@ -296,6 +296,8 @@ def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
         for w, p in enumerate(SERENE.ports):  # two packets per epoch
             vals = np.array([rng.randrange(-(2**31), 2**31) for _ in range(SLOTS)])
             out.append((p, contribution(SERENE, w, psn, vals, epoch=psn // 2)))
+        if psn == 16:  # a very late duplicate of epoch 0: older than any round (OLD_EPOCH)
+            out.append((SERENE.ports[0], contribution(SERENE, 0, 0, vals, epoch=0)))
         # The ASK job: both mappers (psn sometimes repeated: a retransmission), a drain.
         for w in (0, 1, ASK_REDUCER):
             out.append(ask_frame(w, max(0, psn - ask_rng.randrange(2)), ask_rng))

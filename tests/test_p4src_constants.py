@@ -51,6 +51,7 @@ def expected_constants() -> dict[str, int]:
         "JOB_DROP_CELLS": protocol.JOB_DROP_JOBS * protocol.DROP_STRIDE,
         "SYNC_JOBS": protocol.SYNC_JOBS,
         "SYNC_RING": protocol.SYNC_RING,
+        "ASYNC_UNSET": protocol.ASYNC_UNSET,
         "SYNC_CLOCKS": protocol.SYNC_JOBS * protocol.MAX_WORKERS,
         "SYNC_REACHED": protocol.SYNC_JOBS * protocol.SYNC_RING,
         "ATP_POOL_SIZE": protocol.ATP_POOL_SIZE,

@@ -9,16 +9,18 @@ Example (root)::
 Network (``topologies/experiment.py``): one switch, workers on h1..h4, the aggregation
 address on h5. Per configuration a ``serene`` job is admitted (``incctl job submit --kind
 serene --mode ...``) and the workers (``hosts/serene_train.py``) train for
-``--iterations`` iterations, one all-reduce each (under ``bounded S`` and ``async`` they
-compute up to S, or 6, epochs ahead of their results: ``hosts/ssp_client.py``); worker 4
+``--iterations`` iterations, one all-reduce each (under ``bounded S`` they compute up to S
+epochs ahead of their results: ``hosts/ssp_client.py``; under ``async`` each gets the
+switch's running aggregate back at once and waits for nobody); worker 4
 (the last) straggles ``--slow``
 times slower (``--straggle fixed|transient|random``). The dynamic configuration starts in
 sync and runs ``--policy`` (``controller/sync_policy.py``) against the switch's clocks
 meanwhile, swapping modes through the daemon.
 
 Time to accuracy is the training time (evaluation excluded) at which the first worker's
-model reached ``--target`` (every worker holds the same model); final accuracy is the
-last evaluation. It prints one table (and the ratios against sync side by side) and
+model reached ``--target`` (every worker holds the same model, except under async, where
+each applies the others' gradients at its own times); final accuracy is the last
+evaluation. It prints one table (and the ratios against sync side by side) and
 writes ``results/serene/serene.json`` and ``results/serene/accuracy.png``.
 """
 
@@ -57,14 +59,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def ahead_of(mode: str) -> int:
-    """Epochs a worker computes ahead of its results: the bound S of ``bounded S``, the
-    clock ring's limit for ``async``, none otherwise (each epoch needs the last result)."""
-    from controller.sync_modes import MAX_BOUND
-
+    """Epochs a worker computes ahead of its results: the bound S of ``bounded S``, none
+    otherwise (each epoch needs the last result; async's comes back at once)."""
     words = mode.split()
-    if words[0] == "bounded":
-        return int(words[1])
-    return MAX_BOUND if words[0] == "async" else 0
+    return int(words[1]) if words[0] == "bounded" else 0
 
 
 def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dict[str, Any]:

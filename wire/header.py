@@ -41,6 +41,7 @@ AGG_POOL_SIZE = 32768  # aggregators in the switch pool; each holds two versions
 AGG_VERSIONS = 2  # shadow copies per aggregator (switch memory = 2 x window)
 SYNC_JOBS = 64  # jobs that can have a synchronisation mode at once (p4src/sync_modes.p4)
 SYNC_RING = 8  # epochs above the slowest worker's that the switch's clocks track
+ASYNC_UNSET = 0xFFFFFFFF  # async_last before a worker's first async packet (sync_modes.p4)
 KV_CACHE_SIZE = 4096  # key-value cache entries in the switch, shared by all KV jobs
 KV_VALUE_WORDS = 8  # a key-value value: slots 1..8 (32 bytes); slot 0 holds the key
 KV_ANSWERED_BY_SWITCH = 1  # epoch of a KV reply the switch served from its cache
@@ -78,6 +79,7 @@ class Flag(IntFlag):
     FALLBACK = 0x10  # set by the switch: forwarded to the PS unaggregated
     DRAIN = 0x20  # AGG_KV: the reducer reads a row of the key-value array (ASK)
     WAIT = 0x40  # set by the switch: not aggregated, resend later (bounded staleness, fence)
+    RUNNING = 0x80  # with RESULT: the values are a running aggregate (Serene async), no round
 
 
 class SyncMode(IntEnum):
@@ -86,7 +88,7 @@ class SyncMode(IntEnum):
     SYNC = 0  # a round completes with all N workers
     PARTIAL = 1  # a round completes at the first k contributions
     BOUNDED = 2  # stale synchronous parallel: at most `bound` epochs past the slowest
-    ASYNC = 3  # no bound between workers beyond the clock ring (SYNC_RING - 1 epochs)
+    ASYNC = 3  # no rounds: each contribution is added to a running aggregate and returned
 
 
 class DropReason(IntEnum):

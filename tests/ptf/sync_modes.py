@@ -45,7 +45,7 @@ class SyncModeTest(IncTest):
         return self.call(sync_modes.read_clocks(self.sw, self.job1)).workers
 
     def _waited(self, request):
-        res = self.result_of(request, list(request["INC"].values), 0)
+        res = self.result_of(request, list(request["INC"].values), int(request["INC"].bitmap))
         res["INC"].flags = int(request["INC"].flags) | Flag.WAIT
         return res
 
@@ -118,21 +118,81 @@ class BoundedStalenessTellsTheFastWorkerToWait(SyncModeTest):
         self.assert_no_drops()
 
 
-class WorkerSkippingAnEpochIsToldToWait(SyncModeTest):
-    """A worker's clock moves one epoch at a time: a packet two epochs past its own clock
-    waits (async too), so the slowest epoch is never skipped over."""
+class AsyncAddsEachContributionOnceAndAnswersTheRunningAggregate(SyncModeTest):
+    """async: no rounds. Each contribution is added to the running aggregate of its chunk
+    (``bitmap``: its index in the epoch; one packet per epoch here: chunk 0 on aggregator
+    8) and the sender alone gets that aggregate back (RESULT | RUNNING, its own bit); a
+    repeat gets it unchanged; a packet whose predecessor psn is missing waits, and one
+    skipping an epoch waits; a chunk outside the region is dropped; nobody waits for a
+    slower worker, not even past the clocks' ring: worker 0 runs 10 epochs while worker 2
+    sent nothing."""
 
     mode = "async"
+
+    def running(self, w: int, psn: int, values: list[int], epoch: int, total: list[int], **f):
+        pkt = self.contribute(w, psn, values, epoch=epoch, **f)
+        res = self.result_of(pkt, total, 1 << w)
+        res["INC"].flags = int(res["INC"].flags) | Flag.RUNNING
+        testutils.verify_packet(self, res, WORKER_PORTS[w])
 
     def runTest(self) -> None:
         skip = self.contribute(0, 0, A, epoch=1)
         self.expect_wait(skip, 1)
-        self.contribute(0, 0, A, epoch=0)
-        self.contribute(0, 1, A, epoch=1)
-        self.contribute(0, 2, A, epoch=2)  # async: no bound below the ring
+        self.running(0, 0, A, 0, A)
+        self.running(1, 0, B, 0, int32_sum(A, B))
+        self.running(0, 1, A, 1, int32_sum(A, B, A))
+        self.running(0, 1, A, 1, int32_sum(A, B, A), flags=Flag.RETX)  # repeat
+        gap = self.contribute(1, 2, B, epoch=2)  # its psn 1 never came
+        self.expect_wait(gap, 2)
+        self.running(1, 1, B, 1, int32_sum(A, B, A, B))
+        self.running(1, 2, B, 2, int32_sum(A, B, A, B, B))
+        total = int32_sum(A, B, A, B, B)
+        for e in range(2, 10):  # worker 0 alone, far past the ring (SYNC_RING epochs)
+            total = int32_sum(total, A)
+            self.running(0, e, A, e, total)
+        self.assertEqual(self.clocks(), (9, 2, 2**32 - 1))
+        self.assertEqual(self.waits(), 2)
+        self.contribute(1, 3, B, epoch=3, bitmap=SIZE)  # chunk 4 of a region of 4
+        self.assert_drops(OUT_OF_REGION=1)
+        self.assertEqual(self.clocks(), (9, 2, 2**32 - 1))
+        testutils.verify_no_other_packets(self)
+
+
+class SwapIntoAsyncAndBackKeepsRoundsWhole(SyncModeTest):
+    """sync -> async -> sync through the controller's swap: epoch 0 is a round of three;
+    from the boundary the running aggregate starts from zero; leaving async is refused
+    until every worker passed the async boundary, and the next boundary's epoch is a
+    whole round of three again (its clocks counted from there)."""
+
+    def running(self, w: int, psn: int, values: list[int], epoch: int, total: list[int], **f):
+        pkt = self.contribute(w, psn, values, epoch=epoch, **f)
+        res = self.result_of(pkt, total, 1 << w)
+        res["INC"].flags = int(res["INC"].flags) | Flag.RUNNING
+        testutils.verify_packet(self, res, WORKER_PORTS[w])
+
+    def runTest(self) -> None:
+        self.round(0, 0, [A, B, C])
+        boundary = self.call(sync_modes.swap(self.sw, self.job1, Mode.parse("async", 3)))
+        self.assertEqual(boundary, 1)
+        self.running(0, 1, A, 1, A)
+        self.running(1, 1, B, 1, int32_sum(A, B))
+        with self.assertRaises(sync_modes.SwapRefused):  # worker 2 has not started epoch 1
+            self.call(sync_modes.swap(self.sw, self.job1, Mode.parse("sync", 3)))
+        self.running(2, 1, C, 1, int32_sum(A, B, C))
+        self.running(0, 2, A, 2, int32_sum(A, B, C, A))
+        boundary = self.call(sync_modes.swap(self.sw, self.job1, Mode.parse("sync", 3)))
+        self.assertEqual(boundary, 3)
+        self.running(1, 2, B, 2, int32_sum(A, B, C, A, B))
+        early = self.contribute(0, 3, A, epoch=3)  # worker 2 is still in epoch 1
         self.assert_nothing_out(1)
-        self.assertEqual(self.clocks(), (2, 2**32 - 1, 2**32 - 1))
-        self.assertEqual(self.waits(), 1)
+        self.running(2, 2, C, 2, int32_sum(A, B, C, A, B, C))
+        self.contribute(1, 3, B, epoch=3)
+        self.assert_nothing_out(2)
+        last = self.contribute(2, 3, C, epoch=3)
+        self.verify_results(self.job1, last, int32_sum(A, B, C), 0b111)
+        del early
+        self.assertEqual(self.clocks(), (3, 3, 3))
+        self.assert_no_drops()
 
 
 class HotSwapChangesTheModeAtAnEpochBoundary(SyncModeTest):
