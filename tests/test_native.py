@@ -340,7 +340,8 @@ def test_header_unions_and_plain_enums_run_native_with_pythons_outputs() -> None
 
 def test_sub_control_out_parameters_start_from_their_default_on_native() -> None:
     """tests/p4/native/subcontrol_params.p4: the sub-control reads its out parameters
-    before writing them (0 and an invalid header, whatever the arguments held)."""
+    before writing them (0 and an invalid header, whatever the arguments held); exit in a
+    sub-control and a sub-parser's reject write no out/inout scalar argument back."""
     path = str(ROOT / "tests/p4/native/subcontrol_params.p4")
     py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
     assert nat.backend == "native", nat.backend_notice
@@ -350,3 +351,7 @@ def test_sub_control_out_parameters_start_from_their_default_on_native() -> None
     # a=7 (out: reads 0, becomes 5), b=10 (inout), c=1 (in, then out as c + 1), aux valid
     # (out: invalid, not emitted)
     assert nat.send(1, bytes([7, 10, 1, 0x33]) + b"xy") == [(1, bytes([5, 11, 2]) + b"xy")]
+    # exit in a sub-control: its out and inout arguments keep the caller's values
+    assert nat.send(1, bytes([0xEE, 10, 1, 0x33])) == [(1, bytes([0xEE, 10, 1, 0x33]))]
+    # a sub-parser rejecting after its extract: the caller's header stays invalid
+    assert [o[:3] for _, o in nat.send(1, bytes([7, 10, 1, 0xFF]))] == [bytes([5, 11, 2])]

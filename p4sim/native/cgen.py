@@ -315,7 +315,9 @@ class CGen:
         if not isinstance(d.type, ast.NamedType):
             raise Unsupported("instantiation")
         td = self.genv.type_decls.get(d.type.name)
-        if isinstance(td, ast.ControlDecl):
+        if isinstance(td, ast.ControlDecl) or (
+            isinstance(td, ast.ParserDecl) and isinstance(c.decl, ast.ParserDecl)
+        ):
             sub = self.instantiate(td, f"{c.path}.{d.name}", d.args)
             c.scope[d.name] = V("", None, obj=("instance", sub))
             return
@@ -394,7 +396,7 @@ class CGen:
         if state == "accept":
             return "goto p_accept;"
         if state == "reject":
-            return "return;"
+            return "{ p4n_rej = 1; return; }"
         return f"goto st_{state};"
 
     def keyset(self, ks: ast.Expr, keys: list[V], kn: list[str]) -> str:
@@ -864,29 +866,50 @@ class CGen:
             sub: Ctl = sym.obj[1]
             if name != "apply":
                 raise Unsupported("instance method")
-            # in scalars are copies taken first (as Python's copy-in); the rest is passed
-            # by pointer: an out argument is reset to its type's default before the call,
-            # and no two pointers may reach the same storage (Python would copy there)
-            ptrs, copies, resets = [], [], []
+            # As Python's copy-in/copy-out: `in` scalars are copied first; `out` arguments
+            # and `inout` scalars go through a copy written back only when the callee
+            # returns normally (not on exit or a parser error); headers, structs and stacks
+            # otherwise are passed by pointer, and no two pointers may reach the same
+            # storage (Python would copy there).
+            ptrs, pre, post = [], [], []
             params = [(p, self.genv.resolve(p.type)) for p in sub.decl.params]
+            is_pkt = [
+                isinstance(t, TExtern)
+                or (
+                    isinstance(p.type, ast.NamedType) and p.type.name in ("packet_in", "packet_out")
+                )
+                for p, t in params
+            ]
             by_ptr = [
-                isinstance(t, TComposite) or p.direction in ("out", "inout") for p, t in params
+                not pk and (isinstance(t, (TComposite, TStack)) or p.direction in ("out", "inout"))
+                for (p, t), pk in zip(params, is_pkt, strict=True)
             ]
             paths = [_path(a) if bp else None for a, bp in zip(args, by_ptr, strict=True)]
             for k, ((p, t), a) in enumerate(zip(params, args, strict=True)):
+                if is_pkt[k]:
+                    ptrs.append("NULL")
+                    continue
                 if any(j != k and _overlap(paths[k], q) for j, q in enumerate(paths)):
                     raise Unsupported(f"overlapping arguments of {sub.decl.name}.apply")
-                if by_ptr[k]:
-                    v = self.expr(a)
-                    if p.direction == "out":
-                        resets.append(f"memset(&{v.code}, 0, sizeof {v.code});")
-                    ptrs.append(f"&{v.code}")
+                copy = p.direction == "out" or (
+                    p.direction == "inout" and not isinstance(t, (TComposite, TStack))
+                )
+                if by_ptr[k] and not copy:
+                    ptrs.append(f"&{self.expr(a).code}")
+                    continue
+                tmp = self.new("arg")
+                self.decls.append(f"static {self.ctype(t)} {tmp};")
+                ptrs.append(f"&{tmp}")
+                if p.direction == "out":
+                    pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
                 else:
-                    tmp = self.new("in")
-                    self.decls.append(f"static u64 {tmp};")
-                    copies.append(f"{tmp} = {self.value(a, t).code};")
-                    ptrs.append(f"&{tmp}")
-            return " ".join(copies + resets + [f"{sub.fn}({', '.join(ptrs)})"])
+                    pre.append(f"{tmp} = {self.value(a, t).code};")
+                if copy:
+                    post.append(f"{self.expr(a).code} = {tmp};")
+            call = f"{sub.fn}({', '.join(ptrs)});"
+            if isinstance(sub.decl, ast.ParserDecl):  # a rejection or error ends the parse
+                call += f" if (p4n_rej || p4n_perr != {self.error_code('NoError')}) return;"
+            return " ".join(pre + [call] + post) + " (void)0"
         if kind == "register":
             _, n, w, size = sym.obj
             if name == "read" and len(args) == 2:
@@ -1341,6 +1364,7 @@ class CGen:
             "static const uint8_t *p4n_in; static u64 p4n_inlen, p4n_off, p4n_perr;",
             "static uint8_t *p4n_out; static u64 p4n_ooff;",
             "static u64 p4n_pktlen;",
+            "static int p4n_rej;  /* a parser took `transition reject` */",
             "static int64_t p4n_run;  /* the action the last table ran (action_run) */",
             "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
@@ -1510,7 +1534,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
     s0->f_parser_error = {noerror};
     p4n_sm = s0; p4n_pktlen = len;
     {ingress_ts}
-    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror};
+    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror}; p4n_rej = 0;
     {parse_call}
     if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
     u64 pstart = p4n_off >> 3;
