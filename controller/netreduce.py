@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from controller import aggregator, job_region, result_rewrite
+from controller import aggregator, job_meter, job_region, result_rewrite
 from controller.figures import PROGRESS, Figure, JobStats
 from controller.job import Count, Job, JobRequest, Scheduling
 from controller.job_kinds import AGG_POOL, JobKind
@@ -32,11 +32,13 @@ from controller.p4runtime_client import SwitchConnection
 from wire.header import AGG_POOL_SIZE, SLOTS
 
 
-class NetReduceRequest(JobRequest, Scheduling):
+class NetReduceRequest(JobRequest, Scheduling, job_meter.Metered):
     """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each.
 
     With ``class`` (md/be, ``controller.job.Scheduling``) the scheduler sizes the region
-    and the window follows it; no ``window`` or ``region_size`` then."""
+    and the window follows it; no ``window`` or ``region_size`` then. ``meter_pps``
+    (``controller.job_meter.Metered``): the switch drops the job's packets beyond that rate
+    (``METERED``)."""
 
     kind: Literal["netreduce"] = "netreduce"
     window: Annotated[int, Field(strict=True, ge=1, le=AGG_POOL_SIZE)] | None = None
@@ -92,7 +94,10 @@ class NetReduce(JobKind):
             workers=tuple(req.worker_specs()),
             created_at=created_at,
             kind=self.name,
-            params=req.scheduling_params(created_at) if req.scheduled else {},
+            params={
+                **(req.scheduling_params(created_at) if req.scheduled else {}),
+                **req.meter_params(),
+            },
         )
 
     async def clear(self, sw: SwitchConnection, region: Region) -> None:
@@ -105,10 +110,12 @@ class NetReduce(JobKind):
         await write(result_rewrite.result_entries(job))
         await write(job_region.worker_entries(job))
         await write([job_region.guard_entry(job)])
+        await write(job_meter.meter_entries(job))
         await write([job_region.job_entry(job)])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
+        await sw.delete([job_meter.meter_key(job.job_id)], strict=False)
         await sw.delete([job_region.guard_key(job.job_id)], strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
         await sw.delete(result_rewrite.result_entries(job), strict=False)

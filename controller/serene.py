@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from controller import job_region, result_rewrite, sync_modes
+from controller import job_meter, job_region, result_rewrite, sync_modes
 from controller.figures import Figure, JobStats
 from controller.job import Job, JobRequest
 from controller.memory_manager import Region
@@ -51,7 +51,8 @@ class Serene(NetReduce):
         assert isinstance(req, SereneRequest)
         job = super().make_job(req, job_id, device_id, region, created_at)
         mode = sync_modes.Mode.parse(req.mode, req.workers)
-        return Job(**{**job.__dict__, "kind": self.name, "params": {"mode": str(mode)}})
+        params = {"mode": str(mode), **req.meter_params()}
+        return Job(**{**job.__dict__, "kind": self.name, "params": params})
 
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
         group, replicas = result_rewrite.multicast_group(job)
@@ -60,6 +61,7 @@ class Serene(NetReduce):
         await write(result_rewrite.result_entries(job))
         await write(job_region.worker_entries(job))
         await write([job_region.guard_entry(job)])
+        await write(job_meter.meter_entries(job))
         mode = sync_modes.Mode.parse(str(job.params.get("mode", "sync")), job.n_workers)
         await sync_modes.install(sw, job, mode, idempotent=idempotent)
         await write([job_region.job_entry(job)])

@@ -18,7 +18,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
 from controller.netreduce import NetReduceRequest
-from wire.header import AGG_POOL_SIZE, SLOTS, Flag, Op
+from wire.header import AGG_POOL_SIZE, SLOTS, DropReason, Flag, Op
 
 WORKER_PORTS = (1, 2, 3)
 OUTSIDER_PORT = 5
@@ -253,4 +253,26 @@ class ResultOrAckOfTheJobEnteringItsSwitchIsForged(NetReduceTest):
                 self.send(port, self.contribution(self.job1, 0, 0, A, flags=flags))
         self.assert_nothing_out(1, OUTSIDER_PORT)
         self.assert_drops(FORGED_RESULT=6)
+        self.complete(0, [A, B, C])
+
+
+class PacketsBeyondTheJobsMeterAreDroppedAndCounted(NetReduceTest):
+    """Job 2 (one worker, on the outsider's port), metered at 1 packet/s with a burst of 2:
+    its first two packets complete their aggregations (the result comes back); of the next
+    four, sent at once, at least three find no token: dropped as METERED, no result. Job 1,
+    not metered, still aggregates."""
+
+    def runTest(self) -> None:
+        request = NetReduceRequest(window=SIZE, meter_pps=1, meter_burst=2,
+                                   **self.hosts_for((OUTSIDER_PORT,), 4))  # fmt: skip
+        job2 = self.admit(request, 2, 40)
+        for psn in range(2):
+            pkt = self.contribution(job2, 0, psn, A)
+            self.send(OUTSIDER_PORT, pkt)
+            self.verify_results(job2, pkt, A, bitmap=0b1)
+        for psn in range(2, 6):
+            self.send(OUTSIDER_PORT, self.contribution(job2, 0, psn, A))
+        metered = DropReason.METERED
+        self.wait_for("METERED >= 3", lambda: self.drops_since_start().get(metered, 0) >= 3)
+        self.assertEqual(set(self.drops_since_start()), {metered})
         self.complete(0, [A, B, C])
