@@ -238,3 +238,21 @@ def test_chunk_pairs_combine_per_key_and_split_before_int32_overflows() -> None:
     assert list(chunk_pairs(pairs, size=100)) == [{"a": big}, {"a": 4, "b": -3, "c": 1}]
     assert list(chunk_pairs(pairs[2:], size=2)) == [{"b": 2, "a": 3}, {"b": -5, "c": 1}]
     assert list(chunk_pairs([], size=2)) == []
+
+
+def test_a_rows_packets_are_as_few_as_its_busiest_column_allows() -> None:
+    from hosts.ask_mapper import MapperConfig
+
+    m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=1, window=64))
+    keys = [f"k{i}" for i in range(40)]  # one row: 40 keys over its 16 columns
+    m.add_counts({k: 5 for k in keys})
+    m.add_counts({k: 1 for k in keys[-4:]})  # again: added in the packets being built
+    m.flush()
+    per_column = Counter(place(fingerprint(k), 0, 1)[1] for k in keys)
+    packets = m.to_send(0.0)
+    assert len(packets) == max(per_column.values())
+    got: Counter[int] = Counter()
+    for p in packets:
+        _, ks, vs = parse(p)
+        got.update({int(k): int(v) for k, v in zip(ks, vs, strict=True) if k})
+    assert got == {fingerprint(k): 5 + (k in keys[-4:]) for k in keys}
