@@ -21,6 +21,7 @@ structs are C structs of such fields; headers add ``valid_``.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -459,10 +460,22 @@ class CGen:
         cfn = self.new(f"act_{re.sub(r'[^A-Za-z0-9_]', '_', d.name)}")
         self.locals.append({})
         ps = []
+        directed = any(p.direction in ("out", "inout") for p in d.params)
+        if directed and any(
+            isinstance(x, ast.Exit)
+            or (isinstance(x, ast.CallStmt) and isinstance(x.call.func, ast.Name))
+            for x in _walk(d.body)
+        ):  # an exit copies out on Python, also through calling actions: not covered here
+            raise Unsupported(f"action {d.name} with out/inout parameters that exits or calls")
         for p in d.params:
             t = self.genv.resolve(p.type)
-            if p.direction in ("out", "inout"):
-                raise Unsupported("action out/inout parameters")
+            if p.direction in ("out", "inout") or (
+                p.direction == "in" and isinstance(t, (TComposite, TStack))
+            ):  # the caller passes a copy (out/inout: written back after the call)
+                n = f"p_{p.name}"
+                ps.append(f"{self.ctype(t)} *{n}")
+                self.locals[-1][p.name] = V(f"(*{n})", t)
+                continue
             self.ctype(t)
             if isinstance(t, TComposite):
                 raise Unsupported("composite action parameters")
@@ -530,6 +543,8 @@ class CGen:
         self.tables.append(fq)
         cases = []
         for i, act in enumerate(acts):
+            if act is not None and any(p.direction for p in act[1].params):
+                raise Unsupported(f"table {fq}: action {act[1].name} with directional parameters")
             if act is not None:
                 args = ", ".join(f"A[{j}]" for j in range(len(act[1].params)))
                 cases.append(f"    case {i}: {act[0]}({args}); break;")
@@ -712,10 +727,25 @@ class CGen:
                 f.name in self.genv.actions or (self.cur is not None and f.name in self.cur.actions)
             ):
                 cfn, _, decl = self.action_ref(f.name)
-                vals = []
+                vals, pre, post = [], [], []
                 for p, a in zip(decl.params, args, strict=True):
-                    vals.append(self.value(a, self.genv.resolve(p.type)).code)
-                return [f"{cfn}({', '.join(vals)});"]
+                    t = self.genv.resolve(p.type)
+                    composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
+                    if p.direction not in ("out", "inout") and not composite_in:
+                        vals.append(self.value(a, t).code)
+                        continue
+                    if isinstance(a, ast.Slice):
+                        raise Unsupported("a bit slice as an out/inout argument")
+                    tmp = self.new("arg")
+                    self.decls.append(f"static {self.ctype(t)} {tmp};")
+                    vals.append(f"&{tmp}")
+                    if p.direction == "out":
+                        pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
+                    else:
+                        pre.append(f"{tmp} = {self.value(a, t).code};")
+                    if not composite_in:
+                        post.append(f"{self.expr(a).code} = {tmp};")
+                return pre + [f"{cfn}({', '.join(vals)});"] + post
             raise Unsupported(f"call of {f.name}")
         if isinstance(f, ast.Member):
             return [self.method(f, args) + ";"]
@@ -1408,6 +1438,17 @@ def _width(t: T) -> int:
     if isinstance(t, TEnum) and t.underlying is not None:
         return t.underlying.width  # type: ignore[no-any-return]
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _walk(n: Any) -> Any:
+    """Every AST node under ``n`` (``n`` included)."""
+    yield n
+    if dataclasses.is_dataclass(n):
+        for f in dataclasses.fields(n):
+            v = getattr(n, f.name)
+            for x in v if isinstance(v, list) else [v]:
+                if isinstance(x, ast.Node):
+                    yield from _walk(x)
 
 
 def _path(e: ast.Expr) -> tuple[str, ...] | None:
