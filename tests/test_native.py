@@ -375,3 +375,18 @@ def test_action_out_inout_and_in_header_parameters_run_native_as_copies() -> Non
     assert send(2)[:2] == bytes([0x77, 15])  # b = b + a; a written directly
     assert send(3)[2:4] == bytes([3, 0])  # out: read as 0, then 3
     assert send(4)[4] == 0x21  # g2 = g + 1 over the direct write of 0x55
+
+
+def test_error_keys_take_p4cs_error_numbers_on_native() -> None:
+    """tests/p4/native/error_keys.p4: entries written with p4c's error numbers (NoError 1,
+    the program's first own error 8) match on both back ends."""
+    path = str(ROOT / "tests/p4/native/error_keys.p4")
+    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    for sw in (py, nat):
+        sw.table_add("by_error", {"sm.parser_error": 1}, "set1", {"v": 0x10})  # NoError
+        sw.table_add("by_error", {"sm.parser_error": 8}, "set1", {"v": 0xEE})  # Unwanted
+    frames = [(1, bytes([k, 0]) + b"p") for k in range(5)] + [(1, b"\x01"), (1, b"")]
+    assert run_both(py, nat, frames) == len(frames)
+    assert nat.send(1, bytes([1, 0]))[0][1] == bytes([1, 0x10])
+    assert nat.send(1, bytes([2, 0]))[0][1] == bytes([2, 0xEE])

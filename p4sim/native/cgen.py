@@ -527,6 +527,8 @@ class CGen:
             v = self.expr(k.expr)
             if isinstance(v.type, TBool):
                 v = V(v.code, TBit(1))
+            if isinstance(v.type, TError):  # p4c's error number: declaration order from 1
+                v = V(f"({v.code} + 1)", TBit(32))
             if not isinstance(v.type, TBit) or v.type.signed:
                 raise Unsupported(f"table {fq}: key of type {v.type.show()}")
             keys.append(v.code)
