@@ -710,6 +710,8 @@ class CGen:
             if f.name == "mark_to_drop":
                 sm = self.expr(args[0])
                 return [f"{sm.code}.f_egress_spec = 511; {sm.code}.f_mcast_grp = 0;"]
+            if f.name == "truncate" and len(args) == 1:  # cut the frame when it leaves
+                return [f"p4n_trunc = {self.value(args[0], TBit(32)).code};"]
             if f.name in ("verify_checksum", "update_checksum"):
                 return self.checksum(f.name, args)
             if f.name == "hash":
@@ -1397,6 +1399,7 @@ class CGen:
             "static uint8_t *p4n_out; static u64 p4n_ooff;",
             "static u64 p4n_pktlen;",
             "static int p4n_rej;  /* a parser took `transition reject` */",
+            "static u64 p4n_trunc;  /* truncate(): bytes to keep of the frame, 0 = all */",
             "static int64_t p4n_run;  /* the action the last table ran (action_run) */",
             "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
@@ -1539,9 +1542,9 @@ void p4n_set_groups(p4n_group *g, int64_t n) {{ p4n_groups = g; p4n_ngroups = n;
 
 /* One egress pass of the state in p4n_eg to port; 1 and the frame in out when it leaves. */
 static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
-                           uint8_t *out, u64 *olen) {{
+                           uint8_t *out, u64 *olen, u64 cut) {{
     {S} *s = &p4n_eg.s;
-    s->f_egress_port = port; s->f_egress_spec = 0;
+    s->f_egress_port = port; s->f_egress_spec = 0; p4n_trunc = 0;
     {egress_ts}
     {enq_ts}
     p4n_sm = s; p4n_pktlen = s->f_packet_length;
@@ -1555,6 +1558,8 @@ static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
     if (hb + plen > P4N_MAXPKT) return 0;
     memcpy(out + hb, payload, plen);
     *olen = hb + plen;
+    if (p4n_trunc) cut = p4n_trunc;  /* egress's own truncate, else ingress's */
+    if (cut && cut < *olen) *olen = cut;
     return 1;
 }}
 
@@ -1578,6 +1583,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
     p4n_sm = s0; p4n_pktlen = len;
     {ingress_ts}
     p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror}; p4n_rej = 0;
+    p4n_trunc = 0;
     {parse_call}
     if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
     u64 pstart = p4n_off >> 3;
@@ -1595,7 +1601,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
             p4n_eg.s.f_egress_rid = grp->rids[r];
             p4n_eg.s.f_instance_type = 5;
             if (p4n_egress_pass(grp->ports[r], now, payload, plen,
-                                out + (u64)n * P4N_MAXPKT, &olens[n])) {{
+                                out + (u64)n * P4N_MAXPKT, &olens[n], 0)) {{
                 oports[n] = grp->ports[r]; n++;
             }}
         }}
@@ -1603,7 +1609,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
     }}
     if (s0->f_egress_spec == 511 || max < 1) return 0;
     p4n_eg = p4n_ing;
-    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0])) {{
+    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0], p4n_trunc)) {{
         oports[0] = s0->f_egress_spec; n = 1;
     }}
     return n;
