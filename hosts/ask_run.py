@@ -94,25 +94,6 @@ def chunk_counts_of(
         yield Counter(data.decode("utf-8", errors="replace").split())
 
 
-def words_of(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            yield from line.split()
-
-
-def chunk_counts(words: Iterator[str], size: int) -> Iterator[dict[Hashable, int]]:
-    buf: dict[Hashable, int] = {}
-    n = 0
-    for w in words:
-        buf[w] = buf.get(w, 0) + 1
-        n += 1
-        if n >= size:
-            yield buf
-            buf, n = {}, 0
-    if buf:
-        yield buf
-
-
 def send_partition(
     controller: str, job_id: int, worker_id: int, chunks: Iterable[Mapping[Hashable, int]],
     hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
