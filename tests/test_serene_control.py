@@ -140,3 +140,36 @@ def test_policy_watcher_turns_a_lagging_worker_into_a_partial_mode(
                         0.0, lambda: next(samples, None) is None)  # fmt: skip
     assert [(m, b) for _, m, b in changes] == [("partial 2", 2)]
     assert api.sync_state(job["job_id"])["mode"] == "partial 2"
+
+
+def test_policy_goes_back_to_sync_once_a_transient_straggler_recovers(
+    daemon: ControllerDaemon, switch: LocalSwitch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Worker 2 lags (the only slowest in two samples running): the watcher swaps to
+    partial 2. Then it recovers and catches up (it sends its late epoch and its next one
+    at once), worker 1 is now the last one: the decision is sync again; the switch refuses
+    that swap until the partial epochs are over, and the watcher applies it at the next
+    sample. Packets go into the switch's ports between samples."""
+    job = submit(daemon.url, capsys, "--kind", "serene", "--workers", "3", "--window", "4")
+    api = ControllerApi(daemon.url)
+    cfgs = [api.worker_config(job["job_id"], w) for w in range(3)]
+    steps = [  # (worker, epoch) sent before each sample; one packet (psn = epoch) each
+        [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1)],  # clocks (1, 1, 0)
+        [(2, 1), (0, 2), (1, 2)],  # (2, 2, 1): worker 2 last twice -> partial 2 from 3
+        [(2, 2), (0, 3), (1, 3)],  # (3, 3, 2)
+        [(2, 3), (2, 4), (0, 4)],  # (4, 3, 4): worker 2 caught up, worker 1 last
+        [(1, 4)],  # (4, 4, 4): sync wanted, now past the partial epochs
+    ]
+    script = iter(steps)
+
+    def stop() -> bool:
+        step = next(script, None)
+        for w, e in step or []:
+            send(switch, cfgs[w], e, e)
+        return step is None
+
+    policy = Policy.parse("partial 2 when same slowest for 2 else sync")
+    changes = watch_job(api, job["job_id"], policy, 0.0, stop)
+    assert [(m, b) for _, m, b in changes] == [("partial 2", 3), ("sync", 5)]
+    state = api.sync_state(job["job_id"])
+    assert state["mode"] == "sync" and state["clocks"] == [4, 4, 4]
