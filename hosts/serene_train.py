@@ -29,6 +29,12 @@ With ``--ahead S`` (bounded staleness) the worker computes epoch e on a model th
 results up to e - S - 1 (``hosts/ssp_client.py`` keeps up to S + 1 epochs in flight), with
 the learning rate divided by 1 + S.
 
+``--same-data``: the run is ``--iterations`` full batches' worth of gradients rather than
+``--iterations`` rounds: a partial round counts for its contributors' share, so partial
+modes run more rounds (the same data as sync; at most twice the rounds), with the same
+stopping epoch on every worker (they apply the same bitmaps). Async counts each worker's
+own iterations.
+
 ``--json``: per evaluation (every ``--eval-every`` iterations) the iteration, the training
 time so far (evaluation excluded) and the test accuracy; the cumulative time spent in
 all-reduce calls (waiting for the others included), WAIT replies, late rounds, skips.
@@ -71,6 +77,12 @@ def parser() -> argparse.ArgumentParser:
         default=0,
         help="epochs this worker may compute before it needs a result (bounded staleness)",
     )
+    ap.add_argument(
+        "--same-data",
+        action="store_true",
+        help="train on --iterations full batches' worth of gradients: a partial round "
+        "counts for its contributors only, so partial modes run more rounds",
+    )
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--json", required=True)
     return ap
@@ -86,10 +98,14 @@ def slow_now(a: argparse.Namespace, it: int, rng: random.Random) -> bool:
     return rng.random() < 0.5
 
 
+def popcounts(bitmaps: np.ndarray) -> np.ndarray:
+    return np.array([bin(int(b)).count("1") for b in bitmaps], dtype=np.float32)
+
+
 def rescale(total: np.ndarray, bitmaps: np.ndarray, n: int, slots: int) -> tuple[np.ndarray, bool]:
     """The sum over the contributors of each packet, times N / contributors; and whether
     any packet came from a round that completed without everyone (partial)."""
-    counts = np.array([bin(int(b)).count("1") for b in bitmaps], dtype=np.float32)
+    counts = popcounts(bitmaps)
     scale = np.repeat(n / np.maximum(counts, 1), slots)[: total.size]
     return total * scale, bool((counts < n).any())
 
@@ -122,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
         # momentum SGD stable (staleness-aware learning rate).
         lr = a.lr / (1 + a.ahead)
         state: dict[str, Any] = {
-            "applied": 0, "late": False, "late_rounds": 0, "eval_s": 0.0, "async": False
+            "applied": 0, "late": False, "late_rounds": 0, "eval_s": 0.0, "async": False,
+            "data": 0.0,  # full batches' worth of gradients applied
         }  # fmt: skip
         seen = np.zeros_like(model.theta)  # async: the running aggregate last received
         t_start = time.perf_counter()
@@ -140,12 +157,14 @@ def main(argv: list[str] | None = None) -> int:
                     seen[:] = 0.0  # a new async period starts from zero in the switch
                 state["async"] = True
                 total, seen[:] = total - seen, total
+                state["data"] += 1.0  # its own iteration: the others count theirs
                 velocity[:] = a.momentum * velocity + total
                 model.theta -= lr * velocity
                 state["applied"] += 1
                 evaluate()
                 return
             state["async"] = False
+            state["data"] += float(np.mean(popcounts(bitmaps))) / n
             total, partial = rescale(total, bitmaps, n, client.slots)
             # Late for the whole round (not one packet of it counted): the rounds are
             # going on without this worker, which then skips a compute to catch up.
@@ -158,9 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             state["applied"] += 1
             evaluate()
 
-        def evaluate() -> None:
+        def evaluate(final: bool = False) -> None:
             done = state["applied"]
-            if done % a.eval_every == 0 or done == a.iterations:
+            last = out["evals"][-1]["iteration"] if out["evals"] else -1
+            if (done % a.eval_every == 0 or final) and done != last:
                 t1 = time.perf_counter()
                 trained = t1 - t_start - state["eval_s"]  # evaluation time excluded
                 acc = model.accuracy(x_te, y_te)
@@ -168,14 +188,20 @@ def main(argv: list[str] | None = None) -> int:
                 out["evals"].append({"iteration": done, "time_s": trained, "accuracy": acc})
 
         order = np.arange(len(y_tr))
+        # --same-data: each worker stops once the rounds it applied hold --iterations full
+        # batches (every worker sees the same bitmaps, so all stop after the same epoch).
+        rounds = a.iterations * (2 if a.same_data and a.ahead == 0 else 1)
+        submitted = 0
         try:
-            for it in range(a.iterations):
+            for it in range(rounds):
                 # Bounded staleness on the host: compute epoch `it` on a model that has
                 # every result up to it - ahead - 1 (ahead 0: the last one, synchronous).
                 while state["applied"] < it - a.ahead or (
                     state["applied"] < it and pipe.ready(state["applied"])
                 ):
                     apply_next()
+                if it >= a.iterations and state["data"] >= a.iterations - 1e-6:
+                    break
                 if it % per_epoch == 0:
                     order = np.random.default_rng((a.seed, it // per_epoch)).permutation(len(y_tr))
                 start = (it % per_epoch) * a.batch_size
@@ -189,9 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                     grad = np.clip(g, -a.clip, a.clip)
                     time.sleep(a.compute * (a.slow if slow_now(a, it, rng) else 1.0))
                 # Room for every gradient of the run in one sum (async's running aggregate).
-                pipe.submit(it, grad, bound=a.clip, terms=n * a.iterations)
-            while state["applied"] < a.iterations:
+                pipe.submit(it, grad, bound=a.clip, terms=n * rounds)
+                submitted += 1
+            while state["applied"] < submitted:
                 apply_next()
+            evaluate(final=True)
         finally:
             pipe.close()
             out["waits"] = pipe.waits

@@ -17,6 +17,10 @@ times slower (``--straggle fixed|transient|random``). The dynamic configuration 
 sync and runs ``--policy`` (``controller/sync_policy.py``) against the switch's clocks
 meanwhile, swapping modes through the daemon.
 
+Every mode trains on the same data by default: ``--iterations`` full batches' worth of
+gradients (``serene_train --same-data``), so a partial mode, whose rounds lack the late
+worker's share, runs more rounds; ``--same-rounds`` runs ``--iterations`` rounds instead.
+
 Time to accuracy is the training time (evaluation excluded) at which the first worker's
 model reached ``--target`` (every worker holds the same model, except under async, where
 each applies the others' gradients at its own times); final accuracy is the last
@@ -53,6 +57,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--slow", type=float, default=2.0, help="the straggler's slow-down")
     ap.add_argument("--straggle", choices=("fixed", "transient", "random"), default="fixed")
     ap.add_argument("--target", type=float, default=0.9, help="target test accuracy")
+    ap.add_argument(
+        "--same-rounds",
+        action="store_true",
+        help="every mode runs --iterations rounds (default: --iterations full batches of "
+        "data, so partial modes run more rounds; hosts/serene_train.py --same-data)",
+    )
     ap.add_argument("--bw", type=float, default=None, help="link Mbit/s (default: unshaped)")
     ap.add_argument("--out", type=Path, default=RESULTS)
     return ap
@@ -78,6 +88,7 @@ def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dic
                "--compute", str(a.compute), "--eval-every", str(a.eval_every),
                "--json", str(out / f"w{w}.json")]  # fmt: skip
         cmd += ["--ahead", str(ahead_of(start_mode))]
+        cmd += [] if a.same_rounds else ["--same-data"]
         if w == WORKERS - 1:
             cmd += ["--slow", str(a.slow), "--straggle", a.straggle]
             if a.straggle == "transient":
@@ -123,6 +134,7 @@ def summarise(
         "mode": mode,
         "time_to_target_s": tta,
         "final_accuracy": evals[-1]["accuracy"],
+        "rounds": evals[-1]["iteration"],
         "total_time_s": max(r["evals"][-1]["time_s"] for r in recs),
         "waiting_s": [round(r["comm_s"], 3) for r in recs],
         "late_rounds": [r["late_rounds"] for r in recs],
@@ -136,8 +148,8 @@ def summarise(
 
 def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
     base = next((r for r in rows if r["mode"] == "sync"), None)
-    cols = ["mode", "time to target (s)", "vs sync", "final acc", "vs sync (pt)", "train (s)",
-            "waiting per worker (s)", "late rounds", "same model"]  # fmt: skip
+    cols = ["mode", "time to target (s)", "vs sync", "final acc", "vs sync (pt)", "rounds",
+            "train (s)", "waiting per worker (s)", "late rounds", "same model"]  # fmt: skip
     out = []
     for r in rows:
         tta = r["time_to_target_s"]
@@ -149,12 +161,13 @@ def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
         )
         out.append([
             r["mode"], "not reached" if tta is None else f"{tta:.1f}", ratio,
-            f"{r['final_accuracy']:.3f}", dacc, f"{r['total_time_s']:.1f}",
+            f"{r['final_accuracy']:.3f}", dacc, str(r["rounds"]), f"{r['total_time_s']:.1f}",
             " ".join(f"{w:.1f}" for w in r["waiting_s"]),
             str(sum(r["late_rounds"])), "yes" if r["replicas_identical"] else "NO",
         ])  # fmt: skip
     title = (f"Serene: 4 workers, worker 4 {a.slow:g}x slower ({a.straggle}), "
-             f"target accuracy {a.target:g}, {a.iterations} iterations")  # fmt: skip
+             f"target accuracy {a.target:g}, {a.iterations} "
+             + ("rounds" if a.same_rounds else "batches of data"))  # fmt: skip
     return table(title, cols, out)
 
 
