@@ -29,6 +29,10 @@ With ``--ahead S`` (bounded staleness) the worker computes epoch e on a model th
 results up to e - S - 1 (``hosts/ssp_client.py`` keeps up to S + 1 epochs in flight), with
 the learning rate divided by 1 + S.
 
+The learning rate drops to a tenth after ``--decay-at`` of the run's data (0.75), the same
+point for every worker (they count the same rounds), so the last evaluations measure a
+model that settled rather than one step of a momentum oscillation.
+
 ``--same-data``: the run is ``--iterations`` full batches' worth of gradients rather than
 ``--iterations`` rounds: a partial round counts for its contributors' share, so partial
 modes run more rounds (the same data as sync; at most twice the rounds), with the same
@@ -82,6 +86,12 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train on --iterations full batches' worth of gradients: a partial round "
         "counts for its contributors only, so partial modes run more rounds",
+    )
+    ap.add_argument(
+        "--decay-at",
+        type=float,
+        default=0.75,
+        help="fraction of the run's data after which the learning rate is divided by 10",
     )
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--json", required=True)
@@ -144,6 +154,11 @@ def main(argv: list[str] | None = None) -> int:
         seen = np.zeros_like(model.theta)  # async: the running aggregate last received
         t_start = time.perf_counter()
 
+        def step_size() -> float:
+            """The learning rate, a tenth of it for the last quarter of the run's data
+            (--decay-at), so that the final model settles instead of oscillating."""
+            return lr * (0.1 if state["data"] >= a.decay_at * a.iterations else 1.0)
+
         def apply_next() -> None:
             """Wait for the oldest epoch not applied yet and take its step (all workers
             take the same steps in the same order)."""
@@ -159,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 total, seen[:] = total - seen, total
                 state["data"] += 1.0  # its own iteration: the others count theirs
                 velocity[:] = a.momentum * velocity + total
-                model.theta -= lr * velocity
+                model.theta -= step_size() * velocity
                 state["applied"] += 1
                 evaluate()
                 return
@@ -173,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
             state["late"] = partial and not mine_in
             state["late_rounds"] += int(not mine_in)
             velocity[:] = a.momentum * velocity + total
-            model.theta -= lr * velocity
+            model.theta -= step_size() * velocity
             state["applied"] += 1
             evaluate()
 
