@@ -176,6 +176,12 @@ def test_dashboard_shows_the_running_job_and_its_figures_move(
             assert "synchronous, quorum 4 of 4" in text
             assert page.locator('[data-pool="0/agg"] .seg').count() == 2  # both jobs
             assert page.locator("[data-job]").count() == 2
+            # Per-job drops: the reasons that happened, or one "drops 0" box, never nine zeros.
+            job_drops = page.locator(f'[data-job="{jid}"] [data-figure^="drops"]')
+            n_drops = job_drops.count()
+            shown = [job_drops.nth(i).get_attribute("data-figure") for i in range(n_drops)]
+            assert shown == ["drops"] or all(f != "drops" for f in shown), shown
+            assert len(shown) >= 1
             page.wait_for_function(  # forged packets: dropped, counted, shown
                 """() => Number(document.querySelector(
                     '[data-switch="0"] [data-drop="unknown_job"] td.num').textContent) > 0"""
