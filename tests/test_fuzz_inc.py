@@ -19,7 +19,9 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   known (job, worker, ingress port), ``agg_idx`` in the job's region) may change anything,
   and then only the cells of the copy it addresses, ``2 * agg_idx + ver``, which it then
   tags with its own job (``ADMISSION`` holds this rule per op: a new system adds its own);
-  a Serene job's packet also its own job's synchronisation clocks (``sync_cells``);
+  a Serene job's packet also its own job's synchronisation clocks (``sync_cells``), and
+  an async Serene job's (job 8) its workers' ``async_last`` and its region's running
+  aggregates;
   an ATP job's packet (``atp_copy``) only ATP's cells of ``agg_idx`` (the hash of (job, psn)
   in its range), tagged with its job; an ATP result or ACK only from its PS's port; an
   ASK mapper's packet (``ask_cells``) only its row copy and seen entry, a drain nothing;
@@ -111,7 +113,11 @@ CLOCK_STEP_US = 1000
 METER = "IncIngress.job_meter."
 # A Serene job (bounded 1: its packets carry epochs and move per-worker clocks).
 SERENE = Job(6, (1, 5), 20, 4)
-WORKERS = {(j.job_id, w, p): j for j in (*JOBS, ATP_JOB, SERENE) for w, p in enumerate(j.ports)}
+# A Serene job in async (running aggregates per chunk: the packet's index in its epoch).
+ASYNC = Job(8, (2, 4), 24, 4)
+WORKERS = {
+    (j.job_id, w, p): j for j in (*JOBS, ATP_JOB, SERENE, ASYNC) for w, p in enumerate(j.ports)
+}
 # A key-value cache job (client 0 on port 2, its server on port 6, cache entries 16..19,
 # key 5 cached) and a replicated log (client 0 on port 3, replicas on 4..6, counter 2).
 KV = Job(3, (2,), 16, 4)
@@ -168,15 +174,16 @@ def program(tmp: Path) -> Iterator[Switch]:
 
 
 async def install_serene(conn: SwitchConnection) -> None:
-    ps = list(SERENE.ports)
-    req = SereneRequest(
-        workers=len(ps), window=SERENE.size, worker_ports=ps, mode="bounded 1",
-        worker_ips=[host_ip(p) for p in ps], worker_macs=[host_mac(p) for p in ps],
-        agg_ip=host_ip(AGG_HOST), agg_mac=host_mac(AGG_HOST),
-    )  # fmt: skip
-    kind = Serene()
-    region = Region(SERENE.offset, SERENE.size)
-    await kind.install(conn, kind.make_job(req, SERENE.job_id, 0, region, created_at=0.0))
+    for job, mode in ((SERENE, "bounded 1"), (ASYNC, "async")):
+        ps = list(job.ports)
+        req = SereneRequest(
+            workers=len(ps), window=job.size, worker_ports=ps, mode=mode,
+            worker_ips=[host_ip(p) for p in ps], worker_macs=[host_mac(p) for p in ps],
+            agg_ip=host_ip(AGG_HOST), agg_mac=host_mac(AGG_HOST),
+        )  # fmt: skip
+        kind = Serene()
+        region = Region(job.offset, job.size)
+        await kind.install(conn, kind.make_job(req, job.job_id, 0, region, created_at=0.0))
 
 
 async def install_kv_and_log(conn: SwitchConnection) -> None:
@@ -296,6 +303,9 @@ def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
         for w, p in enumerate(SERENE.ports):  # two packets per epoch
             vals = np.array([rng.randrange(-(2**31), 2**31) for _ in range(SLOTS)])
             out.append((p, contribution(SERENE, w, psn, vals, epoch=psn // 2)))
+        for w, p in enumerate(ASYNC.ports):  # two packets (chunks 0 and 1) per epoch
+            vals = np.array([rng.randrange(-(2**31), 2**31) for _ in range(SLOTS)])
+            out.append((p, contribution(ASYNC, w, psn, vals, epoch=psn // 2, bitmap=psn % 2)))
         if psn == 16:  # a very late duplicate of epoch 0: older than any round (OLD_EPOCH)
             out.append((SERENE.ports[0], contribution(SERENE, 0, 0, vals, epoch=0)))
         # The ASK job: both mappers (psn sometimes repeated: a retransmission), a drain.
@@ -342,7 +352,7 @@ def edge_values(f: Field, frame: bytearray, rng: random.Random) -> list[int]:
     now = get_field(frame, f)
     vals = [0, top, now ^ 1, (now + 1) & top, (now - 1) & top, rng.randrange(top + 1)]
     if f.name == "job_id":
-        vals += [j.job_id for j in (*JOBS, KV, LOG, SERENE)]
+        vals += [j.job_id for j in (*JOBS, KV, LOG, SERENE, ASYNC)]
     elif f.name == "epoch":  # the worker's next epoch, further ahead, far behind its clock
         vals += [(now + d) & top for d in (1, 2, 3, -3, -8, 2**31)]
     elif f.name == "worker_id":
@@ -432,7 +442,11 @@ def netreduce_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | 
     if not job.offset <= idx < job.offset + job.size or idx >= AGG_POOL_SIZE:
         return None
     cell = 2 * idx + fields["ver"]
-    also = sync_cells(job) if job is SERENE else ()
+    also = sync_cells(job) if job in (SERENE, ASYNC) else ()
+    if job is ASYNC:  # its workers' newest psns and its region's running aggregates
+        slot = sync_slot(job.job_id) * MAX_WORKERS
+        also += ((SYNC + "async_last", range(slot, slot + len(job.ports))),
+                 (SYNC + "async_sum_", range(job.offset, job.offset + job.size)))  # fmt: skip
     return Target(job.job_id, range(cell, cell + 1), AGGREGATOR, also)
 
 
@@ -645,3 +659,5 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
     # The run reached every verdict, or it proved less than it claims.
     reasons = {r.name for r in DropReason}
     assert reasons | {"admitted", "result", "not aggregated"} <= set(seen), dict(seen)
+    running = registers[SYNC + "async_sum_00"].values[ASYNC.offset : ASYNC.offset + ASYNC.size]
+    assert any(running), "no contribution reached the async job's running aggregates"
