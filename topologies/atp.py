@@ -4,6 +4,11 @@ Run (root; ``make setup`` first)::
 
     python -m topologies.atp [--jobs 2] [--workers 2] [--pool-size 16] [--window 32]
                              [--size 20000] [--calls 3] [--loss 0.01]
+    python -m topologies.atp --racks 2 [--workers 2] ...   # one job, two levels
+
+``--racks R``: one job whose workers sit in R racks (``--workers`` each, a leaf switch per
+rack, ``s2 ..``) under a spine ``s1`` that holds the PS host; the leaves aggregate their
+rack, the spine the leaves' partial sums, and the result comes back down.
 
 Jobs ``1..J`` have ``W`` workers each on one switch (hosts ``h1 ..``), all in the ATP pool
 range ``[0, pool_size)``; one host after the workers runs ``hosts.atp_ps`` for every job (the
@@ -510,7 +515,7 @@ def flood_table(rows: list[FloodRow], cfg: FloodConfig) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from topologies.experiment import main_guard, star
+    from topologies.experiment import leaf_spine, main_guard, star
 
     ap = argparse.ArgumentParser(
         prog="python -m topologies.atp", description=__doc__.split("\n")[0]
@@ -526,7 +531,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench-jobs", default="1,2,4", help="bench: concurrent job counts")
     ap.add_argument("--flood-bench", action="store_true", help="a job beside a flooding tenant")
     ap.add_argument("--compute-ms", type=float, default=0.0, help="bench: compute before a call")
+    ap.add_argument("--racks", type=int, default=0,
+                    help="one job over RACKS leaf switches (--workers each) and a spine with "
+                         "the PS: two-level aggregation")  # fmt: skip
+    ap.add_argument(
+        "--bits",
+        type=int,
+        default=24,
+        help="bits of each value (32: sums overflow int32 and fall back to the PS)",
+    )
     a = ap.parse_args(argv)
+    if a.racks == 1 or a.racks < 0:
+        ap.error("--racks needs at least 2 racks (0: one switch)")
+    if not 2 <= a.bits <= 32:
+        ap.error("--bits must be in 2..32")
+    bits = ("--bits", str(a.bits))
 
     def flood_bench() -> int:
         from rich.console import Console
@@ -556,6 +575,32 @@ def main(argv: list[str] | None = None) -> int:
     if a.bench:
         return main_guard("topologies.atp", bench)
 
+    def run_two_levels() -> int:
+        n = a.racks * a.workers
+        imp = Impairment(loss=a.loss, dup=a.loss, reorder=a.loss, seed=3) if a.loss else None
+        cfg = ExperimentConfig(leaf_spine(a.racks, a.workers), impairment=imp, run_dir=RUN_DIR)
+        with Experiment(cfg) as ex:
+            spine, leaves = submit_two_racks(
+                ex, "racks", a.racks, a.workers, a.window, (0, a.pool_size)
+            )
+            start_ps(ex, n + 1, [spine])
+            got = run_racks(ex, leaves, RUN_DIR / "out", a.size, a.calls, 7, *bits)
+            events = {f"s{d}": pool_events(ex, f"s{d}") for d in range(1, a.racks + 2)}
+        bad = exact(got, 7, a.size, a.calls, bits=a.bits)
+        times = [t for g in got for t in g["rec"].get("times", [])]
+        mean = sum(times) / len(times) if times else float("nan")
+        print(f"job {spine} over {a.racks} racks of {a.workers} workers: "
+              f"{'EXACT' if not bad else 'WRONG'}, mean call {mean:.3f} s")  # fmt: skip
+        for b in bad:
+            print(f"  {b}")
+        for sw, ev in events.items():
+            role = "spine" if sw == "s1" else "leaf"
+            print(f"ATP pool at {sw} ({role}):", ", ".join(f"{k} {v}" for k, v in ev.items()))
+        return 1 if bad else 0
+
+    if a.racks:
+        return main_guard("topologies.atp", run_two_levels)
+
     def run() -> int:
         n = a.jobs * a.workers
         imp = Impairment(loss=a.loss, dup=a.loss, reorder=a.loss, seed=3) if a.loss else None
@@ -568,11 +613,11 @@ def main(argv: list[str] | None = None) -> int:
                 for j in range(a.jobs)
             ]  # fmt: skip
             start_ps(ex, ps, [j.job_id for j in jobs])
-            got = run_jobs(ex, jobs, RUN_DIR / "out", a.size, a.calls, seed=7)
+            got = run_jobs(ex, jobs, RUN_DIR / "out", a.size, a.calls, 7, *bits)
             events = pool_events(ex)
         failed = 0
         for j in jobs:
-            bad = exact(got[j.job_id], 7 + j.job_id, a.size, a.calls)
+            bad = exact(got[j.job_id], 7 + j.job_id, a.size, a.calls, bits=a.bits)
             times = [t for g in got[j.job_id] for t in g["rec"].get("times", [])]
             retx = sum(g["rec"].get("stats", {}).get("retransmissions", 0) for g in got[j.job_id])
             mean = sum(times) / len(times) if times else float("nan")
