@@ -154,3 +154,18 @@ def test_every_worker_gets_the_sum_of_both_racks_through_leaves_spine_and_ps(
         # Roomy pool: every psn was summed by the leaves and the spine, and released.
         assert spine["COMPLETED"] == len(psns) and spine["RELEASED"] == len(psns)
         assert leaf["RELEASED"] == len(psns) and racks.ps.stats.aggregates == len(psns)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--racks", "1"], "--racks needs at least 2 racks"), (["--bits", "40"], "--bits must be")],
+)
+def test_the_experiments_bad_arguments_get_a_one_line_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from topologies.atp import main
+
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2
+    assert message in capsys.readouterr().err
