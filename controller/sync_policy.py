@@ -11,6 +11,11 @@ Example:
     >>> w = Watch(q)
     >>> [w.decide(c) for c in [(1, 1, 0), (1, 1, 1), (2, 2, 1), (3, 3, 2), (4, 3, 4)]]
     ['sync', 'sync', 'sync', 'partial 3', 'sync']
+    >>> w = Watch(Policy.parse("partial 3 when same slowest for 2 else sync"))
+    >>> seen = [(1, 1, 1, 0), (0, 0, 0, 0), (1, 1, 1, 0)] + [(0, 0, 1, 0)] * 6
+    >>> said = [w.decide(c) for c in seen]
+    >>> said.index("partial 3"), said.count("partial 3"), said[-1]
+    (2, 6, 'sync')
     >>> w = Watch(Policy.parse("partial 3 when lag >= 2 keep 2 else sync"))
     >>> [w.decide(c) for c in [(2, 0), (1, 1), (2, 2), (3, 3)]]
     ['partial 3', 'partial 3', 'partial 3', 'sync']
@@ -22,8 +27,13 @@ let a straggler catch up, does not flip back at once). Conditions, over the work
 clocks that the switch keeps (``controller/sync_modes.py``, sampled by the watcher):
 
 - ``lag >= N``: the fastest worker is at least N epochs ahead of the slowest;
-- ``same slowest for K``: the last K samples that had one slowest worker (ties are
-  skipped) had the same one (the seed's "the same worker is last for K rounds").
+- ``same slowest for K`` (K up to 256): the last K samples that had one slowest worker (ties are
+  skipped) had the same one (the seed's "the same worker is last for K rounds"), and
+  they all fall within the last 4K samples: a worker not seen last lately is not slow
+  any more. (Under partial rounds a straggler back at normal speed catches up by
+  skipping a compute and then races the others for the last place; the samples then
+  show ties or one worker ahead, so its old samples age out and the decision can go
+  back to sync.)
 
 Modes are ``controller.sync_modes.Mode`` texts (``sync``, ``partial K [bound S]``,
 ``bounded S``, ``async``). ``python -m controller.sync_policy --controller URL --job J
@@ -48,6 +58,7 @@ Condition = Callable[[Sequence[int], "deque[int | None]"], bool]
 _MODE = r"(sync|async|partial \d+(?: bound \d+)?|bounded \d+)"
 _LAG = re.compile(r"lag >= (\d+)")
 _SAME = re.compile(r"same slowest for (\d+)")
+SEEN_WITHIN = 4  # same slowest for K: its last K samples within the last 4K samples
 
 
 def _lag_at_least(n: int) -> Condition:
@@ -59,8 +70,10 @@ def _lag_at_least(n: int) -> Condition:
 
 def _same_slowest_for(k: int) -> Condition:
     def holds(_clocks: Sequence[int], slowest: deque[int | None]) -> bool:
-        last = list(slowest)[-k:]
-        return len(last) == k and last[0] is not None and all(s == last[0] for s in last)
+        # slowest: per sample, the one slowest worker (None: a tie or everyone level).
+        named = [s for s in list(slowest)[-SEEN_WITHIN * k :] if s is not None]
+        last = named[-k:]
+        return len(last) == k and all(s == last[0] for s in last)
 
     return holds
 
@@ -98,7 +111,7 @@ class Policy:
                 cond, keep = k.group(1), int(k.group(2))
             if (lag := _LAG.fullmatch(cond)) is not None:
                 rules.append(Rule(mode, _lag_at_least(int(lag.group(1))), cond, keep))
-            elif (same := _SAME.fullmatch(cond)) is not None and int(same.group(1)) >= 1:
+            elif (same := _SAME.fullmatch(cond)) is not None and 1 <= int(same.group(1)) <= 256:
                 rules.append(Rule(mode, _same_slowest_for(int(same.group(1))), cond, keep))
             else:
                 raise JobError(
@@ -113,7 +126,7 @@ class Policy:
 class Watch:
     """A policy applied to a stream of clock samples: ``decide`` says the mode for now."""
 
-    def __init__(self, policy: Policy, history: int = 64) -> None:
+    def __init__(self, policy: Policy, history: int = 1024) -> None:
         self.policy = policy
         self.slowest: deque[int | None] = deque(maxlen=history)
         self._since = [10**9] * len(policy.rules)  # samples since each condition held
@@ -121,8 +134,7 @@ class Watch:
     def decide(self, clocks: Sequence[int]) -> str:
         low = min(clocks)
         at_low = [i for i, c in enumerate(clocks) if c == low]
-        if len(at_low) == 1:
-            self.slowest.append(at_low[0])
+        self.slowest.append(at_low[0] if len(at_low) == 1 else None)
         for i, rule in enumerate(self.policy.rules):
             held = rule.condition(clocks, self.slowest)
             self._since[i] = 0 if held else self._since[i] + 1

@@ -53,7 +53,7 @@ MODES = ("sync", "partial 3", "bounded 1", "bounded 2", "bounded 4", "async", DY
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m topologies.serene")
     ap.add_argument("--modes", default=",".join(MODES), help="comma-separated; 'dynamic'")
-    ap.add_argument("--policy", default="partial 3 when same slowest for 3 keep 30 else sync")
+    ap.add_argument("--policy", default="partial 3 when same slowest for 3 keep 5 else sync")
     ap.add_argument("--iterations", type=int, default=120)
     ap.add_argument("--compute", type=float, default=0.1, help="seconds per iteration")
     ap.add_argument("--eval-every", type=int, default=5, help="iterations between evaluations")
