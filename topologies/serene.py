@@ -26,7 +26,9 @@ model reached ``--target`` (every worker holds the same model, except under asyn
 each applies the others' gradients at its own times); final accuracy is the mean of the
 last 5 evaluations (one evaluation swings by points between steps; the workers' learning
 rate drops to a tenth for the last quarter of the data). It prints one table (and the
-ratios against sync side by side) and writes ``results/serene/serene.json`` and
+ratios against sync side by side; for the dynamic policy, each mode it swapped to and the
+epoch from which it applied; under ``--straggle transient`` the straggler is slow for the
+first half of the iterations) and writes ``results/serene/serene.json`` and
 ``results/serene/accuracy.png``.
 """
 
@@ -154,7 +156,8 @@ def summarise(
 def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
     base = next((r for r in rows if r["mode"] == "sync"), None)
     cols = ["mode", "time to target (s)", "vs sync", "final acc", "vs sync (pt)", "rounds",
-            "train (s)", "waiting per worker (s)", "late rounds", "same model"]  # fmt: skip
+            "train (s)", "waiting per worker (s)", "late rounds", "same model",
+            "mode changes (from epoch)"]  # fmt: skip
     out = []
     for r in rows:
         tta = r["time_to_target_s"]
@@ -169,6 +172,7 @@ def report(rows: list[dict[str, Any]], a: argparse.Namespace) -> Any:
             f"{r['final_accuracy']:.3f}", dacc, str(r["rounds"]), f"{r['total_time_s']:.1f}",
             " ".join(f"{w:.1f}" for w in r["waiting_s"]),
             str(sum(r["late_rounds"])), "yes" if r["replicas_identical"] else "NO",
+            ", ".join(f"{m} ({b})" for _, m, b in r["mode_changes"]) or "-",
         ])  # fmt: skip
     title = (f"Serene: 4 workers, worker 4 {a.slow:g}x slower ({a.straggle}), "
              f"target accuracy {a.target:g}, {a.iterations} "
@@ -200,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     def run() -> int:
         from rich.console import Console
 
-        console = Console(width=140)
+        console = Console(width=170)
         rows = run_all(a, console.print)
         console.print(report(rows, a))
         console.print(f"wrote {a.out / 'serene.json'} and {a.out / 'accuracy.png'}")
