@@ -8,8 +8,11 @@ a skip."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
+
+from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -26,3 +29,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def _fail_without_root() -> None:
     pytest.fail("this test needs root; CI must run as root")
+
+
+# The shipped program compiled once per session, and a fresh in-process p4sim switch per
+# test: what the controller, daemon and library tests program over P4Runtime.
+@pytest.fixture(scope="session")
+def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
+    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
+
+
+@pytest.fixture
+def switch() -> Iterator[LocalSwitch]:
+    with LocalSwitch(device_id=0) as sw:
+        yield sw

@@ -16,22 +16,11 @@ from controller import incctl
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon
 from controller.job import parse_request
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from hosts.ask_wire import fingerprint, kv_packet, parse, place
 from tests.test_controller_daemon import start_daemon
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES, Flag, Header, Op
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
-
-
-@pytest.fixture
-def switch() -> Iterator[LocalSwitch]:
-    with LocalSwitch(device_id=0) as sw:
-        yield sw
 
 
 @pytest.fixture

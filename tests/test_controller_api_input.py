@@ -22,16 +22,11 @@ from hypothesis import strategies as st
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4runtime_client import SwitchSpec
 from tests.test_controller_daemon import TABLES, job_entries
 
 REQUEST_TIMEOUT = 1.5  # the daemon's deadline for a request's head and body, in these tests
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
 
 
 @pytest.fixture(scope="module")

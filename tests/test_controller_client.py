@@ -13,7 +13,7 @@ import pytest
 from finsy import P4CloneSessionEntry, P4MulticastGroupEntry, P4TableEntry
 from finsy.grpcutil import GRPCStatusCode
 
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
 from controller.p4runtime_client import (
     Pipeline,
     SwitchConnection,
@@ -31,11 +31,6 @@ JOBS = "IncIngress.job_region.jobs"
 
 def run(coro: Coroutine[Any, Any, Any]) -> Any:
     return asyncio.run(coro)
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from controller import incctl
 from controller.aggregator import AGG_JOB, STATE_REGISTERS, copy_range
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection, SwitchSpec
 from wire.framing import encapsulate
@@ -34,17 +34,6 @@ TABLES = (
     "IncEgress.result_rewrite.result_dst",
     "IncIngress.result_guard.guarded_jobs",  # no port may bring the job's results in
 )
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
-
-
-@pytest.fixture
-def switch() -> Iterator[LocalSwitch]:
-    with LocalSwitch(device_id=0) as sw:
-        yield sw
 
 
 def start_daemon(

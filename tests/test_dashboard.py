@@ -28,7 +28,7 @@ from controller import job_region
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
 from controller.inc_drops import INC_DROPS, JOB_DROPS
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4runtime_client import SwitchConnection, SwitchSpec
 from tests.test_controller_daemon import contribution
 from wire.header import DROP_STRIDE, SLOTS, DropReason
@@ -44,17 +44,6 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
-
-
-@pytest.fixture
-def switch() -> Iterator[LocalSwitch]:
-    with LocalSwitch(device_id=0) as sw:
-        yield sw
 
 
 @pytest.fixture

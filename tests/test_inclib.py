@@ -15,16 +15,11 @@ import pytest
 
 import inclib
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4runtime_client import SwitchSpec
 from hosts.allreduce import LocalGroup, fixed_point_allreduce
 from inclib.block_quantize import INT32_MAX, block_allreduce
 from inclib.plan import AdmissionError
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
 
 
 @pytest.fixture

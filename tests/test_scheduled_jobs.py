@@ -8,7 +8,6 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,7 @@ from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
 from controller.job import host_ip, host_mac
 from controller.job_region import EPOCH_SLOTS
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4runtime_client import SwitchSpec
 from controller.scheduled_jobs import SchedulingOptions
 from controller.sizing import AGGREGATOR_BYTES
@@ -47,17 +46,6 @@ def IP(port: int) -> bytes:  # noqa: N802
 RTT_S = 1e-3
 WANT = 12  # aggregators a job needs for line rate in these tests (the EDF pool)
 LINE_RATE = WANT * AGGREGATOR_BYTES / RTT_S
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
-
-
-@pytest.fixture
-def switch() -> Iterator[LocalSwitch]:
-    with LocalSwitch(device_id=0) as sw:
-        yield sw
 
 
 def start(

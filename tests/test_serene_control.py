@@ -15,22 +15,11 @@ import pytest
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.sync_policy import Policy, watch_job
 from tests.test_controller_daemon import http, start_daemon
 from wire.framing import encapsulate
 from wire.header import SLOTS, Flag, Header, aggregator_address, pack, unpack
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> PipelineFiles:
-    return compile_pipeline(P4SRC, tmp_path_factory.mktemp("pipeline"))
-
-
-@pytest.fixture
-def switch() -> Iterator[LocalSwitch]:
-    with LocalSwitch(device_id=0) as sw:
-        yield sw
 
 
 @pytest.fixture
