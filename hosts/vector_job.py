@@ -61,6 +61,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--peers", help="ring: every worker's IP in rank order (default 10.0.0.1..)")
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--total-timeout", type=float, default=30.0, help="bound of one call, s")
+    ap.add_argument("--window", type=int, default=0,
+                    help="ps and ring: packets in flight (default 0: the job's window); the"
+                         " switch methods' window is bound by the job's switch memory")  # fmt: skip
     ap.add_argument("--compute-ms", type=float, default=0.0,
                     help="a compute phase before each call: uniform in [0.5, 1.5] x this, the"
                          " same for the job's workers (seeded by --seed and the call)")  # fmt: skip
@@ -75,6 +78,8 @@ def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
     from wire.header import INC_UDP_PORT
 
     n = cfg["n_workers"]
+    if a.window:  # the job's memory does not bound a host's window: its region grows along
+        cfg = {**cfg, "window": a.window, "region_size": max(cfg["region_size"], a.window)}
     if a.method == "ring":
         ips = a.peers.split(",") if a.peers else [f"10.0.0.{i + 1}" for i in range(n)]
         peers = [(ip, RING_UDP_PORT) for ip in ips]
@@ -105,7 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     from controller.api_client import ApiError, ControllerApi
     from hosts.allreduce import AllReduceTimeout
 
-    a = parser().parse_args(argv)
+    ap = parser()
+    a = ap.parse_args(argv)
+    if a.window < 0 or (a.window and a.method == "switch"):
+        ap.error("--window: a positive count, for --method ps or ring only")
     sizes = [int(x) for x in a.size.split(",")]
     by_size: dict[str, list[float]] = {str(n): [] for n in sizes}
     out: dict[str, Any] = {"method": a.method, "worker_id": a.worker_id, "times": []}

@@ -158,7 +158,12 @@ def test_every_worker_gets_the_sum_of_both_racks_through_leaves_spine_and_ps(
 
 @pytest.mark.parametrize(
     ("args", "message"),
-    [(["--racks", "1"], "--racks needs at least 2 racks"), (["--bits", "40"], "--bits must be")],
+    [
+        (["--racks", "1"], "--racks needs at least 2 racks"),
+        (["--bits", "40"], "--bits must be"),
+        (["--bench", "--delay-ms", "-1"], "--delay-ms must be in"),
+        (["--bench", "--bw-mbps", "0"], "--bw-mbps must be in"),
+    ],
 )
 def test_the_experiments_bad_arguments_get_a_one_line_error(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -169,3 +174,19 @@ def test_the_experiments_bad_arguments_get_a_one_line_error(
         main(args)
     assert e.value.code == 2
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args", [["--method", "switch", "--window", "8"], ["--method", "ps", "--window", "-2"]]
+)
+def test_vector_job_window_is_only_for_host_methods(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A switch method's window is bound by the job's switch memory: no override."""
+    from hosts.vector_job import main
+
+    base = ["--controller", "unix:/nonexistent", "--job-id", "1", "--worker-id", "0"]
+    with pytest.raises(SystemExit) as e:
+        main([*base, "--out", "/tmp/unused", *args])
+    assert e.value.code == 2
+    assert "--window: a positive count, for --method ps or ring only" in capsys.readouterr().err

@@ -14,12 +14,12 @@ SENDER = r"""
 import socket, struct, time, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 for i in range(int(sys.argv[1])):
-    s.sendto(struct.pack('!I', i), ('10.9.0.2', 9999))
+    s.sendto(struct.pack('!Id', i, time.monotonic()), ('10.9.0.2', 9999))
     if i % 20 == 0:
         time.sleep(0.002)
 """
 RECEIVER = r"""
-import socket, struct, sys
+import socket, struct, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(('10.9.0.2', 9999))
 s.settimeout(2.0)
@@ -27,10 +27,11 @@ print('ready', flush=True)
 seen = []
 try:
     while True:
-        seen.append(struct.unpack('!I', s.recv(64))[0])
+        i, sent = struct.unpack('!Id', s.recv(64))
+        seen.append(f'{i},{time.monotonic() - sent:.6f}')
 except socket.timeout:
     pass
-print(' '.join(map(str, seen)))
+print(' '.join(seen))
 """
 
 
@@ -104,6 +105,12 @@ def three_namespaces():
 
 
 def _run_through_relay(namespaces, imp: Impairment, n: int) -> list[int]:
+    return [i for i, _ in _through_relay(namespaces, imp, n)]
+
+
+def _through_relay(namespaces, imp: Impairment, n: int) -> list[tuple[int, float]]:
+    """Datagrams 0..n-1 from left to right across the relay: (number, seconds on the way)
+    in arrival order (CLOCK_MONOTONIC is one clock in every namespace)."""
     left, mid, right = namespaces
     relay = subprocess.Popen(
         [
@@ -124,6 +131,8 @@ def _run_through_relay(namespaces, imp: Impairment, n: int) -> list[int]:
             str(imp.reorder),
             "--seed",
             str(imp.seed),
+            "--delay-ms",
+            str(imp.delay_s * 1000),
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -144,7 +153,8 @@ def _run_through_relay(namespaces, imp: Impairment, n: int) -> list[int]:
     finally:
         relay.terminate()
         relay.wait(10)
-    return [int(x) for x in out.split()]
+    pairs = [x.split(",") for x in out.split()]
+    return [(int(i), float(t)) for i, t in pairs]
 
 
 def test_clean_relay_delivers_every_datagram_in_order(three_namespaces):
@@ -166,10 +176,19 @@ def test_relay_loses_duplicates_and_reorders_at_the_configured_rates(three_names
     assert inversions > 0.01 * n
 
 
+def test_delay_holds_every_frame_for_at_least_the_delay_and_keeps_the_order(three_namespaces):
+    seen = _through_relay(three_namespaces, Impairment(delay_s=0.04), 300)
+    assert [i for i, _ in seen] == list(range(300))
+    assert min(t for _, t in seen) >= 0.04  # a lower bound: no load makes a frame early
+
+
 def test_netem_equivalent_arguments():
     assert netem_args(Impairment(loss=0.05, dup=0.01)) == ["netem", "loss", "5%", "duplicate", "1%"]
+    assert netem_args(Impairment(delay_s=0.01)) == ["netem", "delay", "10ms"]
 
 
 def test_probabilities_outside_zero_one_are_rejected():
     with pytest.raises(ValueError, match="loss must be a probability"):
         Impairment(loss=1.5)
+    with pytest.raises(ValueError, match="delay must be in"):
+        Impairment(delay_s=-0.001)

@@ -267,6 +267,8 @@ class BenchConfig:
     size: int = 8192
     calls: int = 2
     compute_ms: float = 0.0  # a training job's compute phase before each call (vector_job)
+    delay_ms: float = 0.0  # one-way delay of every link (an impairment relay on each)
+    bw_mbps: float | None = None  # every link shaped to this (htb); None: unshaped
     plot: Path = Path("results/atp_bench.png")
 
     def command(self) -> str:
@@ -274,8 +276,20 @@ class BenchConfig:
             f"{sys.executable} -m topologies.atp --bench --bench-jobs "
             f"{','.join(map(str, self.jobs))} --workers {self.workers} --window {self.window}"
             f" --pool-size {self.pool} --size {self.size} --calls {self.calls}"
-            f" --compute-ms {self.compute_ms:g}"
+            f" --compute-ms {self.compute_ms:g} --delay-ms {self.delay_ms:g}"
+            + (f" --bw-mbps {self.bw_mbps:g}" if self.bw_mbps else "")
         )
+
+    @property
+    def links(self) -> str:
+        shaped = f"{self.bw_mbps:g} Mbit/s" if self.bw_mbps else "unshaped"
+        return f"links {shaped}, {self.delay_ms:g} ms delay"
+
+    @property
+    def timeout_s(self) -> float:
+        """The workers' retransmission timeout: the default 50 ms plus 6 one-way delays (an
+        ATP round trip crosses 4 delayed links: worker, switch, PS, switch, worker)."""
+        return 0.05 + 6 * self.delay_ms / 1000
 
 
 @dataclass(frozen=True)
@@ -313,9 +327,11 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
         # A parameter server per job, each on a host of its own after the workers (ATP keeps
         # one per job; one PS host for all would put every job's results on one link).
         ps_hosts = [hosts + 1 + j for j in range(n)]
+        imp = Impairment(delay_s=cfg.delay_ms / 1000) if cfg.delay_ms else None
         run_cfg = ExperimentConfig(
-            star(hosts + n), run_dir=RUN_DIR / f"bench{n}", log=lambda s: None
-        )
+            star(hosts + n), bw_mbps=cfg.bw_mbps, impairment=imp, run_dir=RUN_DIR / f"bench{n}",
+            log=lambda s: None,
+        )  # fmt: skip
         with Experiment(run_cfg) as ex:
             groups = [list(range(j * cfg.workers + 1, (j + 1) * cfg.workers + 1)) for j in range(n)]
             atp_jobs = [
@@ -341,13 +357,15 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
             for mode, jobs, extra in (
                 (MODES[0], atp_jobs, ()),
                 (MODES[1], static, ()),
-                (MODES[2], static, ("--method", "ps")),
+                # the PS has no switch memory to share: its window is the ATP jobs' window
+                (MODES[2], static, ("--method", "ps", "--window", str(cfg.window))),
             ):
                 before = pool_events(ex)
                 out = RUN_DIR / f"bench{n}" / mode.replace(" ", "_")
                 calls = cfg.calls + WARM_UP
                 got = run_jobs(ex, jobs, out, cfg.size, calls, 70, "--bits", "24",
-                               "--compute-ms", str(cfg.compute_ms), *extra)  # fmt: skip
+                               "--compute-ms", str(cfg.compute_ms),
+                               "--timeout", f"{cfg.timeout_s:g}", *extra)  # fmt: skip
                 after = pool_events(ex)
                 for j in jobs:
                     bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, calls, bits=24)
@@ -373,7 +391,8 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
 
     t = Table(
         title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} aggregators,"
-        f" window {cfg.window} per job, {cfg.workers} workers per job, p4sim on Mininet)"
+        f" window {cfg.window} per job, {cfg.workers} workers per job, {cfg.links},"
+        " p4sim on Mininet)"
     )
     for col in ("jobs", "mode", "per-job Mbit/s", "total Mbit/s", "vs static", "collisions",
                 "fallbacks"):  # fmt: skip
@@ -390,7 +409,7 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
     return t
 
 
-def plot(rows: list[BenchRow], path: Path) -> Path:
+def plot(rows: list[BenchRow], path: Path, links: str = "") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -405,7 +424,7 @@ def plot(rows: list[BenchRow], path: Path) -> Path:
         ax.bar([c + (i - 1) * width for c in range(len(counts))], vals, width, label=mode)
     ax.set_xticks(range(len(counts)), [f"{n} job(s)" for n in counts])
     ax.set_ylabel("total all-reduce goodput, Mbit/s")
-    ax.set_title("ATP vs NetReduce regions vs PS (p4sim, Mininet)")
+    ax.set_title(f"ATP vs NetReduce regions vs PS (p4sim, Mininet{', ' if links else ''}{links})")
     ax.legend()
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -531,6 +550,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench-jobs", default="1,2,4", help="bench: concurrent job counts")
     ap.add_argument("--flood-bench", action="store_true", help="a job beside a flooding tenant")
     ap.add_argument("--compute-ms", type=float, default=0.0, help="bench: compute before a call")
+    ap.add_argument("--delay-ms", type=float, default=0.0,
+                    help="bench: one-way delay of every link, ms")  # fmt: skip
+    ap.add_argument("--bw-mbps", type=float, default=None,
+                    help="bench: every link shaped to this rate (default unshaped)")  # fmt: skip
     ap.add_argument("--racks", type=int, default=0,
                     help="one job over RACKS leaf switches (--workers each) and a spine with "
                          "the PS: two-level aggregation")  # fmt: skip
@@ -545,6 +568,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--racks needs at least 2 racks (0: one switch)")
     if not 2 <= a.bits <= 32:
         ap.error("--bits must be in 2..32")
+    if not 0 <= a.delay_ms <= 1000:
+        ap.error("--delay-ms must be in 0..1000")
+    if a.bw_mbps is not None and not 0 < a.bw_mbps <= 1000:
+        ap.error("--bw-mbps must be in (0, 1000]")
     bits = ("--bits", str(a.bits))
 
     def flood_bench() -> int:
@@ -563,13 +590,13 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg = BenchConfig(
             tuple(int(x) for x in a.bench_jobs.split(",")), a.workers, a.window, a.pool_size,
-            a.size, a.calls, a.compute_ms,
+            a.size, a.calls, a.compute_ms, a.delay_ms, a.bw_mbps,
         )  # fmt: skip
         console = Console(width=140)
         rows = measure(cfg, log=console.print)
         console.print(table(rows, cfg))
         console.print(ratio_line(rows))
-        console.print(f"plot: {plot(rows, cfg.plot)}")
+        console.print(f"plot: {plot(rows, cfg.plot, cfg.links)}")
         return 0
 
     if a.bench:

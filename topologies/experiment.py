@@ -17,7 +17,7 @@ commands, its job, its table); this module does what they share:
   on every switch from shortest paths over the layout;
 - impairments: with ``impairment`` set, every link (host-switch and switch-switch) gets a
   relay host in the middle running ``topologies/impair_relay.py`` (this kernel has no
-  netem: loss, duplication and reordering are done there);
+  netem: loss, duplication, reordering and a one-way delay are done there);
 - the switches (``P4Switch``: p4sim, or BMv2 with ``SWITCH=bmv2``) start empty; the
   controller daemon (``controller/daemon.py``) owns all of them over P4Runtime, pushes
   ``p4src/inc.p4`` and the forwarding entries, and serves its API on a Unix socket under
@@ -333,7 +333,7 @@ class Experiment:
         for i, r in enumerate(self.relays, start=1):
             cmd = [sys.executable, "-m", "topologies.impair_relay", f"{r}-eth0", f"{r}-eth1"]
             cmd += ["--loss", str(imp.loss), "--dup", str(imp.dup), "--reorder", str(imp.reorder)]
-            cmd += ["--seed", str(imp.seed + i)]
+            cmd += ["--seed", str(imp.seed + i), "--delay-ms", f"{imp.delay_s * 1000:g}"]
             self.start_service(r, cmd, ready="impair_relay: ready", log_name=r)
 
     def _start_daemon(self) -> None:
