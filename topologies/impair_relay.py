@@ -28,7 +28,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from p4sim.ports import MAX_FRAME, PACKET_OUTGOING, open_raw_socket
 
@@ -82,7 +82,7 @@ class Direction:
     src: object
     dst: object
     held: deque[tuple[float, int, bytes]]
-    delayed: deque[tuple[float, bytes]]  # (when it leaves, frame), in order
+    delayed: deque[tuple[float, bytes]] = field(default_factory=deque)  # (when it leaves, frame)
     sent: int = 0
     dropped: int = 0
     duplicated: int = 0
@@ -95,8 +95,8 @@ def relay(a: str, b: str, imp: Impairment, stop_after: float | None = None) -> d
     sa, sb = open_raw_socket(a), open_raw_socket(b)
     print("impair_relay: ready", flush=True)  # the sockets see every frame from here on
     dirs = {
-        sa.fileno(): Direction(sa, sb, deque(), deque()),
-        sb.fileno(): Direction(sb, sa, deque(), deque()),
+        sa.fileno(): Direction(sa, sb, deque()),
+        sb.fileno(): Direction(sb, sa, deque()),
     }
     running = True
 
