@@ -16,7 +16,8 @@ loop in C) and, where ``simple_switch_grpc`` and ``p4c`` are on PATH, on BMv2
 in the same run with the same entries and traffic: the delivered rate and loss at each
 offered rate, the best delivered rate of each switch and their ratio. Without BMv2 the
 table says so and shows the reference figures measured from outside on this kind of
-machine (BMv2 1.15.5), labelled as such.
+machine (BMv2 1.15.5), labelled as such. Sender and receiver are tests/bench/traffic.c
+(traffic.py where no C compiler is installed), which share the 2 cores with the switch.
 
 Section ddp (tests/bench/ddp.py, root): PyTorch DDP with 4 workers on Mininet, inclib's
 switch comm hook against gloo's all-reduce in one run: time per iteration, time to accuracy,
@@ -273,8 +274,13 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
             f"as root: {sys.executable} -m tests.bench --only wire"
         )
         return
-    from tests.bench.wire import bmv2_available, ceiling, sweep
+    from tests.bench.wire import bmv2_available, ceiling, sweep, traffic_default
 
+    traffic = traffic_default()
+    console.print(
+        "sender and receiver: "
+        + ("C (tests/bench/traffic.c)" if traffic == "c" else "Python (no C compiler here)")
+    )
     missing = bmv2_available()
     targets = ["p4sim", "p4sim-native"] if missing else ["p4sim", "p4sim-native", "bmv2"]
     if missing:

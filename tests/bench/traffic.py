@@ -8,7 +8,9 @@ steps (a psn that went back would be dropped as stale).
         stdin ``RATE SECONDS`` -> stdout ``sent``: frames paced at RATE/s for SECONDS
     python -m tests.bench.traffic receive CASE IFACE[,IFACE...] EXPECTED_HEX|any
         stdin ``SECONDS`` -> stdout ``received wrong``: frames counted during SECONDS, and
-        how many of them differ from what the program must output
+        how many of them differ from what the program must output; then late frames are
+        discarded until the ports are quiet for 0.2 s (at most 5 s), so that a backlog is
+        not counted in the next step
 
 Frames are sent in bursts of up to 32 per ``sendmmsg`` at the burst's due time, so the
 offered rate holds on average over any few milliseconds. The receiver checks every frame:
@@ -30,6 +32,8 @@ from tests.bench import programs
 
 BURST = 32
 ETH_P_ALL = 0x0003
+DRAIN_QUIET_S = 0.2  # after a step: late frames are discarded until the ports are this quiet
+DRAIN_MAX_S = 5.0
 
 
 def _socket(iface: str) -> socket.socket:
@@ -153,6 +157,14 @@ def receive(case_name: str, ifaces: list[str], expected_hex: str) -> None:
                     got += 1
                     if not ok(fd, f):
                         wrong += 1
+        # Late frames of this step: discarded until the ports are quiet, not counted next.
+        end = time.perf_counter() + DRAIN_MAX_S
+        while time.perf_counter() < end:
+            ready = poller.poll(DRAIN_QUIET_S * 1000)
+            if not ready:
+                break
+            for fd, _ in ready:
+                rx[fd].receive()
         print(got, wrong, flush=True)
 
 

@@ -31,8 +31,11 @@ from pathlib import Path
 from tests.bench.programs import ROOT, Case
 
 #: offered rates (input packets/s) of a sweep; it stops early once the switch is saturated
-DEFAULT_RATES = (2_000, 5_000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000, 100_000, 130_000)
-CEILING_RATES = (20_000, 50_000, 100_000, 150_000, 200_000, 300_000)
+DEFAULT_RATES = (
+    2_000, 5_000, 10_000, 20_000, 30_000, 45_000, 60_000, 80_000, 100_000, 130_000, 160_000,
+    200_000, 250_000, 300_000, 400_000,
+)  # fmt: skip
+CEILING_RATES = (20_000, 50_000, 100_000, 200_000, 300_000, 400_000, 600_000, 800_000)
 
 
 @dataclass(frozen=True)
@@ -170,20 +173,26 @@ def _expected_output(case: Case) -> bytes:
     return outs[0][1] if outs else b""
 
 
-def _start_reflector(veths: _Veths, tmp: Path) -> subprocess.Popen:
-    """tests/bench/reflector.c, built here, forwarding port 1's frames to port 2."""
+def _build(name: str, tmp: Path) -> Path:
+    """``tests/bench/NAME.c`` built in ``tmp`` with the system C compiler."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        raise RuntimeError("no C compiler (cc/gcc) to build tests/bench/reflector.c")
-    exe = tmp / "reflector"
+        raise RuntimeError(f"no C compiler (cc/gcc) to build tests/bench/{name}.c")
+    exe = tmp / name
     built = subprocess.run(
-        [cc, "-O2", "-o", str(exe), str(ROOT / "tests/bench/reflector.c")],
+        [cc, "-O2", "-Wall", "-o", str(exe), str(ROOT / f"tests/bench/{name}.c")],
         capture_output=True,
         text=True,
         check=False,
     )
     if built.returncode != 0:
-        raise RuntimeError(f"building the reflector failed: {built.stderr[-500:]}")
+        raise RuntimeError(f"building tests/bench/{name}.c failed: {built.stderr[-500:]}")
+    return exe
+
+
+def _start_reflector(veths: _Veths, tmp: Path) -> subprocess.Popen:
+    """tests/bench/reflector.c, built here, forwarding port 1's frames to port 2."""
+    exe = _build("reflector", tmp)
     (s1, _), (s2, _) = veths.pairs[1], veths.pairs[2]
     proc = subprocess.Popen([str(exe), s1, s2], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -197,10 +206,53 @@ def ceiling(
     rates: Sequence[float] = CEILING_RATES,
     seconds: float = 1.5,
     log: Callable[[str], None] = lambda s: None,
+    traffic: str | None = None,
 ) -> Sweep:
     """The same sweep with a C reflector, which costs nothing, in the switch's place: the
     most that any switch can be measured at here (frames are counted, not checked)."""
-    return sweep("ceiling", case, rates, seconds, log)
+    return sweep("ceiling", case, rates, seconds, log, traffic)
+
+
+#: sender and receiver: "c" (tests/bench/traffic.c, built here) or "python" (traffic.py)
+TRAFFIC = ("c", "python")
+
+
+def traffic_default() -> str:
+    """C where a compiler is installed: it leaves the switch more of the shared cores."""
+    return "c" if shutil.which("cc") or shutil.which("gcc") else "python"
+
+
+def _traffic_commands(
+    case: Case, hosts: str, expected: str, tmp: Path, traffic: str
+) -> tuple[list[str], list[str]]:
+    """The receiver's and the sender's command lines for ``case``."""
+    from tests.bench import programs
+
+    if traffic == "python":
+        py = [sys.executable, "-m", "tests.bench.traffic"]
+        return [*py, "receive", case.name, hosts, expected], [*py, "send", case.name, hosts]
+    exe = str(_build("traffic", tmp))
+    frames = tmp / "frames.bin"
+    if case.program == programs.INC:
+        records = [(w, programs.inc_frame(w, 0)) for w in range(programs.WORKERS)]
+        send_mode = ["inc", str(programs.REGION)]
+    else:
+        records = [(case.ports.index(port), f) for port, f in case.frames(64)]
+        send_mode = ["fixed"]
+    frames.write_bytes(b"".join(bytes([i]) + len(f).to_bytes(2, "little") + f for i, f in records))
+    if expected == "any":
+        check = ["any"]
+    elif case.program == programs.INC:
+        check = ["inc", f"{programs.WORKERS},{programs.JOB}"]
+    elif case.program == programs.REGISTERS:
+        check = ["prefix", expected]
+    else:
+        check = ["equal", expected]
+    ports = ",".join(str(p) for p in case.ports)
+    return (
+        [exe, "receive", hosts, ports, *check],
+        [exe, "send", hosts, str(frames), *send_mode],
+    )
 
 
 def sweep(
@@ -209,9 +261,12 @@ def sweep(
     rates: Sequence[float] = DEFAULT_RATES,
     seconds: float = 1.5,
     log: Callable[[str], None] = lambda s: None,
+    traffic: str | None = None,
 ) -> Sweep:
     """Offer each rate for ``seconds``; stop once delivery falls under half the offer
-    twice (the switch is saturated)."""
+    twice (the switch is saturated). ``traffic``: who sends and receives (``TRAFFIC``;
+    default ``traffic_default()``)."""
+    traffic = traffic or traffic_default()
     result = Sweep(target, case.name)
     expected = _expected_output(case).hex() if target != "ceiling" else "any"
     procs: list[subprocess.Popen] = []
@@ -223,11 +278,11 @@ def sweep(
             else:
                 procs.append(_start_switch(target, case, veths, tmp))
             hosts = ",".join(h for _, h in veths.pairs.values())
-            py = [sys.executable, "-m", "tests.bench.traffic"]
             env = {**os.environ, "PYTHONPATH": str(ROOT)}
             popen = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True, "env": env}
-            rx = subprocess.Popen([*py, "receive", case.name, hosts, expected], **popen)
-            tx = subprocess.Popen([*py, "send", case.name, hosts], **popen)
+            rx_cmd, tx_cmd = _traffic_commands(case, hosts, expected, tmp, traffic)
+            rx = subprocess.Popen(rx_cmd, **popen)
+            tx = subprocess.Popen(tx_cmd, **popen)
             procs += [rx, tx]
             assert rx.stdout is not None and rx.stdin is not None
             assert tx.stdout is not None and tx.stdin is not None
