@@ -9,9 +9,9 @@ def test_p4sim_links_let_four_workers_offer_half_its_aggregation_rate(monkeypatc
     monkeypatch.delenv("P4SIM_BACKEND", raising=False)
     r = link_rate("p4sim", workers=4)
     offered = 4 * r.mbps * 1e6 / 8 / FRAME_BYTES  # aggregation frames/s the links can carry
-    assert r.mbps == 8.7
+    assert r.mbps == 25.2
     assert offered == pytest.approx(HEADROOM * SWITCH_AGG_RATE["p4sim"], rel=0.05)
-    assert "chosen for p4sim: 45,000 aggregation packets/s (configured)" in r.describe()
+    assert "chosen for p4sim: 130,000 aggregation packets/s (configured)" in r.describe()
 
 
 def test_p4sim_on_the_python_back_end_gets_the_links_of_its_own_rate(monkeypatch):

@@ -129,6 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
     ap.add_argument("--seconds", type=float, default=3.0, help="in-process: CPU s per program")
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
+    ap.add_argument("--traffic", choices=["c", "python"], default=None,
+                    help="wire: sender and receiver (default: c where a compiler is)")  # fmt: skip
     ap.add_argument(
         "--only",
         choices=["sched", "p4sim", "wire", "ddp", "kvcons", "netreduce", "serene", "atp", "ask"],
@@ -276,7 +278,7 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
         return
     from tests.bench.wire import bmv2_available, ceiling, sweep, traffic_default
 
-    traffic = traffic_default()
+    traffic = args.traffic or traffic_default()
     console.print(
         "sender and receiver: "
         + ("C (tests/bench/traffic.c)" if traffic == "c" else "Python (no C compiler here)")
@@ -288,12 +290,14 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
             f"BMv2 absent ({missing}): its column shows reference figures, not a measurement"
         )
     basic = CASES["basic IPv4 forwarding"]
-    top = ceiling(basic, seconds=args.step, log=console.print)
+    top = ceiling(basic, seconds=args.step, log=console.print, traffic=traffic)
     limit = f"{top.best:,.0f} pkt/s" if top.error is None else f"not measured ({top.error[:60]})"
     results = {}
     for case in CASES.values():
         for target in targets:
-            results[case.name, target] = sweep(target, case, seconds=args.step, log=console.print)
+            results[case.name, target] = sweep(
+                target, case, seconds=args.step, log=console.print, traffic=traffic
+            )
     table = Table(title="on the wire, paced offered load, best delivered input packets/s")
     cols = ("program", "p4sim python", "p4sim native", "native loss at best",
             "native < 1% loss", "BMv2", "native / BMv2", "python / BMv2")  # fmt: skip
@@ -331,7 +335,10 @@ def bench_wire(args: argparse.Namespace, console: Console) -> None:
     )
     wrong = sum(s.wrong for r in results.values() for s in r.steps)
     console.print(f"frames with wrong content: {wrong} (every output frame is checked)")
-    console.print(f"command: {sys.executable} -m tests.bench --only wire --step {args.step}")
+    console.print(
+        f"command: {sys.executable} -m tests.bench --only wire --step {args.step}"
+        f" --traffic {traffic}"
+    )
 
 
 def bench_p4sim(args: argparse.Namespace, console: Console) -> None:
