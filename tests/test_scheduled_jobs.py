@@ -222,8 +222,12 @@ def test_round_robin_pauses_and_resumes_jobs_at_epoch_boundaries_without_losing_
     bridge = SwitchBridge(4, switch=switch)
     out: dict[tuple[int, int], Any] = {}
     try:
-        a = submit(api, [1, 2], **{"class": "be", "epochs": 30})
-        b = submit(api, [3, 4], **{"class": "be", "epochs": 30})
+        # Each job computes 30 x 40 ms = 1.2 s at least, a lower bound no load shortens: 4
+        # quanta or more. Taking turns, each job is therefore paused before the other ends
+        # (with 0.6 s, the first job could end in its second turn and the second job then
+        # never waited again: this test failed so on an idle machine).
+        a = submit(api, [1, 2], **{"class": "be", "epochs": 30, "compute_ms": 40.0})
+        b = submit(api, [3, 4], **{"class": "be", "epochs": 30, "compute_ms": 40.0})
         assert api.job(b)["region"]["size"] == 0  # the pool holds one job at a time
         threads = run_workers(api, bridge, a, 1, out) + run_workers(api, bridge, b, 3, out)
         for t in threads:
