@@ -17,8 +17,8 @@ def test_p4sim_links_let_four_workers_offer_half_its_aggregation_rate(monkeypatc
 def test_p4sim_on_the_python_back_end_gets_the_links_of_its_own_rate(monkeypatch):
     monkeypatch.setenv("P4SIM_BACKEND", "python")
     r = link_rate("p4sim", workers=4)
-    assert r.mbps == 2.1
-    assert "chosen for p4sim-python: 10,800 aggregation packets/s" in r.describe()
+    assert r.mbps == 3.9
+    assert "chosen for p4sim-python: 20,000 aggregation packets/s" in r.describe()
 
 
 def test_bmv2_gets_slower_links_than_p4sim_in_proportion_to_its_rate(monkeypatch):

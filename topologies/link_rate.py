@@ -25,9 +25,9 @@ from dataclasses import dataclass
 #: p4sim by ``make bench`` (wire section, inc.p4 aggregation round, highest offered rate
 #: delivered with < 1 % loss): its default native back end ("p4sim": 130,000 and 300,000
 #: in two runs on an idle machine, the lower kept) and, with P4SIM_BACKEND=python, the
-#: Python one ("p4sim-python", also hosts/vector_job.py, measured on a loaded machine);
+#: Python one ("p4sim-python", also hosts/vector_job.py: 20,000 and 30,000, the lower kept);
 #: BMv2 simple_switch_grpc 1.15.5 measured from outside (issue 16).
-SWITCH_AGG_RATE = {"p4sim": 130_000, "p4sim-python": 10_800, "bmv2": 5_000}
+SWITCH_AGG_RATE = {"p4sim": 130_000, "p4sim-python": 20_000, "bmv2": 5_000}
 #: Bytes of one aggregation frame: Ethernet 14, IPv4 20, UDP 8, INC header 24, 32 x int32.
 FRAME_BYTES = 14 + 20 + 8 + 24 + 32 * 4
 HEADROOM = 0.5

@@ -40,7 +40,7 @@ RUN_DIR = Path("run/netreduce")
 METHODS = ("switch", "ps", "ring")
 # The links' rate is chosen for the switch that runs the job (topologies/link_rate.py):
 # p4sim (native back end, ~130,000 aggregation packets/s here) gets ~25 Mbit/s links with
-# 4 workers (2.1 Mbit/s with P4SIM_BACKEND=python, ~10,800), BMv2 (~5,000) ~1 Mbit/s, so
+# 4 workers (3.9 Mbit/s with P4SIM_BACKEND=python, ~20,000), BMv2 (~5,000) ~1 Mbit/s, so
 # that on each the links set the pace and not the switch.
 DEFAULT_WINDOW = 32
 
