@@ -5,6 +5,7 @@ Run (root; ``make setup`` first)::
     python -m topologies.atp [--jobs 2] [--workers 2] [--pool-size 16] [--window 32]
                              [--size 20000] [--calls 3] [--loss 0.01]
     python -m topologies.atp --racks 2 [--workers 2] ...   # one job, two levels
+    python -m topologies.atp --bench [--delay-ms 10]       # shared pool vs static vs PS
 
 ``--racks R``: one job whose workers sit in R racks (``--workers`` each, a leaf switch per
 rack, ``s2 ..``) under a spine ``s1`` that holds the PS host; the leaves aggregate their
@@ -269,7 +270,13 @@ class BenchConfig:
     compute_ms: float = 0.0  # a training job's compute phase before each call (vector_job)
     delay_ms: float = 0.0  # one-way delay of every link (an impairment relay on each)
     bw_mbps: float | None = None  # every link shaped to this (htb); None: unshaped
-    plot: Path = Path("results/atp_bench.png")
+    plot: Path | None = None  # default: results/atp_bench[_delayDms].png
+
+    @property
+    def plot_path(self) -> Path:
+        if self.plot is not None:
+            return self.plot
+        return Path(f"results/atp_bench{f'_delay{self.delay_ms:g}ms' if self.delay_ms else ''}.png")
 
     def command(self) -> str:
         return (
@@ -596,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = measure(cfg, log=console.print)
         console.print(table(rows, cfg))
         console.print(ratio_line(rows))
-        console.print(f"plot: {plot(rows, cfg.plot, cfg.links)}")
+        console.print(f"plot: {plot(rows, cfg.plot_path, cfg.links)}")
         return 0
 
     if a.bench:

@@ -61,7 +61,6 @@ import argparse
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -178,7 +177,7 @@ def bench_atp(console: Console) -> int:
     from topologies import atp
 
     rate_bound = atp.BenchConfig()
-    memory_bound = atp.BenchConfig(delay_ms=10, plot=Path("results/atp_bench_delay10ms.png"))
+    memory_bound = atp.BenchConfig(delay_ms=10)
     console.rule("ATP: shared pool vs static partitioning vs PS only (Mininet)")
     if os.geteuid() != 0:
         console.print(f"atp bench skipped: Mininet needs root; as root run: {rate_bound.command()}")
@@ -188,7 +187,7 @@ def bench_atp(console: Console) -> int:
         rows = atp.measure(cfg, log=console.print)
         console.print(atp.table(rows, cfg))
         console.print(f"{regime}: {atp.ratio_line(rows)}")
-        console.print(f"plot: {atp.plot(rows, cfg.plot, cfg.links)}")
+        console.print(f"plot: {atp.plot(rows, cfg.plot_path, cfg.links)}")
         took = time.monotonic() - t0
         console.print(f"measured in one run, {took:.0f} s; command: {cfg.command()}")
     flood = atp.FloodConfig()
