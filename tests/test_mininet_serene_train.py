@@ -23,9 +23,17 @@ def test_dynamic_policy_returns_to_sync_after_a_transient_straggler(tmp_path: Pa
     )  # fmt: skip
     (row,) = serene.run_all(a, log=lambda s: None)
     changes = [(mode, boundary) for _, mode, boundary in row["mode_changes"]]
-    assert len(changes) == 2, changes
-    (first, into), (back, out) = changes
-    assert first == "partial 3" and into < iterations // 2  # while it straggles
-    assert back == "sync" and out > iterations // 2  # once it is back to normal speed
+    slow_until = iterations // 2
+    # Partial while it straggles, sync once it is back to normal speed, and no partial after.
+    # While it straggles the policy may return to sync for a few epochs (docs/architecture.md:
+    # a straggler that skips every other compute sometimes arrives with the others).
+    assert changes and changes[0][0] == "partial 3" and changes[0][1] < slow_until, changes
+    assert changes[-1][0] == "sync" and changes[-1][1] > slow_until, changes
+    assert all(b < slow_until for m, b in changes if m != "sync"), changes
+    partial = 0  # epochs of the slow phase run partial
+    for (m, b), nxt in zip(changes, [*changes[1:], ("end", iterations)], strict=True):
+        if m != "sync":
+            partial += min(nxt[1], slow_until) - b
+    assert partial >= slow_until // 2, changes
     assert sum(row["late_rounds"][:3]) < row["late_rounds"][3]  # partial left worker 4 out
     assert row["replicas_identical"]
