@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.bench import programs
-from tests.bench.wire import _build
+from tests.bench.wire import _build, step_traffic
 
 pytestmark = pytest.mark.root
 
@@ -44,13 +44,7 @@ def _run(
     tx = subprocess.Popen([str(exe), "send", pair[0], str(frames), *mode], **opts)
     try:
         assert rx.stdout.readline().strip() == "ready"
-        rx.stdin.write(f"{seconds + 0.3}\n")
-        rx.stdin.flush()
-        tx.stdin.write(f"{rate} {seconds}\n")
-        tx.stdin.flush()
-        sent = int(tx.stdout.readline())
-        got, wrong = (int(x) for x in rx.stdout.readline().split())
-        return sent, got, wrong
+        return step_traffic(rx, tx, rate, seconds)
     finally:
         for p in (tx, rx):
             p.kill()

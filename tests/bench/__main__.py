@@ -67,6 +67,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tests.bench.programs import CASES, Case
+from tests.bench.wire import TRAFFIC
 
 #: BMv2 simple_switch_grpc 1.15.5, measured from outside on this kind of machine (issue 17):
 #: paced loads over veth pairs. Used only when BMv2 is not installed here.
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.bench")
     ap.add_argument("--seconds", type=float, default=3.0, help="in-process: CPU s per program")
     ap.add_argument("--step", type=float, default=1.5, help="wire: seconds per offered rate")
-    ap.add_argument("--traffic", choices=["c", "python"], default=None,
+    ap.add_argument("--traffic", choices=TRAFFIC, default=None,
                     help="wire: sender and receiver (default: c where a compiler is)")  # fmt: skip
     ap.add_argument(
         "--only",

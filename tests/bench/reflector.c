@@ -3,14 +3,11 @@
  * reflector IN OUT: every frame received on interface IN leaves unchanged on OUT, up to 64
  * per recvmmsg/sendmmsg. Put in the switch's place, it shows the packet rate that the
  * sender, the receiver, the veth links and the kernel allow on this machine, i.e. the most
- * any switch can be measured at with tests/bench/traffic.py here.
+ * any switch can be measured at with tests/bench/traffic.c (or traffic.py) here.
  * Built by tests/bench/wire.py with the system C compiler when one is installed.
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
-#include <net/if.h>
+#include "rawport.h"
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,22 +15,6 @@
 
 #define BATCH 64
 #define SLOT 2048
-#define IGNORE_OUTGOING 23 /* PACKET_IGNORE_OUTGOING, Linux 4.20 */
-
-static int open_port(const char *name) {
-    int s = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
-    struct sockaddr_ll a;
-    int one = 1, size = 16 << 20;
-    if (s < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sll_family = AF_PACKET;
-    a.sll_protocol = htons(ETH_P_ALL);
-    a.sll_ifindex = (int)if_nametoindex(name);
-    if (a.sll_ifindex == 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0) return -1;
-    setsockopt(s, SOL_PACKET, IGNORE_OUTGOING, &one, sizeof one);
-    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-    return s;
-}
 
 int main(int argc, char **argv) {
     static char buf[BATCH][SLOT];

@@ -24,10 +24,7 @@
  *       late frames are discarded until the ports are quiet for 200 ms (at most 5 s).
  */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <linux/if_ether.h>
-#include <linux/if_packet.h>
-#include <net/if.h>
+#include "rawport.h"
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,26 +38,9 @@
 #define SLOT 2048
 #define MAX_IFACES 8
 #define MAX_RECORDS 4096
-#define IGNORE_OUTGOING 23 /* PACKET_IGNORE_OUTGOING, Linux 4.20 */
 #define INC 42             /* the INC header's offset: Ethernet, IPv4, UDP */
 #define DRAIN_QUIET_MS 200 /* after a step: late frames are discarded until this quiet */
 #define DRAIN_MAX_S 5.0
-
-static int open_port(const char *name) {
-    int s = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
-    struct sockaddr_ll a;
-    int one = 1, size = 16 << 20;
-    if (s < 0) return -1;
-    memset(&a, 0, sizeof a);
-    a.sll_family = AF_PACKET;
-    a.sll_protocol = htons(ETH_P_ALL);
-    a.sll_ifindex = (int)if_nametoindex(name);
-    if (a.sll_ifindex == 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0) return -1;
-    setsockopt(s, SOL_PACKET, IGNORE_OUTGOING, &one, sizeof one);
-    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
-    setsockopt(s, SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
-    return s;
-}
 
 static int open_ports(char *list, int *fds) {
     int n = 0;

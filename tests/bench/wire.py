@@ -173,9 +173,13 @@ def _expected_output(case: Case) -> bytes:
     return outs[0][1] if outs else b""
 
 
+def _cc() -> str | None:
+    return shutil.which("cc") or shutil.which("gcc")
+
+
 def _build(name: str, tmp: Path) -> Path:
     """``tests/bench/NAME.c`` built in ``tmp`` with the system C compiler."""
-    cc = shutil.which("cc") or shutil.which("gcc")
+    cc = _cc()
     if cc is None:
         raise RuntimeError(f"no C compiler (cc/gcc) to build tests/bench/{name}.c")
     exe = tmp / name
@@ -219,7 +223,7 @@ TRAFFIC = ("c", "python")
 
 def traffic_default() -> str:
     """C where a compiler is installed: it leaves the switch more of the shared cores."""
-    return "c" if shutil.which("cc") or shutil.which("gcc") else "python"
+    return "c" if _cc() else "python"
 
 
 def _traffic_commands(
@@ -255,6 +259,23 @@ def _traffic_commands(
     )
 
 
+def step_traffic(
+    rx: subprocess.Popen, tx: subprocess.Popen, rate: float, seconds: float
+) -> tuple[int, int, int]:
+    """One step of a running receiver and sender (traffic.c or traffic.py): ``tx`` offers
+    ``rate`` frames/s for ``seconds`` while ``rx`` counts 0.3 s longer; (sent, received,
+    wrong)."""
+    assert rx.stdin is not None and rx.stdout is not None
+    assert tx.stdin is not None and tx.stdout is not None
+    rx.stdin.write(f"{seconds + 0.3}\n")
+    rx.stdin.flush()
+    tx.stdin.write(f"{rate} {seconds}\n")
+    tx.stdin.flush()
+    sent = int(tx.stdout.readline())
+    got, wrong = (int(x) for x in rx.stdout.readline().split())
+    return sent, got, wrong
+
+
 def sweep(
     target: str,
     case: Case,
@@ -284,18 +305,12 @@ def sweep(
             rx = subprocess.Popen(rx_cmd, **popen)
             tx = subprocess.Popen(tx_cmd, **popen)
             procs += [rx, tx]
-            assert rx.stdout is not None and rx.stdin is not None
-            assert tx.stdout is not None and tx.stdin is not None
+            assert rx.stdout is not None
             if rx.stdout.readline().strip() != "ready":
                 raise RuntimeError("the receiver did not start")
             saturated = 0
             for i, rate in enumerate([rates[0], *rates]):
-                rx.stdin.write(f"{seconds + 0.3}\n")
-                rx.stdin.flush()
-                tx.stdin.write(f"{rate} {seconds}\n")
-                tx.stdin.flush()
-                sent = int(tx.stdout.readline())
-                got, wrong = (int(x) for x in rx.stdout.readline().split())
+                sent, got, wrong = step_traffic(rx, tx, rate, seconds)
                 step = Step(sent / seconds, got / case.outputs_per_input / seconds, wrong)
                 if i == 0:
                     continue  # warm-up: the switch's first packets, not counted
