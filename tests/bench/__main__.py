@@ -36,7 +36,7 @@ through the switch's key-value cache against the storage server alone, and a rep
 with the switch as sequencer against a host leader; each pair in one run on one network:
 reads or commits per second, median and tail latency.
 
-Section atp (topologies/atp.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
+Section atp (topologies/atp_bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
 (NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
 fallback rates, side by side in one run per job count; a plot under results/. Twice: on
@@ -174,26 +174,26 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench_atp(console: Console) -> int:
-    """ATP's shared pool vs static partitioning vs PS only (topologies/atp.py)."""
-    from topologies import atp
+    """ATP's shared pool vs static partitioning vs PS only (topologies/atp_bench.py)."""
+    from topologies import atp_bench
 
-    rate_bound = atp.BenchConfig()
-    memory_bound = atp.BenchConfig(delay_ms=10)
+    rate_bound = atp_bench.BenchConfig()
+    memory_bound = atp_bench.BenchConfig(delay_ms=10)
     console.rule("ATP: shared pool vs static partitioning vs PS only (Mininet)")
     if os.geteuid() != 0:
         console.print(f"atp bench skipped: Mininet needs root; as root run: {rate_bound.command()}")
         return 0
     for cfg, regime in ((rate_bound, "unshaped links"), (memory_bound, "10 ms per link")):
         t0 = time.monotonic()
-        rows = atp.measure(cfg, log=console.print)
-        console.print(atp.table(rows, cfg))
-        console.print(f"{regime}: {atp.ratio_line(rows)}")
-        console.print(f"plot: {atp.plot(rows, cfg.plot_path, cfg.links)}")
+        rows = atp_bench.measure(cfg, log=console.print)
+        console.print(atp_bench.table(rows, cfg))
+        console.print(f"{regime}: {atp_bench.ratio_line(rows)}")
+        console.print(f"plot: {atp_bench.plot(rows, cfg.plot_path, cfg.links)}")
         took = time.monotonic() - t0
         console.print(f"measured in one run, {took:.0f} s; command: {cfg.command()}")
-    flood = atp.FloodConfig()
+    flood = atp_bench.FloodConfig()
     t0 = time.monotonic()
-    console.print(atp.flood_table(atp.measure_flood(flood, log=console.print), flood))
+    console.print(atp_bench.flood_table(atp_bench.measure_flood(flood, log=console.print), flood))
     console.print(f"measured in one run, {time.monotonic() - t0:.0f} s; command: {flood.command()}")
     return 0
 
