@@ -44,8 +44,8 @@ from controller.job import Job, JobError
 from controller.p4runtime_client import SwitchConnection, table_entry
 from wire.header import ASYNC_UNSET, MAX_WORKERS, SLOTS, SYNC_JOBS, SYNC_RING, SyncMode
 
-SYNC_MODES = "IncIngress.sync_modes.sync_modes"
-SET_MODES = "IncIngress.sync_modes.set_modes"
+SYNC_MODES = "IncIngress.sync_mode_table.sync_modes"
+SET_MODES = "IncIngress.sync_mode_table.set_modes"
 CLOCK = "IncIngress.sync_modes.sync_clock"
 SLOWEST = "IncIngress.sync_modes.sync_min"
 REACHED = "IncIngress.sync_modes.sync_reached"

@@ -86,6 +86,9 @@ struct inc_metadata_t {
     bit<1>  sync_on;       // the job has a sync_modes entry (sync_modes.p4)
     bit<32> sync_slot;     // its index in the synchronisation clocks
     bit<8>  sync_mode;     // SYNC_MODE_* of this packet's epoch
+    bit<8>  sync_max_lead; // that mode's largest lead over the slowest worker
+    bit<32> sync_boundary; // the epoch from which the new mode holds
+    bit<1>  sync_fenced;   // the epoch is past a fenced boundary: it waits
     bit<1>  sync_wait;     // told to wait: sent back unaggregated with FLAG_WAIT
     bit<1>  late;          // a contribution that found its round already complete
     bit<1>  sync_advance;  // the worker starts its next epoch: clocks move if not dropped

@@ -62,6 +62,7 @@ control IncIngress(inout headers_t hdr,
     JobRegion() job_region;
     JobMeter() job_meter;
     Aggregator() aggregator;
+    SyncModeTable() sync_mode_table;
     SyncModes() sync_modes;
     SyncLate() sync_late;
     AtpPool() atp;
@@ -71,71 +72,75 @@ control IncIngress(inout headers_t hdr,
     KvCache() kv_cache;
     Sequencer() sequencer;
 
+    // Each control that holds a table is applied at one place only: BMv2 places a table at
+    // one point of the control flow (p4c refuses a table with several successors). So the
+    // packet's path is decided first, from the header as it arrived, and every step below
+    // runs when its path (and the steps before it) say so.
     apply {
-        if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
-                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0) {
+        bit<8> op = hdr.inc.op;
+        bit<8> flags = hdr.inc.flags;
+        bool inc = hdr.inc.isValid();
+        // an aggregation contribution (not a result, ACK, fallback or wait reply)
+        bool agg = inc && op == OP_AGG_SYNC
+                && (flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0;
+        // a result or ACK: an ATP job's releases its aggregator and is multicast (only
+        // from the port towards its PS); one of a NetReduce job this switch aggregates is
+        // forged (result_guard.p4); anything else is forwarded.
+        bool release = inc && op == OP_AGG_SYNC && (flags & FLAG_FALLBACK) == 0
+                && (flags & (FLAG_RESULT | FLAG_ACK)) != 0;
+        bool kv_agg = inc && op == OP_AGG_KV
+                && (flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0;
+        bool kv = inc && (op == OP_KV_READ || op == OP_KV_WRITE);
+        bool consensus = inc && op == OP_CONSENSUS
+                && (flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0;
+        // everything else, including the op codes reserved for later systems
+        bool forward = !(agg || release || kv_agg || kv || consensus);
+
+        if (agg) {
             job_region.apply(hdr, meta, standard_metadata);
             if (meta.drop == 0) {
                 job_meter.apply(hdr, meta, standard_metadata);  // may say METERED
             }
-            if (meta.drop == 0) {
-                atp.apply(hdr, meta, standard_metadata);  // ATP jobs (atp_jobs) end there
-                if (meta.atp == 0) {
-                    sync_modes.apply(hdr, meta, standard_metadata, false);  // may say wait
-                }
-            }
-            if (meta.drop == 0 && meta.atp == 0 && meta.sync_wait == 0
-                    && meta.sync_async == 0) {  // async: answered by sync_modes
-                aggregator.apply(hdr, meta, standard_metadata);
-                sync_late.apply(hdr, meta, standard_metadata);
-            }
-            if (meta.drop == 0 && meta.sync_advance == 1) {
-                // The clocks move only once the aggregator took the packet.
-                sync_modes.apply(hdr, meta, standard_metadata, true);
-            }
-            if (meta.drop == 1) {
-                drop_and_count();
-            }
-        } else if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_KV
-                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
+        }
+        if (release || (agg && meta.drop == 0)) {
+            atp.apply(hdr, meta, standard_metadata);  // ATP jobs (atp_jobs) end there
+        }
+        bool synced = agg && meta.drop == 0 && meta.atp == 0;
+        if (synced) {
+            sync_mode_table.apply(hdr, meta);
+            sync_modes.apply(hdr, meta, standard_metadata, false);  // may say wait
+        }
+        if (synced && meta.drop == 0 && meta.sync_wait == 0
+                && meta.sync_async == 0) {  // async: answered by sync_modes
+            aggregator.apply(hdr, meta, standard_metadata);
+            sync_late.apply(hdr, meta, standard_metadata);
+        }
+        if (agg && meta.drop == 0 && meta.sync_advance == 1) {
+            // The clocks move only once the aggregator took the packet.
+            sync_modes.apply(hdr, meta, standard_metadata, true);
+        }
+        if (kv_agg) {
             // ASK: a reply (ACK, drained row) goes back by itself; the rest to the reducer.
             ask.apply(hdr, meta, standard_metadata);
-            if (meta.drop == 1) {
-                drop_and_count();
-            } else if ((hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) == 0) {
-                forwarder.apply(hdr, meta, standard_metadata);
-            }
-        } else if (hdr.inc.isValid()
-                && (hdr.inc.op == OP_KV_READ || hdr.inc.op == OP_KV_WRITE)) {
+            forward = (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) == 0;
+        }
+        if (kv) {
             bool answered;  // a read served from the cache goes back to its sender
             kv_cache.apply(hdr, meta, standard_metadata, answered);
-            if (meta.drop == 1) {
-                drop_and_count();
-            } else if (!answered) {
-                forwarder.apply(hdr, meta, standard_metadata);
-            }
-        } else if (hdr.inc.isValid() && hdr.inc.op == OP_CONSENSUS
-                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0) {
+            forward = !answered;
+        }
+        if (consensus) {
             sequencer.apply(hdr, meta, standard_metadata);
-            if (meta.drop == 1) {
-                drop_and_count();
-            }
-        } else if (hdr.inc.isValid() && hdr.inc.op == OP_AGG_SYNC
-                && (hdr.inc.flags & FLAG_FALLBACK) == 0
-                && (hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) != 0) {
-            // A result or ACK: an ATP job's releases its aggregator and is multicast (only
-            // from the port towards its PS); one of a NetReduce job this switch aggregates
-            // is forged (result_guard.p4); anything else is forwarded.
-            atp.apply(hdr, meta, standard_metadata);
+        }
+        if (release) {
             if (meta.atp == 0) {
                 result_guard.apply(hdr, meta, standard_metadata);
             }
-            if (meta.drop == 1) {
-                drop_and_count();
-            } else if (meta.atp == 0) {
-                forwarder.apply(hdr, meta, standard_metadata);
-            }
-        } else {
+            forward = meta.atp == 0;
+        }
+        if (meta.drop == 1) {
+            drop_and_count();
+        } else if (forward) {
             forwarder.apply(hdr, meta, standard_metadata);
         }
     }

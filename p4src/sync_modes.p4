@@ -44,10 +44,54 @@
     R.write(cell, running); \
     hdr.inc_values.F = running;
 
-// Applied twice per aggregation packet: with commit = false before the aggregator (the
-// mode, the checks; may say wait or drop), with commit = true after it, only when the
-// packet starts the worker's next epoch and the aggregator did not drop it: a dropped
-// packet changes no clock (docs/protocol.md), so the clocks are written last.
+// The job's entry in `sync_modes`: the mode of this packet's epoch (before or after the
+// boundary) and what the checks need, in the metadata. Its own control, applied once per
+// packet, so that SyncModes, which is applied twice, holds no table (BMv2 places a table
+// at one point of the control flow only).
+control SyncModeTable(inout headers_t hdr, inout inc_metadata_t meta) {
+    // sync_slot: the job's index (0 .. SYNC_JOBS-1) in the clock registers; workers: N.
+    action set_modes(bit<32> sync_slot, bit<8> workers, bit<32> boundary_epoch,
+                     bit<8> fence_on, bit<8> mode_before, bit<8> quorum_before,
+                     bit<8> lead_before, bit<8> mode_after, bit<8> quorum_after,
+                     bit<8> lead_after) {
+        meta.sync_on = 1;
+        meta.sync_slot = sync_slot;
+        meta.sync_workers = workers;
+        meta.sync_boundary = boundary_epoch;
+        meta.sync_mode = mode_before;
+        meta.sync_max_lead = lead_before;
+        bit<8> quorum = quorum_before;
+        // serial arithmetic: the epoch is at or past the boundary
+        if (hdr.inc.epoch - boundary_epoch < PSN_HALF) {
+            meta.sync_mode = mode_after;
+            meta.sync_max_lead = lead_after;
+            quorum = quorum_after;
+            if (fence_on == 1) {
+                meta.sync_fenced = 1;
+            }
+        }
+        if (meta.sync_mode == SYNC_MODE_PARTIAL) {
+            meta.quorum = quorum;
+        }
+    }
+
+    table sync_modes {
+        key = { hdr.inc.job_id: exact; }
+        actions = { set_modes; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = SYNC_JOBS;
+    }
+
+    apply {
+        sync_modes.apply();
+    }
+}
+
+// Applied twice per aggregation packet of a job with a mode (SyncModeTable found its
+// entry): with commit = false before the aggregator (the checks; may say wait or drop),
+// with commit = true after it, only when the packet starts the worker's next epoch and the
+// aggregator did not drop it: a dropped packet changes no clock (docs/protocol.md), so
+// the clocks are written last.
 control SyncModes(inout headers_t hdr,
                   inout inc_metadata_t meta,
                   inout standard_metadata_t standard_metadata,
@@ -95,45 +139,10 @@ control SyncModes(inout headers_t hdr,
     bit<32> running;
     bit<32> add_mask;     // async: all ones adds the packet's values, zero only reads
 
-    bit<32> slot;
-    bit<8>  n_workers;
-    bit<32> boundary;
-    bit<8>  fence;
-    bit<8>  old_mode;
-    bit<8>  old_quorum;
-    bit<8>  old_lead;
-    bit<8>  new_mode;
-    bit<8>  new_quorum;
-    bit<8>  new_lead;
-
-    // sync_slot: the job's index (0 .. SYNC_JOBS-1) in the clock registers; workers: N.
-    action set_modes(bit<32> sync_slot, bit<8> workers, bit<32> boundary_epoch,
-                     bit<8> fence_on, bit<8> mode_before, bit<8> quorum_before,
-                     bit<8> lead_before, bit<8> mode_after, bit<8> quorum_after,
-                     bit<8> lead_after) {
-        slot = sync_slot;
-        n_workers = workers;
-        boundary = boundary_epoch;
-        fence = fence_on;
-        old_mode = mode_before;
-        old_quorum = quorum_before;
-        old_lead = lead_before;
-        new_mode = mode_after;
-        new_quorum = quorum_after;
-        new_lead = lead_after;
-    }
-
-    table sync_modes {
-        key = { hdr.inc.job_id: exact; }
-        actions = { set_modes; @defaultonly NoAction; }
-        default_action = NoAction();
-        size = SYNC_JOBS;
-    }
-
     // The packet goes back to its sender, unaggregated, with FLAG_WAIT (ReturnToSender).
     action wait_reply() {
         meta.sync_wait = 1;
-        sync_waits.count(slot);
+        sync_waits.count(meta.sync_slot);
     }
 
     // async: add the packet's values to the running aggregate (or not: add_mask 0) and
@@ -200,38 +209,24 @@ control SyncModes(inout headers_t hdr,
     apply {
         if (commit) {
             advance_clocks();
-        } else if (sync_modes.apply().hit) {
-            meta.sync_on = 1;
-            meta.sync_slot = slot;
+        } else if (meta.sync_on == 1) {
             bit<32> e = hdr.inc.epoch;
-            bool after = e - boundary < PSN_HALF;  // serial arithmetic: e >= boundary
-            bit<8> mode = old_mode;
-            bit<8> quorum = old_quorum;
-            bit<8> max_lead = old_lead;
-            if (after) {
-                mode = new_mode;
-                quorum = new_quorum;
-                max_lead = new_lead;
-            }
-            meta.sync_mode = mode;
-            if (mode == SYNC_MODE_PARTIAL) {
-                meta.quorum = quorum;
-            }
-            bit<32> idx = slot * MAX_WORKERS + (bit<32>)meta.worker_index;
+            bit<32> max_lead = (bit<32>)meta.sync_max_lead;
+            bit<32> idx = meta.sync_slot * MAX_WORKERS + (bit<32>)meta.worker_index;
             bit<32> clock;
             bit<32> slowest;
             sync_clock.read(clock, idx);
-            sync_min.read(slowest, slot);
+            sync_min.read(slowest, meta.sync_slot);
             bit<32> ahead = e - clock;        // 1: the worker's next epoch
             bit<32> lead = e - slowest;       // how far e is past the slowest worker
-            if (fence == 1 && after) {
+            if (meta.sync_fenced == 1) {
                 wait_reply();
                 return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
-            } else if (ahead >= PSN_HALF && clock - e > (bit<32>)max_lead) {
+            } else if (ahead >= PSN_HALF && clock - e > max_lead) {
                 // Older than any round the worker can still need (it holds their results):
                 // a forged or corrupted epoch, which could pick another epoch's mode.
                 refuse.apply(meta, DROP_OLD_EPOCH);
-            } else if (mode == SYNC_MODE_ASYNC) {
+            } else if (meta.sync_mode == SYNC_MODE_ASYNC) {
                 // No rounds: each contribution, in the worker's psn order, is added once
                 // to the running aggregate of its chunk (`bitmap`: the packet's index in
                 // its epoch; aggregator region_offset + chunk); a repeat (its answer was
@@ -241,7 +236,7 @@ control SyncModes(inout headers_t hdr,
                 bit<32> last;
                 async_last.read(last, idx);
                 bit<32> newer = hdr.inc.psn - last;
-                bool first = last == ASYNC_UNSET && e == boundary && hdr.inc.bitmap == 0;
+                bool first = last == ASYNC_UNSET && e == meta.sync_boundary && hdr.inc.bitmap == 0;
                 bool next = last != ASYNC_UNSET && newer == 1;
                 bool repeat = last != ASYNC_UNSET && (newer == 0 || newer >= PSN_HALF);
                 if (hdr.inc.bitmap >= meta.region_size) {
@@ -267,12 +262,11 @@ control SyncModes(inout headers_t hdr,
                 }
             } else if (ahead == 0 || ahead >= PSN_HALF) {
                 // An epoch the worker already started (a retransmission): nothing moves.
-            } else if (ahead != 1 || lead > (bit<32>)max_lead || lead >= SYNC_RING) {
+            } else if (ahead != 1 || lead > max_lead || lead >= SYNC_RING) {
                 wait_reply();
                 return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
             } else {
                 meta.sync_advance = 1;  // written after the aggregator (commit)
-                meta.sync_workers = n_workers;
                 meta.sync_lead = lead;
             }
         }
