@@ -1073,3 +1073,49 @@ def test_serve_forever_runs_the_packet_loop_through_the_server(tmp_path: Path) -
     serve_forever(srv, ports)
     assert ports.tx == [(4, frame(MAC_B))]
     assert srv.packet_sink == ports.transmit
+
+
+def test_a_client_that_reconnects_with_its_election_id_becomes_primary_again(h: Harness) -> None:
+    # as the tutorials' p4runtime_lib does between tests: the channel goes away without a
+    # clean end of its stream, and a new connection arbitrates with the same id at once
+    for _ in range(20):
+        c = h.client(election_id=7)
+        upd = c.next("arbitration")
+        assert upd.status.code == 0, upd.status.message
+        c.channel.close()
+
+
+def _arbitration(eid: int) -> p4r.MasterArbitrationUpdate:
+    return p4r.MasterArbitrationUpdate(device_id=1, election_id=U128.encode(eid))
+
+
+def test_an_election_id_held_by_a_stream_whose_client_is_gone_is_free_again() -> None:
+    from p4sim.p4runtime.arbitration import Arbiter, Stream
+
+    arb = Arbiter(device_id=1)
+    gone = Stream(peer="old")
+    arb.join(gone, _arbitration(7))
+    gone.alive = lambda: False  # its RPC ended; the server has not cleaned it up yet
+    new = Stream(peer="new")
+    arb.join(new, _arbitration(7))
+    assert arb.primary_stream() is new and gone not in arb.streams
+    assert None in list(gone.out.queue)  # the old RPC is told to end
+
+
+def test_an_election_id_is_refused_while_its_stream_lives_and_taken_once_it_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from p4sim.p4runtime import arbitration
+    from p4sim.p4runtime.errors import P4RTError
+
+    monkeypatch.setattr(arbitration, "REUSE_WAIT_S", 0.2)
+    arb = arbitration.Arbiter(device_id=1)
+    old = arbitration.Stream(peer="old")
+    arb.join(old, _arbitration(7))
+    with pytest.raises(P4RTError) as err:
+        arb.join(arbitration.Stream(peer="dup"), _arbitration(7))
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    threading.Timer(0.05, arb.leave, args=(old,)).start()  # leaves while the next one waits
+    new = arbitration.Stream(peer="new")
+    arb.join(new, _arbitration(7))
+    assert arb.primary_stream() is new

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import grpc
@@ -28,6 +30,7 @@ class Stream:
     arbitrated: bool = False
     out: queue.Queue = field(default_factory=queue.Queue)
     abort: P4RTError | None = None
+    alive: Callable[[], bool] = lambda: True  # False once its client is gone (RPC ended)
 
     def send(self, msg: p4r.StreamMessageResponse | None) -> None:
         self.out.put(msg)
@@ -37,12 +40,18 @@ def _election_key(s: Stream) -> int:
     return -1 if s.election_id is None else s.election_id
 
 
+#: How long a client that reconnects with its election id waits for its previous stream,
+#: whose end gRPC may not have reported yet, to be gone (then the id is free again).
+REUSE_WAIT_S = 1.0
+
+
 class Arbiter:
     """Tracks the streams of one device; the primary has the highest election ID."""
 
     def __init__(self, device_id: int) -> None:
         self.device_id = device_id
         self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)  # a stream left
         self.streams: list[Stream] = []
         self.highest_seen: int | None = None
 
@@ -69,13 +78,7 @@ class Arbiter:
             )
         eid = U128.decode(arb.election_id) if arb.HasField("election_id") else None
         with self.lock:
-            if eid is not None and any(
-                s is not stream and s.election_id == eid and s.arbitrated for s in self.streams
-            ):
-                raise P4RTError(
-                    grpc.StatusCode.INVALID_ARGUMENT,
-                    f"election id {eid} is already used by another client",
-                )
+            self._wait_until_free(stream, eid)
             before = self.primary()
             if stream not in self.streams:
                 self.streams.append(stream)
@@ -84,14 +87,45 @@ class Arbiter:
                 self.highest_seen = eid
             self._notify(before, stream)
 
+    def _wait_until_free(self, stream: Stream, eid: int | None) -> None:
+        """An election id belongs to one open stream at a time (INVALID_ARGUMENT while
+        it does); a stream whose client is gone frees it, also before gRPC says so."""
+        deadline = time.monotonic() + REUSE_WAIT_S
+        while eid is not None:
+            holder = next(
+                (
+                    s
+                    for s in self.streams
+                    if s is not stream and s.election_id == eid and s.arbitrated
+                ),
+                None,
+            )
+            if holder is None:
+                return
+            if not holder.alive():
+                self._remove(holder)
+                holder.send(None)  # ends its RPC
+                continue
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise P4RTError(
+                    grpc.StatusCode.INVALID_ARGUMENT,
+                    f"election id {eid} is already used by another client",
+                )
+            self.changed.wait(left)
+
     def leave(self, stream: Stream) -> None:
         with self.lock:
-            if stream not in self.streams:
-                return
-            before = self.primary()
-            self.streams.remove(stream)
-            if before is stream:
-                self._notify(before, None)
+            self._remove(stream)
+
+    def _remove(self, stream: Stream) -> None:
+        if stream not in self.streams:
+            return
+        before = self.primary()
+        self.streams.remove(stream)
+        self.changed.notify_all()
+        if before is stream:
+            self._notify(before, None)
 
     def _notify(self, before: Stream | None, joined: Stream | None) -> None:
         after = self.primary()

@@ -481,7 +481,7 @@ class _Servicer(p4r_grpc.P4RuntimeServicer):
             yield p4r.ReadResponse(entities=found[i : i + _READ_CHUNK])
 
     def StreamChannel(self, request_iterator: Any, context: Any) -> Iterator[Any]:
-        stream = Stream(peer=context.peer())
+        stream = Stream(peer=context.peer(), alive=context.is_active)
         reader = threading.Thread(
             target=self._read_stream, args=(stream, request_iterator), daemon=True
         )
@@ -569,9 +569,11 @@ def program_args(
     log: Any = None,
     tm: Any = None,
     backend: str = "python",
+    target: str = "bmv2",
 ) -> dict[str, Any]:
     """``switch=``, ``p4info=`` and ``device_config=`` for a P4RuntimeServer that starts
-    with ``path`` loaded (P4Error on a bad program) on ``backend`` (python or native).
+    with ``path`` loaded (P4Error on a bad program) on ``backend`` (python or native);
+    ``target`` as ``Switch.from_file``'s.
 
     Example::
 
@@ -587,11 +589,12 @@ def program_args(
         log=log,
         tm=tm,
         backend=backend,
+        target=target,
     )
     return {
         "switch": sw,
         "p4info": build_p4info(program_info_for_file(sw, path, include_dirs, defines)),
-        "device_config": bundle_sources(path, include_dirs, defines).to_bytes(),
+        "device_config": bundle_sources(path, include_dirs, defines, target).to_bytes(),
     }
 
 
