@@ -141,7 +141,8 @@ def switch_from_bmv2_json(
         check_same_program(doc, sw, source)
         return sw, source
     log_.info("%s; running the JSON itself (translated to %s)", missing_text(doc), source)
-    sw = Switch.from_file(str(source), log=log, tm=tm, backend=backend)
+    # p4sim's own reconstruction of a program p4c compiled: checked by p4c already
+    sw = Switch.from_file(str(source), log=log, tm=tm, backend=backend, target="p4sim")
     return sw, source
 
 

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from p4sim.compiler.bmv2_target import add_target_flag
 from p4sim.frontend.diagnostics import P4Error
 
 log = logging.getLogger("p4sim")
@@ -221,6 +222,7 @@ def _switch_parser() -> argparse.ArgumentParser:
         help="egress queue depth in packets (default 64); a full queue drops",
     )
     _add_include_flags(p)
+    add_target_flag(p)
     for flag in IGNORED_VALUE_FLAGS:
         p.add_argument(
             flag,
@@ -335,6 +337,7 @@ def run_switch(argv: Sequence[str]) -> int:
                 log=trace,
                 tm=tm,
                 backend=args.backend,
+                target=args.target,
             )
         if args.runtime_json:
             try:
@@ -421,6 +424,7 @@ def run_compile(argv: Sequence[str]) -> int:
         help="write the p4_device_config that P4Runtime clients push to p4sim",
     )
     _add_include_flags(p)
+    add_target_flag(p)
     args = p.parse_args(argv)
     from p4sim.p4info import compile_outputs
 
@@ -431,6 +435,7 @@ def run_compile(argv: Sequence[str]) -> int:
         args.p4info,
         args.p4info_format,
         args.device_config,
+        target=args.target,
     )
     print(
         f"{args.program}: ok: {len(p4info.tables)} tables, {len(p4info.actions)} actions, "

@@ -545,6 +545,7 @@ class SourceBundle:
     files: dict[str, bytes]
     include_dirs: list[str] = field(default_factory=list)
     defines: dict[str, str] = field(default_factory=dict)
+    target: str = "bmv2"  # what the program was checked for (compile_file's target)
 
     def to_bytes(self) -> bytes:
         """Encode as ``P4SIM1\\n`` + JSON (file contents base64), a stable format.
@@ -559,6 +560,8 @@ class SourceBundle:
             "include_dirs": list(self.include_dirs),
             "defines": dict(self.defines),
         }
+        if self.target != "bmv2":
+            doc["target"] = self.target
         return DEVICE_CONFIG_MAGIC + json.dumps(doc, sort_keys=True).encode("utf-8")
 
 
@@ -568,7 +571,7 @@ class DeviceConfigError(Exception):
 
 def read_device_config(data: bytes) -> tuple[str, dict[str, bytes], dict]:
     """Decode a device config into ``(main_path, files, options)``; options are
-    ``{"include_dirs": [...], "defines": {...}}``.
+    ``{"include_dirs": [...], "defines": {...}, "target": "bmv2" | "p4sim"}``.
 
     Bytes without the magic prefix are taken as the text of a single P4 file
     (``main.p4``), so a bare ``.p4`` file also works as a device config.
@@ -582,7 +585,15 @@ def read_device_config(data: bytes) -> tuple[str, dict[str, bytes], dict]:
                 "source it names (p4sim.bmv2_json), or push a source bundle (write one with "
                 "`p4sim compile PROG.p4 --device-config OUT`)"
             )
-        return "main.p4", {"main.p4": bytes(data)}, {"include_dirs": [], "defines": {}}
+        return (
+            "main.p4",
+            {"main.p4": bytes(data)},
+            {
+                "include_dirs": [],
+                "defines": {},
+                "target": "bmv2",
+            },
+        )
     try:
         doc = json.loads(data[len(DEVICE_CONFIG_MAGIC) :].decode("utf-8"))
         files = {_safe_rel(p): base64.b64decode(b) for p, b in doc["files"].items()}
@@ -590,6 +601,7 @@ def read_device_config(data: bytes) -> tuple[str, dict[str, bytes], dict]:
         options = {
             "include_dirs": [_safe_rel(d) for d in doc.get("include_dirs", [])],
             "defines": {str(k): str(v) for k, v in doc.get("defines", {}).items()},
+            "target": str(doc.get("target", "bmv2")),
         }
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         raise DeviceConfigError(f"malformed p4sim device config: {err}") from None
@@ -609,6 +621,7 @@ def bundle_sources(
     path: str | os.PathLike[str],
     include_dirs: Sequence[str] = (),
     defines: Mapping[str, str] | None = None,
+    target: str = "bmv2",
 ) -> SourceBundle:
     """Collect the main P4 file and every user file it includes (p4sim's own
     ``core.p4``/``v1model.p4`` are left out: the receiving p4sim has them)."""
@@ -628,6 +641,7 @@ def bundle_sources(
         files={str(f.relative_to(root)): f.read_bytes() for f in used},
         include_dirs=[str(d.relative_to(root)) for d in dirs],
         defines=dict(defines or {}),
+        target=target,
     )
 
 
@@ -657,15 +671,18 @@ def compile_outputs(
     p4info_out: str | None = None,
     fmt: str = "text",
     device_config_out: str | None = None,
+    target: str = "bmv2",
 ) -> p4i.P4Info:
     """``p4sim compile``: load the program (P4Error on mistakes), write its P4Info and/or
     its device config; returns the P4Info."""
     from p4sim.switch import Switch
 
-    sw = Switch.from_file(path, include_dirs=tuple(include_dirs), defines=dict(defines or {}))
+    sw = Switch.from_file(
+        path, include_dirs=tuple(include_dirs), defines=dict(defines or {}), target=target
+    )
     p4info = build_p4info(program_info_for_file(sw, path, include_dirs, defines))
     if p4info_out:
         write_p4info(p4info, p4info_out, fmt)
     if device_config_out:
-        write_device_config(bundle_sources(path, include_dirs, defines), device_config_out)
+        write_device_config(bundle_sources(path, include_dirs, defines, target), device_config_out)
     return p4info

@@ -919,14 +919,18 @@ def run_stf(switch: Any, commands: Sequence[Command], p4c_compat: bool = False) 
 
 
 def run_stf_file(
-    p4_path: str, stf_path: str, include_dirs: Sequence[str] = (), p4c_compat: bool = False
+    p4_path: str,
+    stf_path: str,
+    include_dirs: Sequence[str] = (),
+    p4c_compat: bool = False,
+    target: str = "bmv2",
 ) -> StfResult:
     """Load ``p4_path`` into a fresh Switch and run the script in ``stf_path``."""
     with open(stf_path, encoding="utf-8") as f:
         commands = parse_stf(f.read(), stf_path, p4c_compat)
     from p4sim.switch import Switch  # late import: parsing STF needs no compiler
 
-    switch = Switch.from_file(p4_path, include_dirs=tuple(include_dirs))
+    switch = Switch.from_file(p4_path, include_dirs=tuple(include_dirs), target=target)
     return run_stf(switch, commands, p4c_compat)
 
 
@@ -950,9 +954,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="read the script as p4c's BMv2 runner does: ignore output on ports no "
         "packet/expect line names; a lone last hex digit X of packet data is byte 0X",
     )
+    from p4sim.compiler.bmv2_target import add_target_flag
+
+    add_target_flag(ap)
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        result = run_stf_file(args.program, args.stf, args.include, args.p4c_compat)
+        result = run_stf_file(
+            args.program, args.stf, args.include, args.p4c_compat, target=args.target
+        )
     except StfError as e:
         print(e, file=sys.stderr)
         return 2

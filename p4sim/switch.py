@@ -145,10 +145,12 @@ class Switch:
         log: Callable[[str], None] | None = None,
         tm: TrafficManager | None = None,
         backend: str = "python",
+        target: str = "bmv2",
     ) -> Switch:
         """Compile ``path`` (P4Error on a bad program) and build a switch running it on
-        ``backend`` ("python", or "native": C, see p4sim/native/backend.py)."""
-        prog = compile_file(path, include_dirs, defines, trace=log is not None)
+        ``backend`` ("python", or "native": C, see p4sim/native/backend.py). ``target``
+        "bmv2" refuses what BMv2 cannot run; "p4sim" takes all that p4sim runs."""
+        prog = compile_file(path, include_dirs, defines, trace=log is not None, target=target)
         return cls(prog, log, tm=tm, backend=backend)
 
     @classmethod
@@ -161,8 +163,11 @@ class Switch:
         log: Callable[[str], None] | None = None,
         tm: TrafficManager | None = None,
         backend: str = "python",
+        target: str = "bmv2",
     ) -> Switch:
-        prog = compile_text(text, filename, include_dirs, defines, trace=log is not None)
+        prog = compile_text(
+            text, filename, include_dirs, defines, trace=log is not None, target=target
+        )
         return cls(prog, log, tm=tm, backend=backend)
 
     # -- packets ------------------------------------------------------------------

@@ -12,6 +12,7 @@ import pytest
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.stf import StfError, parse_stf, run_stf
 from p4sim.switch import Switch
+from tests.beyond_bmv2 import target_of
 
 REG_DIR = Path(__file__).parent / "p4" / "conformance" / "regressions"
 
@@ -20,7 +21,8 @@ def _run(name: str) -> None:
     """Run ``name.stf`` against ``name.p4`` and fail with the runner's report."""
     p4 = REG_DIR / f"{name}.p4"
     stf = REG_DIR / f"{name}.stf"
-    result = run_stf(Switch.from_file(str(p4)), parse_stf(stf.read_text(), str(stf)))
+    switch = Switch.from_file(str(p4), target=target_of(p4))
+    result = run_stf(switch, parse_stf(stf.read_text(), str(stf)))
     assert result.passed, result.report
 
 

@@ -24,6 +24,7 @@ from p4sim.compiler import compile_text
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.stf import Expect, PacketIn, parse_stf, run_stf
 from p4sim.switch import Switch
+from tests.beyond_bmv2 import target_of
 from tests.test_stf_programs import program_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -67,7 +68,7 @@ def _mutations(seeds: list[bytes], n: int, rng: random.Random):
 def test_hundred_thousand_mutated_packets_never_crash_the_pipeline(stf: Path) -> None:
     program = program_for(stf)
     commands = parse_stf(stf.read_text(), str(stf))
-    sw = Switch.from_file(str(program))
+    sw = Switch.from_file(str(program), target=target_of(program))
     run_stf(sw, commands)  # installs the script's state; its verdict is tested elsewhere
     seeds = [c.data for c in commands if isinstance(c, PacketIn)]
     ports = sorted({c.port for c in commands if isinstance(c, PacketIn)} | {0, 1, 2})
@@ -105,7 +106,12 @@ def test_malformed_sources_get_a_clean_error_every_time(program: Path) -> None:
             for a, b in sorted(rng.sample(spans, 1 + trial % 3), reverse=True):
                 mutated = mutated[:a] + mutated[b:]
         try:
-            compile_text(mutated, str(program), include_dirs=[str(program.parent)])
+            compile_text(
+                mutated,
+                str(program),
+                include_dirs=[str(program.parent)],
+                target=target_of(program),
+            )
         except P4Error as err:
             errors += 1
             assert re.match(r"^.+:\d+:\d+: error: .+", str(err)), str(err)

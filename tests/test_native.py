@@ -24,6 +24,7 @@ from p4sim.runtime.tables import Entry
 from p4sim.stf import parse_stf, run_stf
 from p4sim.switch import Switch, SwitchError
 from tests.bench.programs import CASES
+from tests.beyond_bmv2 import target_of
 from tests.test_stf_programs import STF_FILES, program_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,13 +106,14 @@ def run_both(py: Switch, nat: Switch, frames: list[tuple[int, bytes]]) -> int:
 
 @pytest.mark.parametrize("path", PROGRAMS)
 def test_native_matches_python_on_every_program(path: str) -> None:
-    nat = Switch.from_file(str(ROOT / path), backend="native")
+    target = target_of(ROOT / path)
+    nat = Switch.from_file(str(ROOT / path), backend="native", target=target)
     if nat.backend != "native":
         assert path not in MUST_RUN_NATIVE, nat.backend_notice
         notice = nat.backend_notice
         assert notice.startswith("p4sim: native back end unavailable") and "\n" not in notice
         return
-    py = Switch.from_file(str(ROOT / path))
+    py = Switch.from_file(str(ROOT / path), target=target)
     case = next((c for c in CASES.values() if c.program == ROOT / path), None)
     seeds: list[bytes] = []
     if case is not None:
@@ -162,7 +164,9 @@ def test_inc_fuzz_stream_is_identical_on_both_back_ends(tmp_path: Path) -> None:
 def test_stf_script_passes_on_native(stf: Path) -> None:
     commands = parse_stf(stf.read_text(), str(stf))
     prog = program_for(stf)
-    sw = Switch.from_file(str(prog), include_dirs=(str(stf.parent),), backend="native")
+    sw = Switch.from_file(
+        str(prog), include_dirs=(str(stf.parent),), backend="native", target=target_of(prog)
+    )
     result = run_stf(sw, commands)
     assert result.passed, f"{sw.backend}: {result.report}"
 

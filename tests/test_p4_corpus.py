@@ -21,6 +21,7 @@ from p4sim.compiler.program import INTERNAL_ERROR
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.p4info import build_p4info, program_info_for_file
 from p4sim.switch import Switch
+from tests.beyond_bmv2 import target_of
 
 ROOT = Path(__file__).parent.parent
 _MAIN = re.compile(r"\)\s*main\s*;")
@@ -44,7 +45,7 @@ def test_program_compiles_to_a_module_python_accepts_and_gets_p4info(program: Pa
 
 
 def _compile(program: Path, includes: tuple[str, ...] = ()) -> None:
-    sw = Switch.from_file(str(program), include_dirs=includes)
+    sw = Switch.from_file(str(program), include_dirs=includes, target=target_of(program))
     assert sw.program.code is not None  # the generated module, compiled by Python
     build_p4info(program_info_for_file(sw, str(program), includes))
 

@@ -353,7 +353,7 @@ def test_device_config_round_trip() -> None:
     )
     main, files, options = read_device_config(b.to_bytes())
     assert main == "src/main.p4" and files == b.files
-    assert options == {"include_dirs": ["inc"], "defines": {"N": "4"}}
+    assert options == {"include_dirs": ["inc"], "defines": {"N": "4"}, "target": "bmv2"}
 
 
 def test_device_config_rejects_bad_blobs() -> None:
@@ -451,7 +451,7 @@ def test_controller_headers_are_read_from_source_with_typedef_widths(tmp_path: P
 # must give the IDs p4c published for that program.
 SAME_NAMES = """#include <core.p4>
 #include <v1model.p4>
-header h_t { bit<16> a; bit<12> b; bit<32> c; }
+header h_t { bit<16> a; bit<12> b; bit<4> pad; bit<32> c; }
 struct headers { h_t h; }
 struct metadata { bit<16> x; }
 parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {

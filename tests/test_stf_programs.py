@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.stf import parse_stf, run_stf
+from tests.beyond_bmv2 import target_of
 
 P4_DIR = Path(__file__).parent / "p4"
 STF_FILES = sorted(P4_DIR.rglob("*.stf"))
@@ -44,7 +45,10 @@ def test_stf_script_passes(stf: Path) -> None:
     from p4sim.switch import Switch
 
     commands = parse_stf(stf.read_text(), str(stf))
-    switch = Switch.from_file(str(program_for(stf)), include_dirs=(str(stf.parent),))
+    program = program_for(stf)
+    switch = Switch.from_file(
+        str(program), include_dirs=(str(stf.parent),), target=target_of(program)
+    )
     result = run_stf(switch, commands)
     if not result.passed:
         pytest.fail(f"{stf.relative_to(P4_DIR)}\n{result.report}", pytrace=False)

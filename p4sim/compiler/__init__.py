@@ -19,12 +19,14 @@ def compile_file(
     include_dirs: Sequence[str] = (),
     defines: Mapping[str, str] | None = None,
     trace: bool = False,
+    target: str = "bmv2",
 ) -> CompiledProgram:
-    """Parse and compile a P4 file (``trace`` generates the logging calls)."""
+    """Parse and compile a P4 file (``trace`` generates the logging calls; ``target``
+    "bmv2" refuses what BMv2 cannot run, "p4sim" accepts all that p4sim runs)."""
     from p4sim.compiler.codegen import compile_program
     from p4sim.frontend.parser import parse_program
 
-    return compile_program(parse_program(path, include_dirs, defines), trace)
+    return compile_program(parse_program(path, include_dirs, defines), trace, target)
 
 
 def compile_text(
@@ -33,12 +35,13 @@ def compile_text(
     include_dirs: Sequence[str] = (),
     defines: Mapping[str, str] | None = None,
     trace: bool = False,
+    target: str = "bmv2",
 ) -> CompiledProgram:
     """Like ``compile_file`` for P4 source text."""
     from p4sim.compiler.codegen import compile_program
     from p4sim.frontend.parser import parse_text
 
-    return compile_program(parse_text(text, filename, include_dirs, defines), trace)
+    return compile_program(parse_text(text, filename, include_dirs, defines), trace, target)
 
 
 __all__ = ["CompiledProgram", "compile_file", "compile_text"]

@@ -741,9 +741,22 @@ def _smod(a, b):
 """
 
 
-def compile_program(program: ast.Program, trace: bool = False) -> CompiledProgram:
-    """Type-check and compile ``program`` (P4Error on a mistake in it)."""
-    return Compiler(program, trace).compile()
+def compile_program(
+    program: ast.Program, trace: bool = False, target: str = "bmv2"
+) -> CompiledProgram:
+    """Type-check and compile ``program`` (P4Error on a mistake in it). ``target`` "bmv2"
+    also refuses what p4c's BMv2 back end refuses (``bmv2_target``); "p4sim" runs every
+    program p4sim itself can."""
+    from p4sim.compiler.bmv2_target import TARGETS, check_bmv2
+
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r} (known: {', '.join(TARGETS)})")
+    compiler = Compiler(program, trace)
+    compiled = compiler.compile()
+    if target == "bmv2":
+        blocks = [decl for decl, _ in compiler.main_blocks(compiler.find_main())]
+        check_bmv2(program, blocks, (compiler.hdr_type, compiler.meta_type))
+    return compiled
 
 
 __all__ = ["Compiler", "Fn", "CtlInst", "compile_program", "fq_name", "lit"]

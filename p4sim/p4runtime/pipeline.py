@@ -58,6 +58,7 @@ def load_switch_from_device_config(
                 log=log,
                 tm=tm,
                 backend=backend,
+                target=options["target"],
             )
     except DeviceConfigError as err:
         raise invalid(str(err)) from None

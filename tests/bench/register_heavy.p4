@@ -29,7 +29,7 @@ control NoVerify(inout headers_t hdr, inout meta_t meta) { apply { } }
 
 #define RMW(N) r##N.read(v, i); v = v + hdr.words.w##N; r##N.write(i, v); hdr.words.w##N = v;
 
-control Ingress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+control RhIngress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     register<bit<32>>(1024) r0;  register<bit<32>>(1024) r1;  register<bit<32>>(1024) r2;
     register<bit<32>>(1024) r3;  register<bit<32>>(1024) r4;  register<bit<32>>(1024) r5;
     register<bit<32>>(1024) r6;  register<bit<32>>(1024) r7;  register<bit<32>>(1024) r8;
@@ -52,7 +52,7 @@ control Ingress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_
     }
 }
 
-control Egress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
+control RhEgress(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     apply { }
 }
 control NoCompute(inout headers_t hdr, inout meta_t meta) { apply { } }
@@ -60,4 +60,4 @@ control D(packet_out pkt, in headers_t hdr) {
     apply { pkt.emit(hdr.ethernet); pkt.emit(hdr.words); }
 }
 
-V1Switch(P(), NoVerify(), Ingress(), Egress(), NoCompute(), D()) main;
+V1Switch(P(), NoVerify(), RhIngress(), RhEgress(), NoCompute(), D()) main;
