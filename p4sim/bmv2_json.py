@@ -53,21 +53,27 @@ def source_dirs(json_path: Path | None = None, extra: Sequence[str | Path] = ())
 
 
 def find_source(doc: dict[str, Any], dirs: Sequence[Path]) -> Path:
-    """The P4 file named by the JSON's ``"program"`` (Bmv2JsonError when not found)."""
+    """The P4 file named by the JSON's ``"program"`` (Bmv2JsonError when not found).
+
+    ``p4c-bm2-ss`` names the source as it was given; the ``p4c`` driver names its
+    preprocessed copy ``OUTDIR/NAME.p4i``, which holds the whole program (p4sim runs it),
+    and failing that ``NAME.p4`` is looked for in ``dirs``."""
     program = doc.get("program")
-    if not isinstance(program, str) or not program.endswith(".p4"):
+    if not isinstance(program, str) or not program.endswith((".p4", ".p4i")):
         raise Bmv2JsonError(
             'this BMv2 JSON does not name its P4 program (no "program": "NAME.p4"); '
             "p4sim runs P4 source: give it the .p4 file"
         )
     given = Path(program)
-    candidates = [given] if given.is_absolute() else [d / given for d in dirs]
-    if not given.is_absolute():
-        candidates += [d / given.name for d in dirs]  # p4c run from another folder
+    names = [given] if given.suffix == ".p4" else [given, given.with_suffix(".p4")]
+    candidates: list[Path] = []
+    for name in names:
+        candidates += [name] if name.is_absolute() else [d / name for d in dirs]
+        candidates += [d / name.name for d in dirs]  # p4c run from another folder
     for c in candidates:
         if c.is_file():
             return c
-    looked = ", ".join(str(c.parent) for c in dict.fromkeys(candidates))
+    looked = ", ".join(dict.fromkeys(str(c.parent) for c in candidates))
     raise Bmv2JsonError(
         f"this BMv2 JSON was compiled from {program}, which p4sim runs from source; "
         f"not found in {looked} (start p4sim in the program's folder or add --p4-source-dir)"

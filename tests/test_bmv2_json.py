@@ -13,6 +13,7 @@ import asyncio
 import json
 import random
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -609,3 +610,26 @@ def test_json_resubmit_keeps_the_metadata_of_its_field_list_without_the_source(
     _entries(sw)
     ((port, out),) = sw.send(1, _ipv4("10.0.2.2"))
     assert port == 2 and IP(out[14:]).tos == 0x10  # kept 1, lost 0
+
+
+def test_json_of_the_p4c_driver_names_its_preprocessed_file_and_p4sim_runs_it(
+    tmp_path: Path,
+) -> None:
+    from p4sim.bmv2_json import find_source
+
+    # the p4c driver writes OUTDIR/NAME.p4i (the program preprocessed by cc -E) and names it
+    build = tmp_path / "build"
+    build.mkdir()
+    src = ROOT / "topologies" / "basic" / "basic.p4"
+    include = ROOT / "p4sim" / "frontend" / "include"
+    p4i = build / "basic.p4i"
+    cc = ["gcc", "-E", "-x", "assembler-with-cpp", f"-I{include}", str(src), "-o", str(p4i)]
+    subprocess.run(cc, check=True)
+    doc = {"program": "build/basic.p4i"}
+    assert find_source(doc, [tmp_path]) == build / "basic.p4i"
+    sw = Switch.from_file(str(p4i))
+    assert [t.name for t in sw.info.tables] == ["RouterIngress.ipv4_route"]
+    p4i.unlink()  # without the preprocessed copy, NAME.p4 where the sources are
+    assert find_source(doc, [tmp_path, src.parent]) == src
+    with pytest.raises(Bmv2JsonError, match=r"compiled from build/basic\.p4i"):
+        find_source(doc, [tmp_path])
