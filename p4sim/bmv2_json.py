@@ -24,11 +24,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from p4sim.bmv2_translate import Bmv2JsonError, p4_from_bmv2_json
+
 log_ = logging.getLogger("p4sim")
-
-
-class Bmv2JsonError(Exception):
-    """A BMv2 JSON that p4sim cannot run (no source found, or not the same program)."""
 
 
 def looks_like_bmv2_json(data: bytes) -> bool:
@@ -160,8 +158,6 @@ def _translated(doc: dict[str, Any], missing: Bmv2JsonError) -> Path:
     """The JSON as P4 source (p4sim.bmv2_translate), kept in a file named by its hash."""
     import hashlib
     import tempfile
-
-    from p4sim.bmv2_translate import p4_from_bmv2_json
 
     try:
         text = p4_from_bmv2_json(doc)

@@ -32,7 +32,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from p4sim.bmv2_json import Bmv2JsonError
+
+class Bmv2JsonError(Exception):
+    """A BMv2 JSON that p4sim cannot run (no source found, not the same program, or not
+    translatable); ``p4sim.bmv2_json`` raises it too."""
+
 
 _BIN = {"+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"}
 _CMP = {"==", "!=", "<", ">", "<=", ">="}

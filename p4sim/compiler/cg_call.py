@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from p4sim.compiler.cg_base import CompilerBase
+from p4sim.compiler.cg_base import CompilerBase, CtlInst, Fn, fq_name
 from p4sim.compiler.cg_expr import EV, lit, mask, pyname
 from p4sim.compiler.cg_types import byte_codes, header_pad
 from p4sim.compiler.program import ExternInfo, ValueSetInfo
@@ -39,9 +39,6 @@ from p4sim.compiler.typecheck import (
 )
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
-
-if TYPE_CHECKING:
-    from p4sim.compiler.codegen import CtlInst, Fn
 
 DROP_PORT = 511
 
@@ -359,7 +356,6 @@ class CallMixin(CompilerBase):
                 )
             pairs = zip(d.type_params, e.type_args, strict=True)
             return {p: self.genv.resolve(a) for p, a in pairs}
-        from p4sim.compiler.codegen import Fn as FnT
 
         bound: dict[str, T] = {}
         args = self.bind(d.params, e, f"function {d.name}")
@@ -368,7 +364,7 @@ class CallMixin(CompilerBase):
                 continue
             if a is None or p.type.name in bound:
                 continue
-            scratch = FnT(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+            scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
             at = self.expr(a, scratch).type  # only the type: the scratch code is dropped
             if not isinstance(at, (TInfInt, TDontCare)):
                 bound[p.type.name] = at
@@ -398,7 +394,6 @@ class CallMixin(CompilerBase):
         return py
 
     def _function_body(self, d: ast.FunctionDecl) -> tuple[Fn, T]:
-        from p4sim.compiler.codegen import Fn
 
         scope = self.genv.scope.child()
         for p in d.params:
@@ -662,9 +657,8 @@ class CallMixin(CompilerBase):
 
     def check_extern_args(self, d: ast.FunctionDecl, e: ast.Call, fn: Fn) -> None:
         """Type-check arguments against the non-generic parameters of an extern."""
-        from p4sim.compiler.codegen import Fn as FnT
 
-        scratch = FnT(fn.scope, fn.kind, fn.path, ctl=fn.ctl)  # its lines are dropped
+        scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl)  # its lines are dropped
         for p, a in zip(d.params, e.args, strict=False):
             if _mentions(p.type, set(d.type_params)):
                 continue
@@ -884,7 +878,6 @@ class CallMixin(CompilerBase):
     def extern_instance(
         self, d: ast.Instantiation, t: TExtern, path: str, inst: CtlInst | None
     ) -> Sym:
-        from p4sim.compiler.codegen import Fn, fq_name
 
         fq = fq_name(path, d.name, d.annotations)
         py = f"X_{next(self.ids)}_{pyname(d.name)}"
@@ -923,7 +916,6 @@ class CallMixin(CompilerBase):
         return Sym("extern", t, py, decl=d, extra={"fq": fq})
 
     def gen_value_set(self, d: ast.ValueSetDecl, inst: CtlInst) -> None:
-        from p4sim.compiler.codegen import fq_name
 
         t = self.genv.resolve(d.elem_type)
         if isinstance(t, TComposite):

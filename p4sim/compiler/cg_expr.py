@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from p4sim.compiler import rt
-from p4sim.compiler.cg_base import CompilerBase
+from p4sim.compiler.cg_base import CompilerBase, Fn
 from p4sim.compiler.typecheck import (
     BOOL,
     ERROR,
@@ -43,9 +43,6 @@ from p4sim.compiler.typecheck import (
 )
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
-
-if TYPE_CHECKING:
-    from p4sim.compiler.codegen import Fn
 
 NOCONST = object()
 _FOLD_NS: dict[str, Any] = {"signed": rt.signed, "sat_add": rt.sat_add, "sat_sub": rt.sat_sub}

@@ -11,9 +11,8 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from p4sim.compiler.cg_base import CompilerBase
+from p4sim.compiler.cg_base import CompilerBase, Fn
 from p4sim.compiler.cg_expr import EV
 from p4sim.compiler.typecheck import (
     Sym,
@@ -26,9 +25,6 @@ from p4sim.compiler.typecheck import (
 )
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
-
-if TYPE_CHECKING:
-    from p4sim.compiler.codegen import Fn
 
 
 class StmtMixin(CompilerBase):
@@ -219,9 +215,8 @@ class StmtMixin(CompilerBase):
 
     def is_pure(self, e: ast.Expr, fn: Fn) -> bool:
         """True when compiling ``e`` emits no statement (no out-argument calls ...)."""
-        from p4sim.compiler.codegen import Fn as FnT
 
-        scratch = FnT(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+        scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
         self.expr(e, scratch)
         return not scratch.lines
 

@@ -17,9 +17,9 @@ Example (generated for ``table t { key = { hdr.ipv4.dstAddr: lpm; } ... }``)::
 from __future__ import annotations
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from p4sim.compiler.cg_base import CompilerBase
+from p4sim.compiler.cg_base import CompilerBase, CtlInst, Fn, fq_name
 from p4sim.compiler.cg_call import expr_text
 from p4sim.compiler.cg_expr import lit, pyname
 from p4sim.compiler.program import TableInfo
@@ -27,9 +27,6 @@ from p4sim.compiler.typecheck import VOID, Sym, TBit, TBool, TEnum, TError, TObj
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.runtime.tables import Entry, KeyField, Table, TableError
-
-if TYPE_CHECKING:
-    from p4sim.compiler.codegen import CtlInst, Fn
 
 
 class TableMixin(CompilerBase):
@@ -43,7 +40,6 @@ class TableMixin(CompilerBase):
     _errno: dict[str, int]
 
     def gen_table(self, d: ast.TableDecl, inst: CtlInst) -> None:
-        from p4sim.compiler.codegen import Fn, fq_name
 
         fq = fq_name(inst.path, d.name, d.annotations)
         ident = next(self.ids)
@@ -181,7 +177,6 @@ class TableMixin(CompilerBase):
         ``implementation = action_selector(...)``/``action_profile(...)``, which is named
         by the property's ``@name`` or else after the table."""
         from p4sim.compiler.cg_call import profile_info
-        from p4sim.compiler.codegen import fq_name
 
         v = p.value
         kinds = ("action_profile", "action_selector")
@@ -245,7 +240,6 @@ class TableMixin(CompilerBase):
         """A wrapper ``bnd_N(F, *data)`` for an action-list item such as ``setbyte(hdr.f)``:
         the listed arguments bind the action's directional parameters (copy-in/copy-out on
         every call, evaluated then), the control plane supplies the rest."""
-        from p4sim.compiler.codegen import Fn
 
         dirs = [p for p in adecl.params if p.direction]
         if len(ar.args) != len(dirs) or any(a.name for a in ar.args):
@@ -293,7 +287,6 @@ class TableMixin(CompilerBase):
     def table_default(
         self, d: ast.TableDecl, inst: CtlInst, action_fq: dict[str, str]
     ) -> tuple[str, tuple[int, ...]]:
-        from p4sim.compiler.codegen import Fn
 
         if d.default_action is None:
             if "NoAction" not in action_fq:  # p4c adds `@defaultonly NoAction`
@@ -332,7 +325,6 @@ class TableMixin(CompilerBase):
     def const_entries(
         self, d: ast.TableDecl, keys: list[KeyField], action_fq: dict[str, str], inst: CtlInst
     ) -> list[Entry]:
-        from p4sim.compiler.codegen import Fn
 
         fn = Fn(inst.scope, "control", inst.path, ctl=inst)
         out: list[Entry] = []

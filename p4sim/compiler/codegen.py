@@ -20,9 +20,9 @@ packets then run that code with no AST walking. Layout of the generated function
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from typing import Any
 
+from p4sim.compiler.cg_base import CtlInst, Fn, fq_name
 from p4sim.compiler.cg_call import CallMixin
 from p4sim.compiler.cg_expr import EV, ExprMixin, lit, pyname
 from p4sim.compiler.cg_stmt import StmtMixin
@@ -50,56 +50,10 @@ from p4sim.compiler.typecheck import (
     TStack,
     TTuple,
     annotation,
-    name_annotation,
     type_width,
 )
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
-
-
-@dataclass
-class Fn:
-    """The function being generated: its scope, lines and what ``return`` means."""
-
-    scope: Scope
-    kind: str  # parser | control | action | function
-    path: str
-    ctl: Any = None  # the CtlInst of the enclosing control / parser
-    lines: list[str] = field(default_factory=list)
-    ind: int = 1
-    ret: str = "return"
-    ret_type: T | None = None
-    names: itertools.count = field(default_factory=lambda: itertools.count(1))
-
-    def emit(self, s: str) -> None:
-        self.lines.append("    " * self.ind + s)
-
-    def new(self, base: str) -> str:
-        return f"{base}_{next(self.names)}"
-
-
-@dataclass
-class CtlInst:
-    """One instance of a parser or control."""
-
-    decl: Any
-    path: str
-    ident: int
-    pyfn: str
-    scope: Scope
-    frame: list[str] = field(default_factory=list)
-    actions: dict[str, tuple[str, str]] = field(default_factory=dict)  # local → (py, fq)
-    sm_code: str | None = None
-    meta_code: str | None = None
-    top: bool = False
-
-
-def fq_name(path: str, name: str, annos: list[ast.Annotation]) -> str:
-    """P4Info-style fully-qualified name, honouring ``@name`` (leading dot = global)."""
-    n = name_annotation(annos) or name
-    if n.startswith("."):
-        return n[1:]
-    return f"{path}.{n}" if path else n
 
 
 class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):

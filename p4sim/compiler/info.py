@@ -12,11 +12,13 @@ Annotations are kept as source-like text so that P4Info generation can copy them
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from p4sim import program_info as pi
-from p4sim.compiler.program import CompiledProgram
 from p4sim.frontend import ast
+
+if TYPE_CHECKING:
+    from p4sim.compiler.program import CompiledProgram
 
 _SCOPES = {"tableonly": "TABLE_ONLY", "defaultonly": "DEFAULT_ONLY"}
 

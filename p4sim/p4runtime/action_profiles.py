@@ -17,28 +17,25 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import grpc
-from finsy.proto import p4i, p4r
+from finsy.proto import p4r
 
+from p4sim.p4runtime.actions import (
+    decode_action,
+    decode_indirect,
+    encode_action,
+    encode_indirect,
+    is_indirect,
+    profile_by_id,
+    profile_of_table,
+)
 from p4sim.p4runtime.codec import check
 from p4sim.p4runtime.errors import P4RTError, invalid, not_found
-from p4sim.runtime.action_profiles import GROUP, MEMBER, ActionProfile
+from p4sim.runtime.action_profiles import ActionProfile
 
 if TYPE_CHECKING:
     from p4sim.p4runtime.pipeline import Pipeline
 
 INSERT, MODIFY, DELETE = p4r.Update.INSERT, p4r.Update.MODIFY, p4r.Update.DELETE
-
-
-def _profile(pipe: Pipeline, ident: int) -> tuple[p4i.ActionProfile, ActionProfile]:
-    pa = pipe.index.action_profile(ident)
-    return pa, pipe.target.action_profile(pa.preamble.name)
-
-
-def profile_of_table(pipe: Pipeline, table: p4i.Table) -> ActionProfile | None:
-    """The runtime profile of an indirect table, None for a direct table."""
-    if not table.implementation_id:
-        return None
-    return _profile(pipe, table.implementation_id)[1]
 
 
 def _failed(msg: str) -> P4RTError:
@@ -49,7 +46,7 @@ def _failed(msg: str) -> P4RTError:
 
 
 def write_member(pipe: Pipeline, op: int, m: p4r.ActionProfileMember) -> None:
-    pa, ap = _profile(pipe, m.action_profile_id)
+    pa, ap = profile_by_id(pipe, m.action_profile_id)
     name = pa.preamble.name
     if op == DELETE:
         check(m.member_id in ap.members, not_found(f"{name}: no member {m.member_id}"))
@@ -59,8 +56,6 @@ def write_member(pipe: Pipeline, op: int, m: p4r.ActionProfileMember) -> None:
         return
     check(m.HasField("action"), invalid(f"{name}: a member needs an action"))
     check(bool(pa.table_ids), invalid(f"{name}: no table uses this action profile"))
-    from p4sim.p4runtime.tables import decode_action  # tables imports this module
-
     ta = p4r.TableAction()
     ta.action.CopyFrom(m.action)
     table = pipe.index.table(pa.table_ids[0])
@@ -77,11 +72,9 @@ def write_member(pipe: Pipeline, op: int, m: p4r.ActionProfileMember) -> None:
 
 
 def read_members(pipe: Pipeline, req: p4r.ActionProfileMember) -> Iterator[p4r.Entity]:
-    from p4sim.p4runtime.tables import encode_action
-
     ids = [req.action_profile_id] if req.action_profile_id else list(pipe.index.action_profiles)
     for ident in ids:
-        _, ap = _profile(pipe, ident)
+        _, ap = profile_by_id(pipe, ident)
         for mid, m in sorted(ap.members.items()):
             if req.member_id and mid != req.member_id:
                 continue
@@ -115,7 +108,7 @@ def _group_members(name: str, g: p4r.ActionProfileGroup, ap: ActionProfile) -> l
 
 
 def write_group(pipe: Pipeline, op: int, g: p4r.ActionProfileGroup) -> None:
-    pa, ap = _profile(pipe, g.action_profile_id)
+    pa, ap = profile_by_id(pipe, g.action_profile_id)
     name = pa.preamble.name
     check(pa.with_selector, invalid(f"{name} is not an action selector: it has no groups"))
     if op != INSERT:
@@ -142,7 +135,7 @@ def write_group(pipe: Pipeline, op: int, g: p4r.ActionProfileGroup) -> None:
 def read_groups(pipe: Pipeline, req: p4r.ActionProfileGroup) -> Iterator[p4r.Entity]:
     ids = [req.action_profile_id] if req.action_profile_id else list(pipe.index.action_profiles)
     for ident in ids:
-        _, ap = _profile(pipe, ident)
+        _, ap = profile_by_id(pipe, ident)
         for gid, grp in sorted(ap.groups.items()):
             if req.group_id and gid != req.group_id:
                 continue
@@ -152,43 +145,6 @@ def read_groups(pipe: Pipeline, req: p4r.ActionProfileGroup) -> Iterator[p4r.Ent
             for mid in grp.members:
                 out.members.add(member_id=mid, weight=1)
             yield ent
-
-
-# -------------------------------------------------------------------------- table entries
-
-
-def decode_indirect(
-    pipe: Pipeline, table: p4i.Table, ta: p4r.TableAction
-) -> tuple[str, tuple[int, ...]]:
-    """``(MEMBER|GROUP, (id,))`` of an indirect TableAction; the id must exist."""
-    tname = table.preamble.name
-    ap = profile_of_table(pipe, table)
-    kind = ta.WhichOneof("type")
-    if ap is None:
-        raise invalid(f"table {tname} has no action profile: use a direct action ({kind})")
-    if kind == "action_profile_member_id":
-        mid = ta.action_profile_member_id
-        check(mid in ap.members, not_found(f"table {tname}: no member {mid} in {ap.name}"))
-        return MEMBER, (mid,)
-    if kind == "action_profile_group_id":
-        gid = ta.action_profile_group_id
-        check(ap.with_selector, invalid(f"table {tname}: {ap.name} has no groups"))
-        check(gid in ap.groups, not_found(f"table {tname}: no group {gid} in {ap.name}"))
-        return GROUP, (gid,)
-    if kind == "action":
-        raise invalid(f"table {tname} is indirect: entries name a member or a group")
-    raise P4RTError(grpc.StatusCode.UNIMPLEMENTED, f"table {tname}: {kind} is not supported")
-
-
-def encode_indirect(kind: str, ident: int, out: p4r.TableAction) -> None:
-    if kind == MEMBER:
-        out.action_profile_member_id = ident
-    else:
-        out.action_profile_group_id = ident
-
-
-def is_indirect(action: str) -> bool:
-    return action in (MEMBER, GROUP)
 
 
 __all__ = [

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from finsy.proto import p4i, p4r
 
-from p4sim.p4runtime import action_profiles as aps
+from p4sim.p4runtime.actions import (
+    decode_action,
+    encode_action,
+    encode_indirect,
+    is_indirect,
+    profile_of_table,
+)
 from p4sim.p4runtime.codec import check, decode_int, encode_int
 from p4sim.p4runtime.errors import P4RTError, invalid, not_found
 from p4sim.runtime.tables import Entry, TableError
@@ -136,57 +142,6 @@ def encode_matches(table: p4i.Table, matches: tuple, out: Any, rt_keys: Any = No
 # --------------------------------------------------------------------------- actions
 
 
-def decode_action(
-    pipe: Pipeline, table: p4i.Table, ta: p4r.TableAction, default: bool, member: bool = False
-) -> tuple[str, tuple[int, ...]]:
-    """(switch action name, args) of a TableAction, checked against the table's refs;
-    an indirect table's entry gives (MEMBER|GROUP, (id,)) unless ``member`` (the action
-    of an ActionProfileMember) or ``default``."""
-    tname = table.preamble.name
-    kind = ta.WhichOneof("type")
-    if table.implementation_id and not default and not member:
-        return aps.decode_indirect(pipe, table, ta)
-    if kind != "action":
-        raise P4RTError(
-            grpc.StatusCode.UNIMPLEMENTED,
-            f"table {tname}: {kind} is not supported here (only a direct action)",
-        )
-    action = pipe.index.action(ta.action.action_id)
-    aname = action.preamble.name
-    ref = next((r for r in table.action_refs if r.id == action.preamble.id), None)
-    if ref is None:
-        raise invalid(f"table {tname}: action {aname} is not one of its actions")
-    if default:
-        check(ref.scope != p4i.ActionRef.TABLE_ONLY, invalid(f"{aname} is @tableonly in {tname}"))
-    else:
-        check(
-            ref.scope != p4i.ActionRef.DEFAULT_ONLY, invalid(f"{aname} is @defaultonly in {tname}")
-        )
-    return pipe.target.action_name(aname), decode_params(action, ta.action.params)
-
-
-def decode_params(action: p4i.Action, params: Any) -> tuple[int, ...]:
-    aname = action.preamble.name
-    given: dict[int, bytes] = {}
-    known = {p.id: p for p in action.params}
-    for p in params:
-        check(p.param_id in known, invalid(f"action {aname}: no parameter id {p.param_id}"))
-        check(p.param_id not in given, invalid(f"action {aname}: parameter {p.param_id} twice"))
-        given[p.param_id] = p.value
-    args = []
-    for p in action.params:
-        check(p.id in given, invalid(f"action {aname}: parameter {p.name} is missing"))
-        args.append(decode_int(given[p.id], p.bitwidth, f"action {aname}: parameter {p.name}"))
-    return tuple(args)
-
-
-def encode_action(pipe: Pipeline, name: str, args: tuple[int, ...], out: p4r.Action) -> None:
-    action = pipe.action_by_switch_name(name)
-    out.action_id = action.preamble.id
-    for p, v in zip(action.params, args, strict=False):
-        out.params.add(param_id=p.id, value=encode_int(v))
-
-
 # ----------------------------------------------------------------------------- write
 
 
@@ -206,7 +161,7 @@ def write_table_entry(pipe: Pipeline, op: int, te: p4r.TableEntry) -> None:
         check(te.HasField("action"), invalid(f"table {tname}: INSERT needs an action"))
         name, args = decode_action(pipe, table, te.action, default=False)
         entry = Entry(matches, name, args, priority)
-        ap = aps.profile_of_table(pipe, table)
+        ap = profile_of_table(pipe, table)
         if ap is not None:
             ap.ref(name, args[0])
         try:
@@ -219,7 +174,7 @@ def write_table_entry(pipe: Pipeline, op: int, te: p4r.TableEntry) -> None:
         return
     entry = rt.find(matches, priority)
     check(entry is not None, not_found(f"table {tname}: no entry with this match key"))
-    ap = aps.profile_of_table(pipe, table)
+    ap = profile_of_table(pipe, table)
     if op == p4r.Update.DELETE:
         rt.delete(entry.handle)
         if ap is not None:
@@ -337,8 +292,8 @@ def entry_entity(pipe: Pipeline, table: p4i.Table, entry: Entry, req: Any) -> p4
     te = ent.table_entry
     te.table_id = table.preamble.id
     encode_matches(table, entry.matches, te.match, pipe.target.table(table.preamble.name).keys)
-    if aps.is_indirect(entry.action):
-        aps.encode_indirect(entry.action, entry.args[0], te.action)
+    if is_indirect(entry.action):
+        encode_indirect(entry.action, entry.args[0], te.action)
     else:
         encode_action(pipe, entry.action, entry.args, te.action.action)
     te.priority = entry.priority if needs_priority(table) else 0
