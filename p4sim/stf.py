@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import operator
+import os
 import re
 import sys
 import traceback
@@ -924,13 +925,17 @@ def run_stf_file(
     include_dirs: Sequence[str] = (),
     p4c_compat: bool = False,
     target: str = "bmv2",
+    backend: str = "python",
 ) -> StfResult:
-    """Load ``p4_path`` into a fresh Switch and run the script in ``stf_path``."""
+    """Load ``p4_path`` into a fresh Switch on ``backend`` and run the script in
+    ``stf_path``."""
     with open(stf_path, encoding="utf-8") as f:
         commands = parse_stf(f.read(), stf_path, p4c_compat)
     from p4sim.switch import Switch  # late import: parsing STF needs no compiler
 
-    switch = Switch.from_file(p4_path, include_dirs=tuple(include_dirs), target=target)
+    switch = Switch.from_file(
+        p4_path, include_dirs=tuple(include_dirs), target=target, backend=backend
+    )
     return run_stf(switch, commands, p4c_compat)
 
 
@@ -957,10 +962,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     from p4sim.compiler.bmv2_target import add_target_flag
 
     add_target_flag(ap)
+    ap.add_argument(
+        "--backend",
+        choices=("native", "python"),
+        default=os.environ.get("P4SIM_BACKEND") or "native",
+        help="the packet path to test, as the switch's --backend: native (C; a program it "
+        "does not cover runs on python with a one-line notice) or python; default "
+        "$P4SIM_BACKEND or native",
+    )
     args = ap.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         result = run_stf_file(
-            args.program, args.stf, args.include, args.p4c_compat, target=args.target
+            args.program,
+            args.stf,
+            args.include,
+            args.p4c_compat,
+            target=args.target,
+            backend=args.backend,
         )
     except StfError as e:
         print(e, file=sys.stderr)

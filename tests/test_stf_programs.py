@@ -63,3 +63,26 @@ def test_cli_exit_codes_follow_the_verdict(tmp_path: Path, capsys: pytest.Captur
     wrong.write_text("packet 1 " + "00" * 14 + "\nexpect 0 " + "11" * 14 + "\n")
     assert main([str(basic / "basic.p4"), str(wrong)]) == 1
     assert "port 0: expected 1 packet(s), got 1" in capsys.readouterr().out
+
+
+def test_cli_runs_the_script_on_the_back_end_asked_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    from p4sim import stf
+    from p4sim.switch import Switch
+
+    basic = P4_DIR / "tutorials" / "basic"
+    used: list[str] = []
+    real = Switch.from_file
+
+    def spy(*args: object, **kwargs: object) -> Switch:
+        sw = real(*args, **kwargs)  # type: ignore[arg-type]
+        used.append(sw.backend)
+        return sw
+
+    monkeypatch.setattr(Switch, "from_file", spy)
+    monkeypatch.delenv("P4SIM_BACKEND", raising=False)
+    args = [str(basic / "basic.p4"), str(basic / "basic.stf")]
+    assert stf.main(args) == 0  # native by default, as the switch
+    assert stf.main(["--backend", "python", *args]) == 0
+    assert used == ["native", "python"]
