@@ -24,7 +24,7 @@ run: need-root setup
 test: need-root setup-test lint typecheck pytest
 
 pytest:
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@$(PY) -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 lint:
 	@$(PY) -m ruff check .
