@@ -41,7 +41,7 @@ from pydantic import Field, model_validator
 
 from controller.figures import Figure, JobStats
 from controller.job import Job, JobRequest, Port
-from controller.job_kinds import JobKind
+from controller.job_kinds import JobKind, register
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection, table_entry
 from wire.header import AGG_VERSIONS, ASK_ROWS, ASK_TUPLES, MAX_WORKERS
@@ -259,3 +259,6 @@ class Ask(JobKind):
             tuples=ASK_TUPLES,
         )
         return cfg
+
+
+register(Ask())

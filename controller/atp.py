@@ -4,7 +4,7 @@ Example:
     >>> req = AtpRequest(workers=2, window=64)
     >>> Atp().allocate_region(req)
     Region(offset=0, size=4096)
-    >>> from controller.job import parse_request
+    >>> from controller.job_kinds import parse_request
     >>> parse_request({"kind": "atp", "workers": 2, "pool_offset": 4000, "pool_size": 200})
     Traceback (most recent call last):
     ...
@@ -44,7 +44,7 @@ from pydantic import Field, model_validator
 from controller import job_meter, job_region, result_rewrite
 from controller.figures import PROGRESS, Figure, JobStats
 from controller.job import Job, JobRequest, Port, Scheduling
-from controller.job_kinds import JobKind
+from controller.job_kinds import JobKind, register
 from controller.memory_manager import MemoryManager, OutOfMemory, Region
 from controller.p4runtime_client import SwitchConnection, table_entry
 from wire.header import ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent
@@ -336,3 +336,6 @@ async def pool_stats(sw: SwitchConnection, region: Region | None = None) -> dict
     r = region if region is not None else Region(0, ATP_POOL_SIZE)
     held = await read_tags(sw, r)
     return {"pool_size": r.size, "held": len(held), **await read_events(sw)}
+
+
+register(Atp())

@@ -29,7 +29,7 @@ from pydantic import Field, model_validator
 
 from controller.figures import Figure, JobStats
 from controller.job import Ipv4, Job, JobRequest, Mac, Port, host_ip, host_mac
-from controller.job_kinds import JobKind
+from controller.job_kinds import JobKind, register
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection, table_entry
 from wire.header import CONS_GROUPS, SLOTS
@@ -173,3 +173,6 @@ def client_entries(job: Job) -> list[P4TableEntry]:
         )
         for w in job.workers
     ]
+
+
+register(Consensus())

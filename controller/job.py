@@ -1,18 +1,20 @@
 """What a job is: its request (as submitted, typed and checked) and the admitted job.
 
 Example:
-    >>> req = parse_request({"workers": 2, "window": 8})
-    >>> req.kind, req.window, [w.ip for w in req.worker_specs()]
-    ('netreduce', 8, ['10.0.0.1', '10.0.0.2'])
-    >>> parse_request({"workers": "2", "window": 8})
+    >>> req = JobRequest(workers=2)
+    >>> req.kind, [w.ip for w in req.worker_specs()], req.aggregation_address()[0]
+    ('netreduce', ['10.0.0.1', '10.0.0.2'], '10.0.0.3')
+    >>> JobRequest(workers="2")
     Traceback (most recent call last):
     ...
-    controller.job.JobError: workers: Input should be a valid integer
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for JobRequest
+    ...
 
 Every kind of job (``controller/job_kinds.py``) shares the fields of ``JobRequest``: the
 hosts that take part (``workers``, on which switch ports, with which addresses) and the
 aggregation address, where they send (the parameter server, reducer or storage server).
-A kind adds its own fields in a subclass; ``kind`` picks the subclass (default
+A kind adds its own fields in a subclass that pins ``kind`` to its name; ``parse_request``
+(``controller/job_kinds.py``) picks the subclass that ``kind`` names (default
 ``netreduce``, the first system). Requests are pydantic models: every field is typed and
 bounded, so a request that names a string where a number belongs, or a 300 MB name, is
 refused with a one-line ``JobError`` before anything touches a switch.
@@ -35,8 +37,6 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -90,16 +90,6 @@ class JobRequest(BaseModel):
     worker_macs: Annotated[tuple[Mac, ...], Field(max_length=MAX_WORKERS)] = ()
     agg_ip: Ipv4 | None = None
     agg_mac: Mac | None = None
-
-    @field_validator("kind", mode="before")
-    @classmethod
-    def _known_kind(cls, value: Any) -> Any:
-        from controller.job_kinds import kinds  # the kinds import this module
-
-        if not isinstance(value, str) or value not in kinds():
-            known = ", ".join(sorted(kinds()))
-            raise ValueError(f"unknown job kind {value!r} (known: {known})")
-        return value
 
     @model_validator(mode="after")
     def _hosts_agree(self) -> JobRequest:
@@ -188,31 +178,6 @@ class Scheduling(BaseModel):
             "throughput": self.throughput,
             "addressing": self.addressing or "modulo",
         }
-
-
-def parse_request(data: Any) -> JobRequest:
-    """A request of the kind ``data["kind"]`` names (default ``netreduce``), checked.
-
-    Raises ``JobError`` with one line per problem (field: what is wrong)."""
-    from controller.job_kinds import kind_of  # the kinds import this module
-
-    if not isinstance(data, Mapping):
-        raise JobError("a job request is a JSON object")
-    kind = data.get("kind", "netreduce")
-    model = kind_of(kind).request
-    try:
-        return model.model_validate(dict(data))
-    except ValidationError as err:
-        raise JobError(_one_line(err)) from None
-
-
-def _one_line(err: ValidationError) -> str:
-    parts = []
-    for e in err.errors(include_url=False):
-        where = ".".join(str(x) for x in e["loc"])
-        msg = str(e["msg"]).removeprefix("Value error, ")
-        parts.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(parts)
 
 
 def host_ip(n: int) -> str:

@@ -1,6 +1,7 @@
 """Kinds of jobs: what each system adds to admission, by name.
 
 Example:
+    >>> import controller.jobs  # loads every kind, and each registers itself
     >>> kind_of("netreduce").pool
     'agg'
     >>> kind_of("gossip")  # doctest: +ELLIPSIS
@@ -14,7 +15,8 @@ differs: its request model (a subclass of ``controller.job.JobRequest``), which 
 it draws from and how much, how its switch state is installed, checked, removed and
 cleared, what its hosts are told at start, and which live figures the dashboard and
 ``/metrics`` show for it (``live_stats``). A system adds a module with one subclass
-and one line in ``_KINDS`` below.
+that ends in ``register(TheKind())``, and one name where the job manager
+(``controller/jobs.py``) loads every kind. This registry imports no kind: they import it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, ClassVar
+
+from pydantic import ValidationError
 
 from controller.figures import JobStats
 from controller.job import Job, JobError, JobRequest
@@ -118,25 +122,20 @@ class JobKind(ABC):
         }
 
 
-def _registry() -> Mapping[str, JobKind]:
-    from controller.ask import Ask
-    from controller.atp import Atp
-    from controller.consensus import Consensus
-    from controller.kv_cache import KvCache
-    from controller.netreduce import NetReduce
-    from controller.serene import Serene
-
-    kinds: list[JobKind] = [NetReduce(), Ask(), Serene(), KvCache(), Consensus(), Atp()]
-    return {k.name: k for k in kinds}
+_KINDS: dict[str, JobKind] = {}
 
 
-_KINDS: Mapping[str, JobKind] | None = None
+def register(kind: JobKind) -> JobKind:
+    """Make ``kind`` known by its name (each kind's module calls this as it loads)."""
+    known = _KINDS.get(kind.name)
+    if known is not None and type(known) is not type(kind):
+        raise ValueError(f"job kind {kind.name!r} is already {type(known).__name__}")
+    _KINDS[kind.name] = kind
+    return kind
 
 
 def kinds() -> Mapping[str, JobKind]:
-    global _KINDS
-    if _KINDS is None:
-        _KINDS = _registry()
+    """Every registered kind, by name."""
     return _KINDS
 
 
@@ -150,3 +149,25 @@ def kind_of(name: Any) -> JobKind:
     if not isinstance(name, str) or name not in known:
         raise JobError(f"unknown job kind {name!r} (known: {', '.join(sorted(known))})")
     return known[name]
+
+
+def parse_request(data: Any) -> JobRequest:
+    """A request of the kind ``data["kind"]`` names (default ``netreduce``), checked.
+
+    Raises ``JobError`` with one line per problem (field: what is wrong)."""
+    if not isinstance(data, Mapping):
+        raise JobError("a job request is a JSON object")
+    model = kind_of(data.get("kind", "netreduce")).request
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as err:
+        raise JobError(_one_line(err)) from None
+
+
+def _one_line(err: ValidationError) -> str:
+    parts = []
+    for e in err.errors(include_url=False):
+        where = ".".join(str(x) for x in e["loc"])
+        msg = str(e["msg"]).removeprefix("Value error, ")
+        parts.append(f"{where}: {msg}" if where else msg)
+    return "; ".join(parts)

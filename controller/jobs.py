@@ -23,6 +23,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+# every kind registers itself as its module loads: the job manager admits them all
+from controller import ask, atp, consensus, kv_cache, netreduce, serene  # noqa: F401
 from controller.events import EventLog
 from controller.job import MAX_JOB_ID, Job, JobError, JobRequest
 from controller.job_kinds import AGG_POOL, TICK_S, JobKind, kind_of, kind_pools

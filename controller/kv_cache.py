@@ -34,7 +34,7 @@ from pydantic import Field, model_validator
 
 from controller.figures import Figure, JobStats
 from controller.job import Job, JobRequest, Port
-from controller.job_kinds import JobKind
+from controller.job_kinds import JobKind, register
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection, table_entry
 from wire.header import KV_CACHE_SIZE, KV_VALUE_WORDS, SLOTS
@@ -344,3 +344,6 @@ async def cache_keys(sw: SwitchConnection, job: Job, keys: Sequence[int]) -> Pla
     decided = plan(cached, hits, cands, job.region, min_reads=1)
     await apply_plan(sw, job, decided)
     return decided
+
+
+register(KvCache())

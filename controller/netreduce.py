@@ -26,7 +26,7 @@ from pydantic import Field, model_validator
 from controller import aggregator, job_meter, job_region, result_rewrite
 from controller.figures import PROGRESS, Figure, JobStats
 from controller.job import Count, Job, JobRequest, Scheduling
-from controller.job_kinds import AGG_POOL, JobKind
+from controller.job_kinds import AGG_POOL, JobKind, register
 from controller.memory_manager import Region
 from controller.p4runtime_client import SwitchConnection
 from wire.header import AGG_POOL_SIZE, SLOTS
@@ -143,3 +143,6 @@ class NetReduce(JobKind):
             )
             state["schedule"] = f"class {p['class']}{deadline}, {job.region.size} aggregators now"
         return JobStats(tuple(figures), state)
+
+
+register(NetReduce())

@@ -22,6 +22,7 @@ from pydantic import model_validator
 from controller import job_meter, job_region, result_rewrite, sync_modes
 from controller.figures import Figure, JobStats
 from controller.job import Job, JobRequest
+from controller.job_kinds import register
 from controller.memory_manager import Region
 from controller.netreduce import NetReduce, NetReduceRequest
 from controller.p4runtime_client import SwitchConnection
@@ -92,3 +93,6 @@ class Serene(NetReduce):
         if state.fence:
             text += f", epochs from {state.boundary} held (swap in progress)"
         return JobStats(tuple(figures), {"sync": text, "slowest_epoch": str(clocks.slowest)})
+
+
+register(Serene())

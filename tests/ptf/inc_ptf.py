@@ -38,6 +38,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
+import controller.jobs  # noqa: F401  (loads every kind)
 from controller.job import Job, JobRequest, Worker, host_ip, host_mac
 from controller.job_kinds import kind_of
 from controller.memory_manager import Region
