@@ -29,7 +29,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import Any, TypeAlias
 
 from finsy import (
     P4ClientError,
@@ -51,31 +51,13 @@ from finsy.grpcutil import GRPCStatusCode
 from finsy.p4client import P4Client
 from finsy.proto import U128, p4i, p4r
 
-if TYPE_CHECKING:
-    from controller.registers import RegisterAccess
+from controller.registers import CLI, RegisterAccess, ThriftRegisters, thrift_cli_available
+from controller.switch_error import SwitchError
 
 log = logging.getLogger("controller.p4runtime")
 
 WRITE_CHUNK = 1000  # updates per WriteRequest: bounded message size, steady progress
 RPC_TIMEOUT = 30.0
-
-
-class SwitchError(Exception):
-    """A switch refused or could not be reached; the message says which switch and why."""
-
-    def __init__(
-        self,
-        message: str,
-        code: GRPCStatusCode | None = None,
-        details: dict[int, GRPCStatusCode] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.code = code
-        self.details = details or {}  # index of each failed update -> its code
-
-    def only(self, code: GRPCStatusCode) -> bool:
-        """True when this is a Write whose failed updates all failed with ``code``."""
-        return bool(self.details) and all(c == code for c in self.details.values())
 
 
 @dataclass(frozen=True)
@@ -207,8 +189,6 @@ class SwitchConnection:
         self.registers: RegisterAccess = self._register_access()
 
     def _register_access(self) -> RegisterAccess:
-        from controller.registers import CLI, ThriftRegisters, thrift_cli_available
-
         if self.spec.thrift_port is not None:
             if thrift_cli_available():
                 host = self.spec.address.rsplit(":", 1)[0]

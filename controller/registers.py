@@ -23,7 +23,7 @@ import re
 import shutil
 from typing import Protocol
 
-from controller.p4runtime_client import SwitchError
+from controller.switch_error import SwitchError
 
 CLI = "simple_switch_CLI"
 _READ_REPLY = re.compile(r"\[(\d+)\]\s*=\s*(-?\d+)")
