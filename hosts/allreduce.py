@@ -180,7 +180,7 @@ class AllReduceClient:
     def take_min_rtt(self) -> float | None:
         """The smallest round trip (send to result, first transmissions only) since the
         last call, in seconds; None if nothing was timed. The scheduler sizes memory with
-        it (``controller/sizing.py``: Memory = Throughput x RTT)."""
+        it (``controller/jobs/sizing.py``: Memory = Throughput x RTT)."""
         rtt, self._min_rtt = self._min_rtt, None
         self._probes.clear()
         return rtt
@@ -194,7 +194,7 @@ class AllReduceClient:
         addressing: str = "modulo",
     ) -> None:
         """Enter ``epoch`` with the region ``(offset, size)`` and ``window`` (default: the
-        size), as the controller fixed them for that epoch (``controller/switchover.py``).
+        size), as the controller fixed them for that epoch (``controller/sched/switchover.py``).
         ``addressing``: ``modulo`` (``offset + psn % size``) or ``hashed``
         (``Hash(psn, job) % size + offset``, ``wire.header.hashed_address``). Call between
         all-reduce calls, on every worker alike."""

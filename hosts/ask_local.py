@@ -7,7 +7,7 @@ Example::
         assert out.result == Counter(...)
 
 The switch is p4sim running ``p4src/inc.p4``; the job is admitted by the controller's own
-code (``controller.ask.Ask.install`` over P4Runtime), forwarding is installed as a
+code (``controller.systems.ask.Ask.install`` over P4Runtime), forwarding is installed as a
 topology's runtime file would. Frames go through ``Switch.send`` directly, so a run needs
 no root, no Mininet and no sockets: this is what the exactness tests and the switch-side
 benchmark use (``topologies/ask.py`` runs the same hosts over real links). Time is virtual
@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.ask import Ask, AskRequest, layout_of, reducer_id
-from controller.job import Job, host_ip, host_mac
+from controller.jobs.job import Job, host_ip, host_mac
+from controller.jobs.memory_manager import Region
 from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems.ask import Ask, AskRequest, layout_of, reducer_id
 from hosts.ask_mapper import MapperConfig, MapperFlow
 from hosts.ask_reducer import Reducer
 from hosts.ask_wire import parse

@@ -11,7 +11,7 @@ Example::
 Reports are best effort: a daemon that is slow or gone never slows training down (each
 post has a short timeout; failures are counted, the first one is printed once). What a
 worker reports is what the switch cannot see: its retransmissions, the results it holds,
-its epoch and accuracy (``controller/worker_reports.py`` bounds the names and sizes).
+its epoch and accuracy (``controller/api/worker_reports.py`` bounds the names and sizes).
 """
 
 from __future__ import annotations

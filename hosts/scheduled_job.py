@@ -13,7 +13,7 @@ size and compute time from the controller (``GET /jobs/{id}/workers/{w}``). Each
 1. ``POST /jobs/{id}/workers/{w}/epoch`` with the epoch and the smallest RTT measured
    in the previous one; the reply is the region of this epoch. While it says ``wait``
    (no memory for the job now, or a new region waiting for the other workers to leave the
-   old one: ``controller/switchover.py``) the worker asks again; the daemon holds each
+   old one: ``controller/sched/switchover.py``) the worker asks again; the daemon holds each
    request until something changes.
 2. Compute for ``compute_ms``: the stand-in for a GPU's forward and backward pass, which
    leaves the host CPU idle just like this sleep does.

@@ -15,7 +15,7 @@ import pytest
 from controller import incctl
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon
-from controller.job_kinds import parse_request
+from controller.jobs.job_kinds import parse_request
 from controller.local_switch import LocalSwitch, PipelineFiles
 from hosts.ask_wire import fingerprint, kv_packet, parse, place
 from tests.test_controller_daemon import start_daemon

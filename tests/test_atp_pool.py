@@ -1,6 +1,6 @@
 """ATP's shared pool in p4src/atp.p4, packet by packet on an in-process p4sim switch.
 
-Jobs are admitted by the controller's own code (``controller.atp.Atp.install`` over
+Jobs are admitted by the controller's own code (``controller.systems.atp.Atp.install`` over
 P4Runtime): ATP job 1 (workers on ports 1..3), ATP job 2 (workers on ports 4, 5) share
 the pool range [0, 4); NetReduce job 3 (workers on ports 7, 8) has aggregators 8..11 of
 its own pool. Every job's aggregation address (PS) is the host on port 6. The PS side
@@ -17,12 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.atp import Atp, AtpRequest, pool_stats
-from controller.job import Job, host_ip, host_mac
+from controller.jobs.job import Job, host_ip, host_mac
+from controller.jobs.memory_manager import Region
 from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.netreduce import NetReduce, NetReduceRequest
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems.atp import Atp, AtpRequest, pool_stats
+from controller.systems.netreduce import NetReduce, NetReduceRequest
 from hosts.atp_ps import AtpAggregator, AtpJobSpec
 from p4sim.switch import Switch
 from wire.framing import encapsulate

@@ -20,8 +20,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchError, SwitchSpec
-from controller.runtime_config import apply_runtime_config
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchError, SwitchSpec
+from controller.p4rt.runtime_config import apply_runtime_config
 from p4sim.bmv2_json import Bmv2JsonError, switch_from_bmv2_json
 from p4sim.p4info import compile_outputs, write_p4info
 from p4sim.p4runtime.pipeline import load_switch_from_device_config

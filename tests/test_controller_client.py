@@ -14,7 +14,7 @@ from finsy import P4CloneSessionEntry, P4MulticastGroupEntry, P4TableEntry
 from finsy.grpcutil import GRPCStatusCode
 
 from controller.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
-from controller.p4runtime_client import (
+from controller.p4rt.p4runtime_client import (
     Pipeline,
     SwitchConnection,
     SwitchError,
@@ -22,7 +22,7 @@ from controller.p4runtime_client import (
     SwitchSpec,
     table_entry,
 )
-from controller.runtime_config import apply_runtime_config
+from controller.p4rt.runtime_config import apply_runtime_config
 from p4sim.runtime_json import load_runtime_json
 from wire.header import DROP_REASONS
 

@@ -101,7 +101,7 @@ def test_submit_of_key_value_and_consensus_jobs_sends_their_options_and_no_slots
     assert incctl._submit_body(log) == {
         "workers": 1, "kind": "consensus", "name": "", "replica_ports": [2, 3, 4],
     }  # fmt: skip
-    from controller.job_kinds import parse_request
+    from controller.jobs.job_kinds import parse_request
 
     assert parse_request(incctl._submit_body(kv)).kind == "kv_cache"  # the daemon accepts it
     assert parse_request(incctl._submit_body(log)).kind == "consensus"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.job import JobError
-from controller.job_kinds import parse_request
-from controller.memory_manager import MemoryManager, OutOfMemory, Region
-from controller.netreduce import NetReduce, NetReduceRequest
+from controller.jobs.job import JobError
+from controller.jobs.job_kinds import parse_request
+from controller.jobs.memory_manager import MemoryManager, OutOfMemory, Region
+from controller.systems.netreduce import NetReduce, NetReduceRequest
 
 
 def test_allocation_is_first_fit_from_the_lowest_offset() -> None:
@@ -120,7 +120,7 @@ def test_default_worker_layout_follows_mininet_hosts() -> None:
 
 
 def test_a_kind_name_cannot_be_taken_by_another_kind() -> None:
-    from controller.job_kinds import kind_of, register
+    from controller.jobs.job_kinds import kind_of, register
 
     class Impostor(NetReduce):
         pass

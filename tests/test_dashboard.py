@@ -24,12 +24,12 @@ import pytest
 from finsy import P4CounterEntry, P4DirectCounterEntry
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import job_region
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.inc_drops import INC_DROPS, JOB_DROPS
 from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.systems import job_region
+from controller.systems.inc_drops import INC_DROPS, JOB_DROPS
 from tests.test_controller_daemon import contribution
 from wire.header import DROP_STRIDE, SLOTS, DropReason
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.memory_manager import Region
-from controller.switchover import SlotConfig, Switchover, SwitchoverError
+from controller.jobs.memory_manager import Region
+from controller.sched.switchover import SlotConfig, Switchover, SwitchoverError
 from hosts.allreduce import AllReduceClient
 from hosts.transport import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge, impaired, int_vectors, wrapped_sum

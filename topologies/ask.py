@@ -9,7 +9,7 @@ Example (root)::
     python -m topologies.ask groupby    # GROUP BY k SUM(v), COUNT(*): Spark vs the switch
 
 Network (``topologies/experiment.py``): ``star(M + 1)``, mappers ``h1..hM``, the reducer
-``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/ask.py``). Each mapper
+``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/systems/ask.py``). Each mapper
 (``python -m hosts.ask_run mapper``) reads its own text file and sends its words through the
 switch; the reducer (``python -m hosts.ask_run reducer``) drains the array and writes the
 counts. The result is compared with ``collections.Counter`` over the same files, and the

@@ -69,7 +69,7 @@ class ExperimentError(RuntimeError):
 
 # --- layouts --------------------------------------------------------------------------------
 def host_ip(i: int) -> str:
-    """Address of host ``h{i}`` (1-based), Mininet's convention that controller/job.py uses."""
+    """Address of host ``h{i}`` (1-based), Mininet's convention that controller/jobs/job.py uses."""
     return f"10.0.0.{i}"
 
 
@@ -488,7 +488,7 @@ class Experiment:
     def read_counter(self, name: str, switch: str = "s1") -> dict[int, tuple[int, int]]:
         """Counter ``name`` of ``switch``: index -> (packets, bytes), read over P4Runtime by a
         backup client (the daemon stays primary)."""
-        from controller.p4runtime_client import SwitchConnection, SwitchSpec
+        from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
 
         sw = self.switch(switch)
         spec = SwitchSpec(sw.device_id, f"127.0.0.1:{sw.grpc_port}", election_id=1)

@@ -14,7 +14,7 @@ epochs ahead of their results: ``hosts/ssp_client.py``; under ``async`` each get
 switch's running aggregate back at once and waits for nobody); worker 4
 (the last) straggles ``--slow``
 times slower (``--straggle fixed|transient|random``). The dynamic configuration starts in
-sync and runs ``--policy`` (``controller/sync_policy.py``) against the switch's clocks
+sync and runs ``--policy`` (``controller/systems/sync_policy.py``) against the switch's clocks
 meanwhile, swapping modes through the daemon.
 
 Every mode trains on the same data by default: ``--iterations`` full batches' worth of
@@ -104,7 +104,7 @@ def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dic
     watcher = None
     if mode == DYNAMIC:
         from controller.api_client import ControllerApi
-        from controller.sync_policy import Policy, watch_job
+        from controller.systems.sync_policy import Policy, watch_job
 
         policy, api = Policy.parse(a.policy), ControllerApi(ex.controller_url, timeout=10.0)
 

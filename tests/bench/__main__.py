@@ -2,7 +2,7 @@
 aggregation goodput.
 
 Section sched (tests/bench/scheduler.py, no root): the controller's scheduler under
-simulated time (``controller.sched_sim``), EDF against FIFO, RR and MLFQ on the same
+simulated time (``controller.sched.sched_sim``), EDF against FIFO, RR and MLFQ on the same
 Poisson traces at four loads: MD deadlines met and average JCT, and the headline ratios.
 
 Section p4sim: packets per second through the in-process pipeline (``Switch.send``), one
@@ -253,11 +253,11 @@ def bench_ddp(args: argparse.Namespace, console: Console) -> None:
 
 
 def bench_sched(args: argparse.Namespace, console: Console) -> None:
-    """EDF against FIFO, RR and MLFQ on simulated traces (controller.sched_sim)."""
-    from controller.sched_sim import print_tables
+    """EDF against FIFO, RR and MLFQ on simulated traces (controller.sched.sched_sim)."""
+    from controller.sched.sched_sim import print_tables
     from tests.bench.scheduler import headline_lines, measure
 
-    console.rule("switch memory scheduling (simulated, controller.sched_sim)")
+    console.rule("switch memory scheduling (simulated, controller.sched.sched_sim)")
     rows, heads, took = measure(args.sched_jobs, args.sched_seeds)
     print_tables(rows, heads)
     for line in headline_lines(heads):
