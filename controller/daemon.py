@@ -74,7 +74,7 @@ from controller.p4rt.p4runtime_client import (
 from controller.p4rt.runtime_config import apply_runtime_config
 from controller.sched.policies import DEFAULT_QUANTUM, POLICIES
 from controller.sched.scheduled_jobs import SchedulingOptions
-from p4sim.runtime_json import RuntimeConfig, RuntimeJsonError, load_runtime_json
+from p4rt_config.runtime_json import RuntimeConfig, RuntimeJsonError, load_runtime_json
 
 log = logging.getLogger("controller.daemon")
 

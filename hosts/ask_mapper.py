@@ -10,7 +10,7 @@ Example (no network: what the mapper would send, and its acknowledgement):
     0
 
 ``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask_run.py`` over UDP,
-``hosts/ask_local.py`` through an in-process switch). Each key's tuple goes to the slot of
+``topologies/ask_local.py`` through an in-process switch). Each key's tuple goes to the slot of
 its row that its fingerprint names (``hosts/ask_wire.py``); a row's packets are built in
 up to ``layers`` buffers: a tuple goes to the first buffer whose slot holds its key (added
 there, in int32; one that would overflow goes on) or nothing, else to a new buffer; a

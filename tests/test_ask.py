@@ -1,7 +1,7 @@
 """ASK (key-value aggregation, p4src/ask.p4) on p4sim in this process: exact results.
 
 Every run goes through ``inc.p4`` on p4sim with the job installed by ``controller.systems.ask``
-(``hosts/ask_local.py``); results are compared with ``collections.Counter`` over the same
+(``topologies/ask_local.py``); results are compared with ``collections.Counter`` over the same
 input. The Mininet run of the same hosts is tests/test_mininet_ask.py.
 """
 
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from controller.systems.ask import SEEN_MASK, AskRequest
-from hosts.ask_local import AskBench, Impairment, _ip, _mac, chunks
 from hosts.ask_mapper import MapperFlow
 from hosts.ask_wire import fingerprint, kv_packet, parse, place
+from topologies.ask_local import AskBench, Impairment, _ip, _mac, chunks
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES, DropReason, Flag, Header, Op
 

@@ -19,12 +19,12 @@ import pytest
 
 from controller.jobs.job import Job, host_ip, host_mac
 from controller.jobs.memory_manager import Region
-from controller.local_switch import LocalSwitch, compile_pipeline
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems.atp import Atp, AtpRequest, pool_stats
 from controller.systems.netreduce import NetReduce, NetReduceRequest
 from hosts.atp_ps import AtpAggregator, AtpJobSpec
 from p4sim.switch import Switch
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import encapsulate
 from wire.header import (
     SLOTS,

@@ -18,7 +18,7 @@ from finsy import P4TableEntry
 
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
 from controller.p4rt.runtime_config import apply_runtime_config
-from p4sim.runtime_json import load_runtime_json
+from p4rt_config.runtime_json import load_runtime_json
 from topologies import runner
 from topologies.p4switch import CompiledProgram, compile_program, switch_command
 

@@ -16,10 +16,10 @@ import pytest
 
 from controller.jobs.job import host_ip, host_mac
 from controller.jobs.memory_manager import Region
-from controller.local_switch import LocalSwitch, compile_pipeline
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems import consensus
 from controller.systems.consensus import Consensus, ConsensusRequest
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import SLOTS, DropReason, Header, Op, pack, unpack
 

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4rt.p4runtime_client import SwitchSpec
 from tests.test_controller_daemon import TABLES, job_entries
+from topologies.local_switch import LocalSwitch, PipelineFiles
 
 REQUEST_TIMEOUT = 1.5  # the daemon's deadline for a request's head and body, in these tests
 

@@ -13,7 +13,6 @@ import pytest
 from finsy import P4CloneSessionEntry, P4MulticastGroupEntry, P4TableEntry
 from finsy.grpcutil import GRPCStatusCode
 
-from controller.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
 from controller.p4rt.p4runtime_client import (
     Pipeline,
     SwitchConnection,
@@ -23,7 +22,8 @@ from controller.p4rt.p4runtime_client import (
     table_entry,
 )
 from controller.p4rt.runtime_config import apply_runtime_config
-from p4sim.runtime_json import load_runtime_json
+from p4rt_config.runtime_json import load_runtime_json
+from topologies.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
 from wire.header import DROP_REASONS
 
 JOBS = "IncIngress.job_region.jobs"

@@ -22,9 +22,9 @@ from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
 from controller.jobs.memory_manager import Region
-from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
 from controller.systems.aggregator import AGG_JOB, STATE_REGISTERS, copy_range
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import encapsulate
 from wire.header import SLOTS, DropReason, Flag, Header, aggregator_address, pack, unpack
 

@@ -26,11 +26,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
 from controller.systems import job_region
 from controller.systems.inc_drops import INC_DROPS, JOB_DROPS
 from tests.test_controller_daemon import contribution
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.header import DROP_STRIDE, SLOTS, DropReason
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"

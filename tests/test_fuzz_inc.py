@@ -52,7 +52,6 @@ import pytest
 from controller.jobs.job import Job as AdmittedJob
 from controller.jobs.job import host_ip, host_mac
 from controller.jobs.memory_manager import Region
-from controller.local_switch import LocalSwitch, compile_pipeline
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems import kv_cache
 from controller.systems.ask import Ask, AskRequest, layout_of
@@ -64,6 +63,7 @@ from controller.systems.serene import Serene, SereneRequest
 from controller.systems.sync_modes import sync_slot
 from hosts.ask_wire import kv_packet
 from p4sim.switch import Switch
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import FRAME_OVERHEAD, encapsulate
 from wire.header import (
     AGG_POOL_SIZE,

@@ -17,11 +17,11 @@ import pytest
 
 from controller.jobs.job import Job, host_ip, host_mac
 from controller.jobs.memory_manager import Region
-from controller.local_switch import LocalSwitch, compile_pipeline
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems import kv_cache
 from controller.systems.kv_cache import KvCache, KvCacheRequest
 from hosts.kv_store import KvServer, _values
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import (
     KV_ANSWERED_BY_SWITCH,

@@ -25,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
 #: controller's part themselves; each is named here with its reason. Not a worker agent.
 IN_PROCESS_HARNESSES = {
     # an ASK job around an in-process p4sim switch, admitted by the controller's own code
-    "hosts/ask_local.py": {"controller"},
+    "topologies/ask_local.py": {"controller"},
 }
 
 

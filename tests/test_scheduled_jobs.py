@@ -20,7 +20,6 @@ from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
 from controller.jobs.job import host_ip, host_mac
 from controller.jobs.sizing import AGGREGATOR_BYTES
-from controller.local_switch import LocalSwitch, PipelineFiles
 from controller.p4rt.p4runtime_client import SwitchSpec
 from controller.sched.scheduled_jobs import SchedulingOptions
 from controller.systems.job_region import EPOCH_SLOTS
@@ -31,6 +30,7 @@ from hosts.scheduled_job import train
 from hosts.transport import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge
 from tests.test_controller_daemon import observe
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import encapsulate
 from wire.header import ATP_POOL_SIZE, SLOTS, DropReason, Header, atp_index, pack
 

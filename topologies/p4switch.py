@@ -335,7 +335,7 @@ class P4Switch(Switch):
     async def _program(self) -> None:
         from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError, SwitchSpec
         from controller.p4rt.runtime_config import apply_runtime_config
-        from p4sim.runtime_json import RuntimeJsonError, load_runtime_json
+        from p4rt_config.runtime_json import RuntimeJsonError, load_runtime_json
 
         cfg = None
         if self.runtime_json:

@@ -6,7 +6,7 @@ Example::
     async with SwitchConnection(spec, Pipeline.from_files(p4info, device_config)) as sw:
         await apply_runtime_config(sw, cfg)
 
-The file is parsed by ``p4sim.runtime_json`` (the same parser p4sim's ``--runtime-json``
+The file is parsed by ``p4rt_config.runtime_json`` (the same parser p4sim's ``--runtime-json``
 uses). Installing is idempotent: entries that already exist are modified, so it is safe to
 re-apply the file to a switch that kept its state across a controller restart.
 """
@@ -24,7 +24,7 @@ from controller.p4rt.p4runtime_client import (
     default_action,
     table_entry,
 )
-from p4sim.runtime_json import RuntimeConfig, TableEntrySpec
+from p4rt_config.runtime_json import RuntimeConfig, TableEntrySpec
 
 
 def _match(sw: SwitchConnection, spec: TableEntrySpec) -> dict[str, Any]:

@@ -33,9 +33,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hosts.ask_local import AskBench, _ip, _mac, chunks
 from hosts.ask_mapper import MapperFlow
 from hosts.ask_wire import fingerprint, parse, place
+from topologies.ask_local import AskBench, _ip, _mac, chunks
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES
 

@@ -34,12 +34,12 @@ from typing import Any
 
 from controller.jobs.job import Job, host_ip, host_mac
 from controller.jobs.memory_manager import Region
-from controller.local_switch import LocalSwitch, compile_pipeline
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems.ask import Ask, AskRequest, layout_of, reducer_id
 from hosts.ask_mapper import MapperConfig, MapperFlow
 from hosts.ask_reducer import Reducer
 from hosts.ask_wire import parse
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import ProtocolError
 
