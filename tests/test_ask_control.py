@@ -16,7 +16,7 @@ from controller import incctl
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon
 from controller.jobs.job_kinds import parse_request
-from hosts.ask_wire import fingerprint, kv_packet, parse, place
+from hosts.ask.wire import fingerprint, kv_packet, parse, place
 from tests.test_controller_daemon import start_daemon
 from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import decapsulate, encapsulate

@@ -4,7 +4,7 @@ Each switch's role for the job is table configuration written by the controller'
 (``controller.systems.atp.Atp.install``): leaf A (workers 0, 1 on ports 1, 2, uplink port 3), leaf B
 (workers 2, 3 on ports 1, 2, uplink 3), spine (leaf A on port 1, leaf B on port 2, the PS on
 port 3). The test carries every packet a switch sends on to the next hop (uplink, downlink,
-PS) and drives ``hosts.atp_ps`` with what reaches the PS, so each worker's result is checked
+PS) and drives ``hosts.atp.ps`` with what reaches the PS, so each worker's result is checked
 against the sum of all four workers' values.
 """
 
@@ -23,7 +23,7 @@ from controller.jobs.job import host_ip, host_mac
 from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems.atp import Atp, AtpRequest
-from hosts.atp_ps import AtpAggregator, AtpJobSpec
+from hosts.atp.ps import AtpAggregator, AtpJobSpec
 from p4sim.switch import Switch
 from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import encapsulate

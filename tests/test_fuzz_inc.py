@@ -61,7 +61,7 @@ from controller.systems.kv_cache import KvCache, KvCacheRequest
 from controller.systems.netreduce import NetReduce, NetReduceRequest
 from controller.systems.serene import Serene, SereneRequest
 from controller.systems.sync_modes import sync_slot
-from hosts.ask_wire import kv_packet
+from hosts.ask.wire import kv_packet
 from p4sim.switch import Switch
 from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import FRAME_OVERHEAD, encapsulate

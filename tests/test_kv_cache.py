@@ -1,6 +1,6 @@
 """The key-value cache of ``p4src/inc.p4`` on p4sim, programmed over P4Runtime by
 ``controller/systems/kv_cache.py``, with the real storage server logic
-(``hosts/kv_store.KvServer.handle``) answering whatever the switch forwards to it.
+(``hosts/kv/store.py: KvServer.handle``) answering whatever the switch forwards to it.
 Frames go through the switch in-process.
 
 Job 1: clients on ports 1 and 2, server on port 3, cache entries [4, 8). Job 2: client on
@@ -20,7 +20,7 @@ from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems import kv_cache
 from controller.systems.kv_cache import KvCache, KvCacheRequest
-from hosts.kv_store import KvServer, _values
+from hosts.kv.store import KvServer, _values
 from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import (

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from controller.jobs.memory_manager import Region
 from controller.sched.switchover import SlotConfig, Switchover, SwitchoverError
-from hosts.allreduce import AllReduceClient
-from hosts.transport import Endpoint
+from hosts.netreduce.allreduce import AllReduceClient
+from hosts.transport.udp import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge, impaired, int_vectors, wrapped_sum
 from tests.worker_threads import run_threads
 from wire.header import DropReason

@@ -17,7 +17,7 @@ machine's speed.
 Impairment (``Impairment``): each frame any host sends is dropped, duplicated or held
 back and delivered after later frames (reordered) with the given probabilities, from a
 seeded RNG. Epochs: every ``swap_every`` rounds the reducer moves the mappers to the next
-epoch and, once they all moved, drains the copy they left (``hosts/ask_reducer.py``).
+epoch and, once they all moved, drains the copy they left (``hosts/ask/reducer.py``).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from controller.jobs.job import Job, host_ip, host_mac
 from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 from controller.systems.ask import Ask, AskRequest, layout_of, reducer_id
-from hosts.ask_mapper import MapperConfig, MapperFlow
-from hosts.ask_reducer import Reducer
-from hosts.ask_wire import parse
+from hosts.ask.mapper import MapperConfig, MapperFlow
+from hosts.ask.reducer import Reducer
+from hosts.ask.wire import parse
 from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import ProtocolError

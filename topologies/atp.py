@@ -12,7 +12,7 @@ rack, ``s2 ..``) under a spine ``s1`` that holds the PS host; the leaves aggrega
 rack, the spine the leaves' partial sums, and the result comes back down.
 
 Jobs ``1..J`` have ``W`` workers each on one switch (hosts ``h1 ..``), all in the ATP pool
-range ``[0, pool_size)``; one host after the workers runs ``hosts.atp_ps`` for every job (the
+range ``[0, pool_size)``; one host after the workers runs ``hosts.atp.ps`` for every job (the
 jobs' aggregation address). Each worker all-reduces seeded int32 vectors
 (``hosts.vector_job``); the run checks every result against the host-side sum and prints
 per job the call times, retransmissions, and the pool's statistics (claims, collisions,
@@ -110,7 +110,7 @@ def start_flood(ex: Experiment, job: AtpJob, ps_host: int, pool: tuple[int, int]
 
 def start_ps(ex: Experiment, ps_host: int, job_ids: list[int]) -> Any:
     """One ATP parameter server on ``h{ps_host}`` serving ``job_ids``."""
-    cmd = [sys.executable, "-m", "hosts.atp_ps", "--controller", ex.controller_url]
+    cmd = [sys.executable, "-m", "hosts.atp.ps", "--controller", ex.controller_url]
     for j in job_ids:
         cmd += ["--job-id", str(j)]
     return ex.start_service(f"h{ps_host}", cmd, ready="atp parameter server on")

@@ -138,7 +138,8 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
             ]  # fmt: skip
             for ps in ps_hosts:
                 ex.start_service(
-                    f"h{ps}", [sys.executable, "-m", "hosts.ps", "--workers", str(cfg.workers)],
+                    f"h{ps}",
+                    [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(cfg.workers)],
                     ready="parameter server on", log_name=f"ps-baseline-h{ps}",
                 )  # fmt: skip
             for mode, jobs, extra in (

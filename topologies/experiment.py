@@ -4,7 +4,7 @@ Example (root)::
 
     with Experiment(ExperimentConfig(star(5), bw_mbps=2.0, run_dir=Path("run/demo"))) as ex:
         job = ex.submit("demo", workers=4, window=32)          # incctl job submit
-        ex.start_service("h5", ["python", "-m", "hosts.ps", "--workers", "4"],
+        ex.start_service("h5", ["python", "-m", "hosts.netreduce.ps", "--workers", "4"],
                          ready="parameter server on")
         runs = ex.run_hosts([(f"h{i + 1}", worker_cmd(i)) for i in range(4)])
         print(ex.drop_counters("s1"), ex.port_bytes())

@@ -6,7 +6,7 @@ Example:
     (16, 3, ('10.0.0.3', '00:00:00:00:00:03'))
 
 A job owns ``cache_size`` entries of the switch's key-value cache (pool ``kv``,
-``KV_CACHE_SIZE`` entries). Its hosts: ``workers`` clients (``hosts/kv_store.py``,
+``KV_CACHE_SIZE`` entries). Its hosts: ``workers`` clients (``hosts/kv/store.py``,
 ``KvClient``) and one storage server at the aggregation address, on ``server_port`` (by
 default host ``h{N+1}`` on port ``N+1``). Admission installs ``kv_server`` (the only port
 whose replies the switch believes), ``kv_clients``, then ``kv_jobs`` last.

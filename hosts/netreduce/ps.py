@@ -8,7 +8,7 @@ Example:
 
 Run on the PS host (the workers' AllReduceClient gets ``dest=(ps_ip, port)``)::
 
-    python -m hosts.ps --workers 4 [--port 20051] [--bind 0.0.0.0] [--slots 32]
+    python -m hosts.netreduce.ps --workers 4 [--port 20051] [--bind 0.0.0.0] [--slots 32]
 
 Flags: ``--workers`` contributions that complete an aggregation (the job's worker count);
 ``--port``/``--bind`` where to listen (default ``PS_UDP_PORT`` = INC_UDP_PORT + 1, so that
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
+from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
     AGG_POOL_SIZE,
     DROP_REASONS,
@@ -238,7 +238,9 @@ class ParameterServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hosts.ps", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m hosts.netreduce.ps", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--workers", type=int, required=True, help="workers per job (quorum)")
     ap.add_argument("--port", type=int, default=PS_UDP_PORT, help="UDP port to listen on")
     ap.add_argument("--bind", default="0.0.0.0", help="address to listen on")
@@ -247,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ps = ParameterServer(args.workers, (args.bind, args.port), args.slots or None)
     except (ValueError, OSError) as e:
-        print(f"hosts.ps: {e}", file=sys.stderr)
+        print(f"hosts.netreduce.ps: {e}", file=sys.stderr)
         return 2
     # Both signals end the loop cleanly (a background job may have SIGINT ignored otherwise).
     for sig in (signal.SIGTERM, signal.SIGINT):

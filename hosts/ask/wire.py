@@ -14,7 +14,7 @@ A key (any hashable whose ``repr`` names it: str, bytes, int, tuples of those) t
 a 32-bit *fingerprint*, never 0 (0 marks an empty slot). Two keys may share a fingerprint:
 the switch would merge them, so results never trust it: every mapper tells the reducer
 which keys it sent under which fingerprint, and a fingerprint claimed by two keys is
-resolved from the mappers' own counts (``hosts/ask_reducer.py``). ``fp_bits`` below 32
+resolved from the mappers' own counts (``hosts/ask/reducer.py``). ``fp_bits`` below 32
 makes collisions frequent on purpose (tests).
 
 A tuple of key fingerprint ``f`` sent by a mapper whose partition is

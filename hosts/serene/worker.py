@@ -2,7 +2,7 @@
 
 Example (inside a Mininet host; tests start one per worker)::
 
-    python -m hosts.serene_worker --controller unix:run/serene/controller.sock \\
+    python -m hosts.serene.worker --controller unix:run/serene/controller.sock \\
         --job-id 1 --worker-id 2 --epochs 20 --size 64 --seed 7 --slow 0.2 --out /tmp/w2
 
 Per epoch ``e`` (from 0): sleep ``--slow`` seconds (the injected straggler's extra compute;
@@ -28,7 +28,7 @@ import numpy as np
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m hosts.serene_worker")
+    ap = argparse.ArgumentParser(prog="python -m hosts.serene.worker")
     ap.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
     ap.add_argument("--job-id", type=int, required=True)
     ap.add_argument("--worker-id", type=int, required=True)
@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--pipeline",
         action="store_true",
-        help="send through hosts/ssp_client.py even with --ahead 0 (async needs it)",
+        help="send through hosts/serene/ssp_client.py even with --ahead 0 (async needs it)",
     )
     ap.add_argument("--timeout", type=float, default=0.05, help="retransmission timeout, s")
     ap.add_argument("--total-timeout", type=float, default=60.0, help="bound of one call, s")
@@ -59,8 +59,8 @@ def run_ahead(
     a: argparse.Namespace, client: Any, results: list[Any], bitmaps: list[Any], out: Any
 ) -> None:
     """Up to ``--ahead`` epochs in flight beyond the oldest without its result
-    (``hosts/ssp_client.py``), as a bounded-staleness worker sends them."""
-    from hosts.ssp_client import PipelinedAllReduce
+    (``hosts/serene/ssp_client.py``), as a bounded-staleness worker sends them."""
+    from hosts.serene.ssp_client import PipelinedAllReduce
     from hosts.vector_job import make_vector
 
     pipe = PipelinedAllReduce(client)
@@ -81,7 +81,7 @@ def run_ahead(
 
 def main(argv: list[str] | None = None) -> int:
     from controller.api_client import ApiError, ControllerApi
-    from hosts.allreduce import AllReduceClient, AllReduceTimeout
+    from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout
     from hosts.vector_job import make_vector
 
     a = parser().parse_args(argv)

@@ -16,7 +16,7 @@ PS gets both contributions as pieces and answers with the result):
 
 Run on the PS host, one process for every ATP job whose aggregation address it is::
 
-    python -m hosts.atp_ps --controller unix:run/x/controller.sock --job-id 1 --job-id 2
+    python -m hosts.atp.ps --controller unix:run/x/controller.sock --job-id 1 --job-id 2
 
 What reaches the PS (docs/protocol.md, "ATP") is a *piece*: values and the bitmap of the
 workers whose contributions they sum. A worker packet that collided, was retransmitted or
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
+from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
     INC_UDP_PORT,
     MAX_WORKERS,
@@ -232,7 +232,7 @@ def jobs_from_controller(url: str, job_ids: list[int]) -> dict[int, AtpJobSpec]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hosts.atp_ps", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m hosts.atp.ps", description=__doc__.split("\n")[0])
     ap.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
     ap.add_argument("--job-id", type=int, action="append", required=True, help="ATP job served")
     ap.add_argument("--bind", default="0.0.0.0", help="address to listen on")
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs = jobs_from_controller(args.controller, args.job_id)
         ps = AtpParameterServer(jobs, (args.bind, INC_UDP_PORT))
     except Exception as e:  # noqa: BLE001 - one line for the user, whatever failed
-        print(f"hosts.atp_ps: {e}", file=sys.stderr)
+        print(f"hosts.atp.ps: {e}", file=sys.stderr)
         return 2
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: ps._stop.set())

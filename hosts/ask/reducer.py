@@ -1,7 +1,7 @@
 """The reducer side of ASK: tuples the switch passed on, rows it drains, exact results.
 
 Example (no network):
-    >>> from hosts.ask_mapper import MapperConfig, MapperFlow
+    >>> from hosts.ask.mapper import MapperConfig, MapperFlow
     >>> m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=4))
     >>> m.add_counts({"a": 3}); m.flush()
     >>> r = Reducer(job_id=1, reducer_id=1, rows=range(0, 4))
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.ask_wire import kv_packet, parse
+from hosts.ask.wire import kv_packet, parse
 from wire.header import ASK_TUPLES, Flag, Header, Op, ProtocolError, pack
 
 

@@ -2,7 +2,7 @@
 
 Example (a single worker against a parameter server in this process):
     >>> import numpy as np
-    >>> from hosts.ps import ParameterServer
+    >>> from hosts.netreduce.ps import ParameterServer
     >>> ps = ParameterServer(n_workers=1, bind=("127.0.0.1", 0)).start()
     >>> c = AllReduceClient(1, 0, 1, 0, 8, 4, dest=ps.address, bind=("127.0.0.1", 0))
     >>> c.allreduce_int(np.arange(40, dtype=np.int32)).tolist()[-3:]
@@ -29,7 +29,7 @@ only ``dest`` differs. On the switch path the worker must listen on ``INC_UDP_PO
 switch turns the packet around without touching the UDP ports), which is the default bind.
 
 Float all-reduce (``allreduce``) first agrees on a bound B of |x| with one extra integer
-all-reduce of an exponent vote (hosts/quantize.py), then quantises with the largest scale
+all-reduce of an exponent vote (hosts/transport/quantize.py), then quantises with the largest scale
 ``s = 2**e`` for which n workers cannot overflow int32, sums, and dequantises. The result is
 the sum of the workers' vectors with per-element error at most ``n / (2 s)``
 (``AllReduceClient.error_bound``), plus float32 rounding of the sum.
@@ -44,9 +44,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.quantize import agreed_bound, choose_scale, dequantize, exponent_vote, quantize
-from hosts.sliding_window import ResultAssembler, SendWindow, WindowTimeout, split_into_packets
-from hosts.transport import Address, DatagramEndpoint, Endpoint
+from hosts.transport.quantize import agreed_bound, choose_scale, dequantize, exponent_vote, quantize
+from hosts.transport.sliding_window import (
+    ResultAssembler,
+    SendWindow,
+    WindowTimeout,
+    split_into_packets,
+)
+from hosts.transport.udp import Address, DatagramEndpoint, Endpoint
 from wire.header import (
     ADDRESSING,
     INC_UDP_PORT,
@@ -206,7 +211,7 @@ class AllReduceClient:
         self.epoch = epoch
         self._hash = hash_params(self.job_id, size) if addressing == "hashed" else None
 
-    # Hooks for other addressing schemes (hosts/atp_worker.py: hashed, shared pool).
+    # Hooks for other addressing schemes (hosts/atp/worker.py: hashed, shared pool).
     def _check_layout(
         self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
     ) -> None:

@@ -751,7 +751,7 @@ def client_main(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m hosts.consensus", description=__doc__.split("\n")[0]
+        prog="python -m hosts.consensus.replicated_log", description=__doc__.split("\n")[0]
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     for name in ("replica", "client"):

@@ -16,7 +16,7 @@ with its ``psn`` comes (``rto``, doubling); the server applies each client's wri
 older ids are ignored), so a delayed duplicate can never undo a newer write. Request ids
 start from the clock (ms x 256), so a restarted client continues above its old ids.
 
-``python -m hosts.kv_store server --job-id J`` runs the server; ``... bench`` and
+``python -m hosts.kv.store server --job-id J`` runs the server; ``... bench`` and
 ``... check`` drive workloads (``topologies/kv_cache.py``).
 """
 
@@ -33,7 +33,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from hosts.transport import Address, Endpoint
+from hosts.transport.udp import Address, Endpoint
 from wire.header import (
     INC_UDP_PORT,
     KV_ANSWERED_BY_SWITCH,
@@ -283,7 +283,7 @@ def run_bench(client: KvClient, n_keys: int, alpha: float, count: int, seed: int
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m hosts.kv_store", description=__doc__.split("\n")[0]
+        prog="python -m hosts.kv.store", description=__doc__.split("\n")[0]
     )
     sub = ap.add_subparsers(dest="cmd", required=True)
     srv = sub.add_parser("server", help="run the storage server of a key-value job")

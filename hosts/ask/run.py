@@ -2,9 +2,9 @@
 
 Example (each in its own host; the job admitted with kind ``ask``)::
 
-    python -m hosts.ask_run reducer --controller unix:run/ask/controller.sock --job-id 1 \\
+    python -m hosts.ask.run reducer --controller unix:run/ask/controller.sock --job-id 1 \\
         --out run/ask/result.json
-    python -m hosts.ask_run mapper --controller unix:run/ask/controller.sock --job-id 1 \\
+    python -m hosts.ask.run mapper --controller unix:run/ask/controller.sock --job-id 1 \\
         --worker-id 0 --input run/ask/words0.txt
 
 Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``MapperFlow``,
@@ -32,10 +32,10 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from hosts.ask_mapper import MapperConfig, MapperFlow
-from hosts.ask_reducer import Reducer
-from hosts.ask_wire import parse
-from hosts.transport import Endpoint
+from hosts.ask.mapper import MapperConfig, MapperFlow
+from hosts.ask.reducer import Reducer
+from hosts.ask.wire import parse
+from hosts.transport.udp import Endpoint
 from wire.header import ASK_TUPLES, INC_UDP_PORT, ProtocolError
 
 CONTROL_PORT = INC_UDP_PORT + 1
@@ -348,7 +348,7 @@ def _split(text: str) -> tuple[int, int]:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m hosts.ask_run", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m hosts.ask.run", description=__doc__)
     sub = ap.add_subparsers(dest="role", required=True)
     for role in ("mapper", "reducer"):
         p = sub.add_parser(role)

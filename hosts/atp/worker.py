@@ -3,7 +3,7 @@
 Example (a single worker against ATP's parameter server in this process, no switch: every
 packet reaches the PS as a one-worker piece, and the PS answers):
     >>> import numpy as np
-    >>> from hosts.atp_ps import AtpJobSpec, AtpParameterServer
+    >>> from hosts.atp.ps import AtpJobSpec, AtpParameterServer
     >>> c = AtpClient(5, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
     >>> spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
     >>> ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0)).start()
@@ -12,7 +12,7 @@ packet reaches the PS as a one-worker piece, and the PS answers):
     [38, 39]
     >>> c.close(); ps.stop()
 
-Differences from NetReduce's client (hosts/allreduce.py), docs/protocol.md "ATP":
+Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protocol.md "ATP":
 - psn ``p`` goes to ``agg_idx = Hash(job_id, p) % size + offset`` (``wire.header.atp_index``),
   copy 0; the range ``(offset, size)`` may be shared with other jobs and smaller than the
   window: a collision is the switch's business (it falls back to the PS).
@@ -30,9 +30,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from hosts.allreduce import AllReduceClient, _check_config, _Window
-from hosts.sliding_window import ResultAssembler
-from hosts.transport import Endpoint
+from hosts.netreduce.allreduce import AllReduceClient, _check_config, _Window
+from hosts.transport.sliding_window import ResultAssembler
+from hosts.transport.udp import Endpoint
 from wire.header import atp_index
 
 

@@ -1,7 +1,7 @@
 """The mapper side of ASK: tuples into multi-tuple AGG_KV packets, sent reliably.
 
 Example (no network: what the mapper would send, and its acknowledgement):
-    >>> from hosts.ask_wire import parse
+    >>> from hosts.ask.wire import parse
     >>> m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=4))
     >>> m.add_counts({"a": 3, "b": 1}); m.flush()
     >>> [parse(p)[0].psn for p in m.to_send(now=0.0)]   # "a" and "b" share a row
@@ -9,9 +9,9 @@ Example (no network: what the mapper would send, and its acknowledgement):
     >>> m.on_ack(parse(m.to_send(now=1.0)[0])[0]); m.in_flight   # sent again, acknowledged
     0
 
-``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask_run.py`` over UDP,
+``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask/run.py`` over UDP,
 ``topologies/ask_local.py`` through an in-process switch). Each key's tuple goes to the slot of
-its row that its fingerprint names (``hosts/ask_wire.py``); a row's packets are built in
+its row that its fingerprint names (``hosts/ask/wire.py``); a row's packets are built in
 up to ``layers`` buffers: a tuple goes to the first buffer whose slot holds its key (added
 there, in int32; one that would overflow goes on) or nothing, else to a new buffer; a
 buffer leaves when ``tuples_per_packet`` slots are used, when the row needs one buffer
@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from hosts.ask_wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
+from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
 from wire.header import ASK_TUPLES, Flag, Header, Op
 
 

@@ -16,7 +16,7 @@ out (a partial round completed without this worker) is kept, and the packet stil
 out once, so that the switch sees every epoch of every worker; a WAIT reply (the switch
 holds this worker back: bounded staleness, a mode swap's fence) is resent at the timeout
 too. Values are fixed point with the one scale every worker derives from
-the agreed bound (``hosts/quantize.py``), so no exponent vote is needed per epoch.
+the agreed bound (``hosts/transport/quantize.py``), so no exponent vote is needed per epoch.
 
 For Serene's async mode (docs/protocol.md, "Synchronisation modes") packet ``c`` of every
 epoch carries ``c`` in ``bitmap``: the switch keeps chunk ``c``'s running aggregate on
@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.allreduce import AllReduceClient, AllReduceTimeout
-from hosts.quantize import choose_scale, dequantize, quantize
-from hosts.sliding_window import split_into_packets
+from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout
+from hosts.transport.quantize import choose_scale, dequantize, quantize
+from hosts.transport.sliding_window import split_into_packets
 from wire.header import Flag, Header, Op, ProtocolError, aggregator_address, pack_header, unpack
 
 

@@ -8,7 +8,7 @@ Example (a running ASK job with one mapper per partition and its reducer)::
     )                                   # an ordinary RDD of (word, count)
 
 The executors' tasks (``mapPartitionsWithIndex``) send their partition's pairs with
-``hosts.ask_run.send_partition`` (partition ``i`` is mapper ``i``), combined over chunks of
+``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined over chunks of
 ``chunk`` pairs, while the driver waits for the reducer's record (``collect``); the result
 comes back as an RDD with as many partitions. Keys are strings (they travel in JSON between
 the hosts), values int32 per tuple.
@@ -17,7 +17,7 @@ GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
 ``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch: every row adds to two
 tuples, ``("s", k)`` (its value) and ``("c", k)`` (1), so one pass gives both aggregates.
 
-``python -m hosts.ask_spark`` runs, in one Spark session (local mode), a word count on a
+``python -m hosts.ask.spark`` runs, in one Spark session (local mode), a word count on a
 text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
 DataFrame ``groupBy("word").count()``, and through the switch, each timed from the file
 to the driver's dict (Spark's own queries once untimed first: timed warm) and checked
@@ -41,8 +41,8 @@ from operator import add
 from pathlib import Path
 from typing import Any
 
-from hosts.ask_run import send_partition, subscribe, wait_record
-from hosts.ask_wire import INT32_MAX, INT32_MIN
+from hosts.ask.run import send_partition, subscribe, wait_record
+from hosts.ask.wire import INT32_MAX, INT32_MIN
 
 
 def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
@@ -268,7 +268,7 @@ def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hosts.ask_spark", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m hosts.ask.spark", description=__doc__)
     ap.add_argument("--query", choices=["wordcount", "groupby"], default="wordcount")
     ap.add_argument("--input", required=True, help="wordcount: a text file; groupby: CSV k,v")
     ap.add_argument("--partitions", type=int, default=2)

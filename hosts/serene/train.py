@@ -3,7 +3,7 @@ header), an injected straggler, and what partial rounds ask of a worker.
 
 Example (inside a Mininet host; ``topologies/serene.py`` starts one per worker)::
 
-    python -m hosts.serene_train --controller unix:run/serene/controller.sock \\
+    python -m hosts.serene.train --controller unix:run/serene/controller.sock \\
         --job-id 1 --worker-id 3 --iterations 150 --compute 0.05 \\
         --slow 2 --straggle fixed --json /tmp/w3.json
 
@@ -26,7 +26,7 @@ looked (its own gradient and whatever the others added meanwhile), through its m
 Replicas then differ (each sees the others' gradients at its own times); no one waits.
 
 With ``--ahead S`` (bounded staleness) the worker computes epoch e on a model that has the
-results up to e - S - 1 (``hosts/ssp_client.py`` keeps up to S + 1 epochs in flight), with
+results up to e - S - 1 (``hosts/serene/ssp_client.py`` keeps up to S + 1 epochs in flight), with
 the learning rate divided by 1 + S.
 
 The learning rate drops to a tenth after ``--decay-at`` of the run's data (0.75), the same
@@ -58,7 +58,7 @@ import numpy as np
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m hosts.serene_train")
+    ap = argparse.ArgumentParser(prog="python -m hosts.serene.train")
     ap.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
     ap.add_argument("--job-id", type=int, required=True)
     ap.add_argument("--worker-id", type=int, required=True)
@@ -122,9 +122,9 @@ def rescale(total: np.ndarray, bitmaps: np.ndarray, n: int, slots: int) -> tuple
 
 def main(argv: list[str] | None = None) -> int:
     from controller.api_client import ApiError, ControllerApi
-    from hosts.allreduce import AllReduceClient, AllReduceTimeout
     from hosts.mlp import MLP
-    from hosts.ssp_client import PipelinedAllReduce
+    from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout
+    from hosts.serene.ssp_client import PipelinedAllReduce
     from hosts.train import load_digits_split
 
     a = parser().parse_args(argv)

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.allreduce import AllReduceTimeout, fixed_point_allreduce
-from hosts.transport import Address, Datagram, DatagramEndpoint, Endpoint
+from hosts.netreduce.allreduce import AllReduceTimeout, fixed_point_allreduce
+from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
     INC_UDP_PORT,
     MAX_SLOTS,
