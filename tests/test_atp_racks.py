@@ -168,7 +168,7 @@ def test_every_worker_gets_the_sum_of_both_racks_through_leaves_spine_and_ps(
 def test_the_experiments_bad_arguments_get_a_one_line_error(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from topologies.atp import main
+    from topologies.atp.__main__ import main
 
     with pytest.raises(SystemExit) as e:
         main(args)

@@ -36,7 +36,7 @@ through the switch's key-value cache against the storage server alone, and a rep
 with the switch as sequencer against a host leader; each pair in one run on one network:
 reads or commits per second, median and tail latency.
 
-Section atp (topologies/atp_bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
+Section atp (topologies/atp/bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
 (NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
 fallback rates, side by side in one run per job count; a plot under results/. Twice: on
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench_atp(console: Console) -> int:
-    """ATP's shared pool vs static partitioning vs PS only (topologies/atp_bench.py)."""
-    from topologies import atp_bench
+    """ATP's shared pool vs static partitioning vs PS only (topologies/atp/bench.py)."""
+    from topologies.atp import bench as atp_bench
 
     rate_bound = atp_bench.BenchConfig()
     memory_bound = atp_bench.BenchConfig(delay_ms=10)

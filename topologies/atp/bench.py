@@ -2,7 +2,7 @@
 ``make bench``, section atp): the jobs' shared pool against static partitioning (NetReduce
 regions) and the parameter server alone, on plain links or with a delay on every link; and
 one job beside a tenant flooding the pool, metered or not. The jobs, hosts and checks are
-``topologies/atp.py``'s.
+``topologies/atp/__init__.py``'s.
 """
 
 from __future__ import annotations
