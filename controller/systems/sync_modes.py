@@ -43,6 +43,7 @@ from finsy import P4CounterEntry, P4TableEntry, P4TableMatch
 from controller.jobs.job import Job, JobError
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 from wire.header import ASYNC_UNSET, MAX_WORKERS, SLOTS, SYNC_JOBS, SYNC_RING, SyncMode
+from wire.serial import distance, oldest, wrap
 
 SYNC_MODES = "IncIngress.sync_modes.sync_modes"
 SET_MODES = "IncIngress.sync_modes.set_modes"
@@ -54,8 +55,6 @@ LATE = "IncIngress.sync_late.sync_late"
 ASYNC_LAST = "IncIngress.sync_modes.async_last"
 ASYNC_SUMS = tuple(f"IncIngress.sync_modes.async_sum_{i:02d}" for i in range(SLOTS))
 MAX_BOUND = SYNC_RING - 2  # the clocks track SYNC_RING epochs: lead = bound + 1 < SYNC_RING
-EPOCH_MOD = 1 << 32
-HALF = 1 << 31
 SWAP_TRIES = 8
 
 
@@ -136,7 +135,7 @@ class ModeState:
     after: Mode
 
     def mode_of(self, epoch: int) -> Mode:
-        return self.after if (epoch - self.boundary) % EPOCH_MOD < HALF else self.before
+        return self.after if distance(epoch, self.boundary) >= 0 else self.before
 
 
 @dataclass(frozen=True)
@@ -151,15 +150,11 @@ class Clocks:
     def of(cls, workers: tuple[int, ...]) -> Clocks:
         """The slowest epoch is the workers' oldest clock (serial order): the switch's
         ``sync_min`` is the same outside async, where it does not move."""
-        base = workers[0]
-        rel = [(c - base) % EPOCH_MOD for c in workers]
-        rel = [d - EPOCH_MOD if d >= HALF else d for d in rel]
-        return cls(workers, (base + min(rel)) % EPOCH_MOD)
+        return cls(workers, oldest(workers))
 
     def lead(self, epoch: int) -> int:
         """How far ``epoch`` is past the slowest worker (negative: behind it)."""
-        d = (epoch - self.slowest) % EPOCH_MOD
-        return d - EPOCH_MOD if d >= HALF else d
+        return distance(epoch, self.slowest)
 
     @property
     def fastest(self) -> int:
@@ -179,7 +174,7 @@ def mode_entry(job_id: int, state: ModeState) -> P4TableEntry:
         SET_MODES,
         sync_slot=state.slot,
         workers=state.workers,
-        boundary_epoch=state.boundary % EPOCH_MOD,
+        boundary_epoch=wrap(state.boundary),
         fence_on=int(state.fence),
         mode_before=int(b.kind),
         quorum_before=b.quorum,
@@ -223,7 +218,7 @@ async def install(
                 f"job {job.job_id} shares synchronisation slot {slot} with job {other_id} "
                 f"(slot = job id % {SYNC_JOBS}); admit it under another job id"
             )
-    start = (first_epoch - 1) % EPOCH_MOD
+    start = wrap(first_epoch - 1)
     await sw.fill_register(CLOCK, range(slot * MAX_WORKERS, (slot + 1) * MAX_WORKERS), start)
     await sw.write_register(SLOWEST, slot, start)
     await sw.fill_register(REACHED, range(slot * SYNC_RING, (slot + 1) * SYNC_RING), 0)
@@ -248,7 +243,7 @@ async def reset_async(sw: SwitchConnection, job: Job) -> None:
 async def restart_rounds(sw: SwitchConnection, job: Job, boundary: int) -> None:
     """Leaving async at ``boundary``: rounds are counted again from that epoch."""
     slot = sync_slot(job.job_id)
-    await sw.write_register(SLOWEST, slot, (boundary - 1) % EPOCH_MOD)
+    await sw.write_register(SLOWEST, slot, wrap(boundary - 1))
     await sw.fill_register(REACHED, range(slot * SYNC_RING, (slot + 1) * SYNC_RING), 0)
 
 
@@ -283,8 +278,8 @@ def retired(state: ModeState, clocks: Clocks) -> bool:
     bound = max(state.before.bound, state.after.bound)
     if state.after.kind == SyncMode.ASYNC:  # no rounds after the boundary
         bound = state.before.bound
-    past = (clocks.slowest - state.boundary) % EPOCH_MOD
-    return past < HALF and past >= bound
+    past = distance(clocks.slowest, state.boundary)
+    return past >= 0 and past >= bound
 
 
 async def swap(sw: SwitchConnection, job: Job, mode: Mode) -> int:
@@ -302,11 +297,11 @@ async def swap(sw: SwitchConnection, job: Job, mode: Mode) -> int:
         )
     current = state.after
     for _ in range(SWAP_TRIES):
-        boundary = (clocks.fastest + 1) % EPOCH_MOD
+        boundary = wrap(clocks.fastest + 1)
         fence = replace(state, boundary=boundary, fence=True, before=current, after=current)
         await sw.modify([mode_entry(job.job_id, fence)])
         clocks = await read_clocks(sw, job)
-        if all((c - boundary) % EPOCH_MOD >= HALF for c in clocks.workers):
+        if all(distance(c, boundary) < 0 for c in clocks.workers):
             entering = mode.kind == SyncMode.ASYNC and current.kind != SyncMode.ASYNC
             if entering:
                 await reset_async(sw, job)

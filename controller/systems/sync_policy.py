@@ -53,6 +53,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from controller.jobs.job import JobError
+from wire.serial import distance
 
 Condition = Callable[[Sequence[int], "deque[int | None]"], bool]
 _MODE = r"(sync|async|partial \d+(?: bound \d+)?|bounded \d+)"
@@ -146,11 +147,7 @@ class Watch:
 
 def relative_clocks(workers: Sequence[int], slowest: int) -> list[int]:
     """Clocks as epochs past the slowest one (they are 32-bit serial numbers)."""
-    out = []
-    for c in workers:
-        d = (c - slowest) % (1 << 32)
-        out.append(d - (1 << 32) if d >= 1 << 31 else d)
-    return out
+    return [distance(c, slowest) for c in workers]
 
 
 def watch_job(

@@ -60,11 +60,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from wire.header import INC_UDP_PORT, SLOTS, Flag, Header, Op, ProtocolError, pack, unpack
+from wire.serial import newer, wrap
 
 CTL_PORT = INC_UDP_PORT + 1  # replica <-> replica and client -> leader (read) messages
 LEADER = 0
 MAX_DATA = (SLOTS - 1) * 4
-HALF, MASK = 1 << 31, (1 << 32) - 1
 GAP_WAIT = 0.01  # a gap may be reordering: wait this long before asking
 RETRY = 0.03  # repeat unanswered control messages
 HEARTBEAT = 0.05
@@ -94,11 +94,6 @@ class Entry(NamedTuple):
 
 
 NOOP = Entry(-1, 0, b"")
-
-
-def newer(a: int, b: int) -> bool:
-    """Session ``a`` is newer than ``b`` (serial-number arithmetic)."""
-    return 0 < (a - b) & MASK < HALF
 
 
 def encode_data(data: bytes) -> np.ndarray:
@@ -604,13 +599,13 @@ class LogClient:
         self.config = config
         self.sock = udp_socket(INC_UDP_PORT, ip=config.ip)
         self.ctl = udp_socket(CTL_PORT)
-        self.req = (int(time.time() * 1000) << 8) & MASK
+        self.req = wrap(int(time.time() * 1000) << 8)
         self.f = len(config.replicas) // 2
         self.retransmissions = 0
 
     def append(self, data: bytes) -> tuple[int, int]:
         """Append ``data``; returns (session, log index) once committed."""
-        self.req = (self.req + 1) & MASK
+        self.req = wrap(self.req + 1)
         values = encode_data(data)
         flags = Flag.FALLBACK if self.config.host_sequencer else Flag.NONE
         h = Header(op=Op.CONSENSUS, flags=flags, job_id=self.config.job_id,

@@ -46,6 +46,7 @@ from wire.header import (
     pack,
     unpack,
 )
+from wire.serial import distance, wrap
 
 HALF = 1 << 31
 MASK = (1 << 32) - 1
@@ -94,10 +95,10 @@ class KvServer:
         if h.op == Op.KV_WRITE:
             seen = self.last.get(h.worker_id)
             if seen is not None:
-                delta = (h.psn - seen[0]) & MASK
+                delta = distance(h.psn, seen[0])
                 if delta == 0:
                     return seen[1]
-                if delta >= HALF:
+                if delta < 0:
                     return None  # older than the client's last write: a delayed duplicate
             version = (self.store.get(key, (0, None))[0] + 1) & MASK
             self.store[key] = (version, v[1 : 1 + KV_VALUE_WORDS].copy())
@@ -174,7 +175,7 @@ class KvClient:
         self.config = config
         self.endpoint = endpoint or Endpoint(("0.0.0.0", INC_UDP_PORT))
         self.server: Address = (config.server_ip, INC_UDP_PORT)
-        self.psn = (int(time.time() * 1000) << 8) & MASK
+        self.psn = wrap(int(time.time() * 1000) << 8)
         self.retransmissions = 0
         self.cached_replies = 0
 
@@ -189,7 +190,7 @@ class KvClient:
         return self.request(Op.KV_READ, key)
 
     def request(self, op: Op, key: int, value: Sequence[int] = ()) -> KvReply:
-        self.psn = (self.psn + 1) & MASK
+        self.psn = wrap(self.psn + 1)
         h = Header(op=op, job_id=self.config.job_id, worker_id=self.config.worker_id, psn=self.psn)
         payload = pack(h, _values(key, value))
         rto = self.config.rto

@@ -68,6 +68,7 @@ from wire.header import (
     pack_header,
     unpack,
 )
+from wire.serial import MOD
 
 AllReduceFn = Callable[[np.ndarray], np.ndarray]
 
@@ -76,7 +77,7 @@ AllReduceFn = Callable[[np.ndarray], np.ndarray]
 VOTE_BUCKETS = 64
 VOTE_EXP_MIN = -40
 MAX_FLOAT_ABS = 2.0 ** (VOTE_EXP_MIN + VOTE_BUCKETS - 2)
-PSN_MOD = 1 << 32
+PSN_MOD = MOD  # PSNs are 32-bit serial numbers (wire/serial.py)
 FAST_RETX_RESULTS = 3  # later results seen while the window base is missing: resend it now
 RTT_PROBE_EVERY = 8  # one first transmission in 8 is timed until its result (min RTT)
 

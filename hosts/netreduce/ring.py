@@ -54,11 +54,11 @@ from wire.header import (
     pack_header,
     unpack,
 )
+from wire.serial import distance, wrap
 
 RING_UDP_PORT = INC_UDP_PORT + 2
 ACKS_PER_DATAGRAM = MAX_SLOTS // 2
 FAST_RETX_ACKS = 3
-EPOCH_MOD = 1 << 32
 
 
 @dataclass
@@ -170,7 +170,7 @@ class RingAllReduce:
         rows = -(-v.size // self.slots)
         data = np.zeros((rows, self.slots), dtype=np.int32)
         data.reshape(-1)[: v.size] = v
-        self.epoch = (self.epoch + 1) % EPOCH_MOD
+        self.epoch = wrap(self.epoch + 1)
         self.stats.calls += 1
         call = _Call(self.rank, self.n, data, self.epoch)
         early, self._early = self._early, []
@@ -258,7 +258,7 @@ class RingAllReduce:
             elif h.op == Op.AGG_SYNC:
                 if h.epoch == call.epoch:
                     self._on_data(call, h, values, acks[h.epoch])
-                elif (h.epoch - call.epoch) % EPOCH_MOD == 1:
+                elif distance(h.epoch, call.epoch) == 1:
                     # A faster left neighbour already started the next call: keep its data.
                     self._early.append((h, values.copy()))
                     acks[h.epoch].append((h.agg_idx, h.psn))
@@ -279,7 +279,7 @@ class RingAllReduce:
 
     def _is_late(self, h: Header) -> bool:
         """Data of this or an earlier call: a retransmission whose ack was lost."""
-        return h.op == Op.AGG_SYNC and (self.epoch - h.epoch) % EPOCH_MOD < EPOCH_MOD // 2
+        return h.op == Op.AGG_SYNC and distance(self.epoch, h.epoch) >= 0
 
     def _on_data(
         self, call: _Call, h: Header, values: np.ndarray, acks: list[tuple[int, int]]
