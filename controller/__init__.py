@@ -1,6 +1,8 @@
-"""The control plane: P4Runtime client, job admission daemon, memory manager, incctl.
+"""The control plane, in layers, each importing only those before it
+(``controller/README.md``, ``docs/architecture.md``):
 
-Layers, each using only those before it (see controller/README.md):
-p4runtime_client (+ registers, runtime_config), memory_manager -> job -> job_region,
-result_rewrite, aggregator -> store -> jobs -> daemon; api_client -> incctl.
+``p4rt/`` (P4Runtime access) -> ``jobs/`` (jobs, kind registry, memory, store) ->
+``systems/`` (one module per system, paired with its ``p4src/`` control) -> ``sched/``
+(scheduling) -> ``job_manager`` (admission) -> ``api/`` (HTTP API, dashboard, metrics) ->
+``daemon``. ``api_client`` and ``incctl`` talk to the daemon over HTTP only.
 """

@@ -19,7 +19,7 @@ The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` a
 =============================================  ==============================================
 ``GET /``                                      the live dashboard
 ``POST /jobs``                                 submit: ``{"workers": 4, "window": 64, ...}``
-                                               (the kind's request, controller/job.py) -> 201
+                                               (the kind's request, controller/jobs/job.py) -> 201
 ``GET /jobs``, ``GET /jobs/{id}``              every job, one job
 ``DELETE /jobs/{id}``                          cancel: entries deleted, region cleared, freed
 ``GET /jobs/{id}/workers/{wid}``               what worker agent ``wid`` needs at start
@@ -33,7 +33,7 @@ The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` a
 =============================================  ==============================================
 
 ``--policy edf|fifo|rr|mlfq`` picks how jobs submitted with a class share the memory pool
-(``controller/scheduled_jobs.py``); ``--quantum``, ``--rtt-ms``, ``--line-mbps`` set the
+(``controller/sched/scheduled_jobs.py``); ``--quantum``, ``--rtt-ms``, ``--line-mbps`` set the
 policies' time slice and the path model used until workers report their RTT.
 
 It listens on localhost by default and has no authentication: state changes are accepted
@@ -57,24 +57,24 @@ from pathlib import Path
 from typing import Any
 
 from controller.api import ApiContext, create_app
-from controller.events import EventLog
-from controller.http_server import ApiServer
-from controller.jobs import JobManager
-from controller.live_stats import LiveFeed, LiveStats
-from controller.memory_manager import AGG_POOL_SIZE
-from controller.p4runtime_client import (
+from controller.api.http_server import ApiServer
+from controller.api.live_stats import LiveFeed, LiveStats
+from controller.api.worker_reports import WorkerReports
+from controller.job_manager import JobManager
+from controller.jobs.events import EventLog
+from controller.jobs.memory_manager import AGG_POOL_SIZE
+from controller.jobs.store import DEFAULT_DB, JobStore, StoreError
+from controller.p4rt.p4runtime_client import (
     Pipeline,
     SwitchConnection,
     SwitchError,
     SwitchSet,
     SwitchSpec,
 )
-from controller.policies import DEFAULT_QUANTUM, POLICIES
-from controller.runtime_config import apply_runtime_config
-from controller.scheduled_jobs import SchedulingOptions
-from controller.store import DEFAULT_DB, JobStore, StoreError
-from controller.worker_reports import WorkerReports
-from p4sim.runtime_json import RuntimeConfig, RuntimeJsonError, load_runtime_json
+from controller.p4rt.runtime_config import apply_runtime_config
+from controller.sched.policies import DEFAULT_QUANTUM, POLICIES
+from controller.sched.scheduled_jobs import SchedulingOptions
+from p4rt_config.runtime_json import RuntimeConfig, RuntimeJsonError, load_runtime_json
 
 log = logging.getLogger("controller.daemon")
 

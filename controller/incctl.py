@@ -2,18 +2,22 @@
 
 Example::
 
-    incctl job submit --workers 4 --window 64 --name mlp
-    incctl job submit --workers 2 --class md --deadline 90s --epochs 50 \
+    incctl job submit netreduce --workers 4 --window 64 --name mlp
+    incctl job submit netreduce --workers 2 --class md --deadline 90s --epochs 50 \
         --model-bytes 400K --compute-ms 20       # the scheduler sizes its memory
         [--addressing hashed]                    # Hash(psn, job) % size + offset
     incctl sched show                            # queue, regions, predicted finish vs deadline
     incctl job list
     incctl job worker 1 0          # what worker 0 of job 1 is told at start (JSON)
     incctl job cancel 1
-    incctl job submit --kind serene --workers 4 --window 64 --mode "partial 3"
+    incctl job submit serene --workers 4 --window 64 --mode "partial 3"
     incctl job mode 2 bounded 2    # serene: sync | partial K [bound S] | bounded S | async
-    incctl job submit --kind ask --workers 2 --rows 1024 --window 64   # key-value (ASK)
+    incctl job submit ask --workers 2 --rows 1024 --window 64   # key-value (ASK)
     incctl switch memory
+
+``incctl job submit KIND --help`` lists a kind's options (those every kind shares, then its
+own); the flat form ``incctl job submit [--kind KIND] ...`` (netreduce by default) is the
+same command.
 
 ``--controller URL`` (or ``INCCTL_CONTROLLER``) picks the daemon, http://127.0.0.1:7070 by
 default. Exit status: 0 done, 1 refused by the controller or unreachable, 2 usage error.
@@ -25,7 +29,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -112,44 +116,79 @@ def _ms(text: str) -> float:
     return value
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="incctl", description="In-network computing job control")
-    p.add_argument(
-        "--controller",
-        default=os.environ.get("INCCTL_CONTROLLER", DEFAULT_URL),
-        help=f"controller API URL ({DEFAULT_URL})",
-    )
-    top = p.add_subparsers(dest="group", metavar="{job,switch,sched}", required=True)
+# -- job submit: one subcommand per kind, the options every kind shares once -------------
 
-    job = top.add_parser("job", help="admit, list, cancel jobs").add_subparsers(
-        dest="command", metavar="{submit,list,show,worker,cancel,mode}", required=True
-    )
-    sub = job.add_parser("submit", help="admit a synchronous aggregation job")
-    sub.add_argument("--workers", type=_positive, required=True, help="number of workers")
-    sub.add_argument(
-        "--kind",
-        help="job kind (netreduce by default; serene: with --mode; kv_cache; consensus; atp; ask)",
-    )
-    sub.add_argument("--mode", help="serene: sync | 'partial K [bound S]' | 'bounded S' | async")
-    kv = sub.add_argument_group("key-value cache jobs (--kind kv_cache)")
-    kv.add_argument("--cache-size", type=_positive, help="cache entries of the job (64)")
-    kv.add_argument("--server", type=int, help="the storage server's switch port (workers + 1)")
-    kv.add_argument("--refresh-ms", type=_positive, help="how often hot keys are chosen (500)")
-    cons = sub.add_argument_group("replicated logs (--kind consensus)")
-    cons.add_argument("--replicas", type=_positive, help="replica hosts (3), after the clients")
-    cons.add_argument("--replica-ports", type=_int_list, help="switch port of each replica")
-    cons.add_argument("--replica-ips", type=_str_list, help="IPv4 of each replica")
-    cons.add_argument("--replica-macs", type=_str_list, help="MAC of each replica")
-    ask = sub.add_argument_group("key-value aggregation jobs (--kind ask): workers are mappers")
-    ask.add_argument("--rows", type=_positive, help="rows of the key-value array (256)")
-    ask.add_argument("--partitions", type=_positive, help="key-space partitions (one per mapper)")
-    ask.add_argument("--reducer-port", type=int, help="the reducer's switch port (workers + 1)")
-    sub.add_argument(
+DEFAULT_KIND = "netreduce"
+#: option dest -> field of the request, where the two differ or the option is not shared
+BODY_KEYS = {
+    "mode": "mode",
+    "window": "window",
+    "slots": "slots",
+    "region_size": "region_size",
+    "meter_pps": "meter_pps",
+    "meter_burst": "meter_burst",
+    "job_class": "class",
+    "deadline": "deadline_s",
+    "epochs": "epochs",
+    "model_bytes": "model_bytes",
+    "compute_ms": "compute_ms",
+    "throughput": "throughput",
+    "addressing": "addressing",
+    "ps_port": "ps_port",
+    "pool_offset": "pool_offset",
+    "pool_size": "pool_size",
+    "rows": "rows",
+    "partitions": "partitions",
+    "reducer_port": "reducer_port",
+    "cache_size": "cache_size",
+    "server": "server",
+    "refresh_ms": "refresh_ms",
+    "replicas": "replicas",
+    "replica_ports": "replica_ports",
+    "replica_ips": "replica_ips",
+    "replica_macs": "replica_macs",
+    "device_id": "device_id",
+    "worker_ports": "worker_ports",
+    "worker_ips": "worker_ips",
+    "worker_macs": "worker_macs",
+    "agg_ip": "agg_ip",
+    "agg_mac": "agg_mac",
+}
+
+
+def _shared_options() -> argparse.ArgumentParser:
+    """What every kind of job takes: its hosts, where they send, its name and switch."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("every kind")
+    g.add_argument("--workers", type=_positive, required=True, help="number of workers")
+    g.add_argument("--name", default="")
+    g.add_argument("--switch", type=int, dest="device_id", help="device id of the switch")
+    g.add_argument("--worker-ports", type=_int_list, help="switch port of each worker: 1,2,3")
+    g.add_argument("--worker-ips", type=_str_list, help="IPv4 of each worker")
+    g.add_argument("--worker-macs", type=_str_list, help="MAC of each worker")
+    g.add_argument("--agg-ip", help="address the workers send to (the parameter server)")
+    g.add_argument("--agg-mac")
+    g.add_argument("--json", action="store_true", help="print the job as JSON")
+    return p
+
+
+def _window(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
         "--window",
         type=_positive,
         help="packets in flight per worker (region size >= window); not with --class",
     )
-    sched = sub.add_argument_group("scheduled jobs (memory sized by the scheduler)")
+
+
+def _aggregation(p: argparse.ArgumentParser, region: bool = True) -> None:
+    """Options of the all-reduce kinds (netreduce, serene, atp)."""
+    _window(p)
+    p.add_argument("--slots", type=_positive, default=SLOTS, help=f"values per packet ({SLOTS})")
+    if region:
+        p.add_argument("--region-size", type=_positive, help="aggregators (default: the window)")
+    p.add_argument("--meter-pps", type=_positive, help="packets/s the job may send, no more")
+    p.add_argument("--meter-burst", type=_positive, help="packets above the rate in a burst (64)")
+    sched = p.add_argument_group("scheduled jobs (memory sized by the scheduler)")
     sched.add_argument(
         "--class",
         dest="job_class",
@@ -167,22 +206,113 @@ def parser() -> argparse.ArgumentParser:
         help="psn to aggregator: offset + psn %% size (modulo, default) or"
         " Hash(psn, job) %% size + offset (hashed)",
     )
-    sub.add_argument("--slots", type=_positive, default=SLOTS, help=f"values per packet ({SLOTS})")
-    sub.add_argument("--name", default="")
-    sub.add_argument("--region-size", type=_positive, help="aggregators (default: the window)")
-    atp = sub.add_argument_group("ATP jobs (--kind atp): a shared pool, a PS per job")
-    atp.add_argument("--ps-port", type=int, help="switch port towards the job's PS")
-    atp.add_argument("--pool-offset", type=int, help="first aggregator of the job's pool range")
-    atp.add_argument("--pool-size", type=_positive, help="aggregators (default: the whole pool)")
-    sub.add_argument("--meter-pps", type=_positive, help="netreduce, atp: packets/s, no more")
-    sub.add_argument("--meter-burst", type=_positive, help="packets above the rate in a burst (64)")
-    sub.add_argument("--switch", type=int, dest="device_id", help="device id of the switch")
-    sub.add_argument("--worker-ports", type=_int_list, help="switch port of each worker: 1,2,3")
-    sub.add_argument("--worker-ips", type=_str_list, help="IPv4 of each worker")
-    sub.add_argument("--worker-macs", type=_str_list, help="MAC of each worker")
-    sub.add_argument("--agg-ip", help="address the workers send to (the parameter server)")
-    sub.add_argument("--agg-mac")
-    sub.add_argument("--json", action="store_true", help="print the job as JSON")
+
+
+def _serene(p: argparse.ArgumentParser) -> None:
+    _aggregation(p)
+    p.add_argument("--mode", help="sync | 'partial K [bound S]' | 'bounded S' | async")
+
+
+def _atp(p: argparse.ArgumentParser) -> None:
+    _aggregation(p, region=False)
+    p.add_argument("--ps-port", type=int, help="switch port towards the job's PS")
+    p.add_argument("--pool-offset", type=int, help="first aggregator of the job's pool range")
+    p.add_argument("--pool-size", type=_positive, help="aggregators (default: the whole pool)")
+
+
+def _ask(p: argparse.ArgumentParser) -> None:  # workers are mappers
+    _window(p)
+    p.add_argument("--rows", type=_positive, help="rows of the key-value array (256)")
+    p.add_argument("--partitions", type=_positive, help="key-space partitions (one per mapper)")
+    p.add_argument("--reducer-port", type=int, help="the reducer's switch port (workers + 1)")
+
+
+def _kv_cache(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cache-size", type=_positive, help="cache entries of the job (64)")
+    p.add_argument("--server", type=int, help="the storage server's switch port (workers + 1)")
+    p.add_argument("--refresh-ms", type=_positive, help="how often hot keys are chosen (500)")
+
+
+def _consensus(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--replicas", type=_positive, help="replica hosts (3), after the clients")
+    p.add_argument("--replica-ports", type=_int_list, help="switch port of each replica")
+    p.add_argument("--replica-ips", type=_str_list, help="IPv4 of each replica")
+    p.add_argument("--replica-macs", type=_str_list, help="MAC of each replica")
+
+
+#: kind -> (what it is, its own options)
+KINDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None]]] = {
+    "netreduce": ("synchronous all-reduce in the switch's aggregators (default)", _aggregation),
+    "serene": ("all-reduce under a synchronisation mode (sync, partial, bounded, async)", _serene),
+    "atp": ("all-reduce in a pool shared by jobs, a parameter server per job", _atp),
+    "ask": ("key-value aggregation: workers are mappers, one reducer", _ask),
+    "kv_cache": ("key-value cache in the switch before a storage server", _kv_cache),
+    "consensus": ("replicated log with the switch as sequencer", _consensus),
+}
+
+
+def flat_submit(argv: list[str]) -> list[str]:
+    """The flat form ``job submit [--kind K] ...`` as ``job submit K ...`` (K: netreduce
+    unless given), so that both spellings parse the same way."""
+    for i in range(len(argv) - 1):
+        if argv[i : i + 2] == ["job", "submit"]:
+            break
+    else:
+        return argv
+    rest = argv[i + 2 :]
+    if rest[:1] and (rest[0] in KINDS or rest[0] in ("-h", "--help")):
+        return argv
+    kind, out, j = DEFAULT_KIND, [], 0
+    while j < len(rest):
+        if rest[j] == "--kind" and j + 1 < len(rest):
+            kind, j = rest[j + 1], j + 2
+            continue
+        if rest[j].startswith("--kind="):
+            kind = rest[j].partition("=")[2]
+        else:
+            out.append(rest[j])
+        j += 1
+    return [*argv[: i + 2], kind, *out]
+
+
+class _Parser(argparse.ArgumentParser):
+    """incctl's parser: reads the flat ``job submit`` form as the per-kind one."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        argv = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(flat_submit(argv), namespace)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="incctl", description="In-network computing job control")
+    p.add_argument(
+        "--controller",
+        default=os.environ.get("INCCTL_CONTROLLER", DEFAULT_URL),
+        help=f"controller API URL ({DEFAULT_URL})",
+    )
+    top = p.add_subparsers(
+        dest="group",
+        metavar="{job,switch,sched}",
+        required=True,
+        parser_class=argparse.ArgumentParser,
+    )
+
+    job = top.add_parser("job", help="admit, list, cancel jobs").add_subparsers(
+        dest="command", metavar="{submit,list,show,worker,cancel,mode}", required=True
+    )
+    submit = job.add_parser(
+        "submit",
+        help="admit a job of one kind: incctl job submit KIND --workers N ...",
+        description="Admit a job; each kind takes the options every kind shares and its own"
+        " (incctl job submit KIND --help). The older flat form, incctl job submit"
+        " [--kind KIND] ..., still works.",
+    )
+    kinds = submit.add_subparsers(dest="kind", metavar="{" + ",".join(KINDS) + "}", required=True)
+    shared = _shared_options()
+    for name, (summary, add_options) in KINDS.items():
+        add_options(kinds.add_parser(name, help=summary, description=summary, parents=[shared]))
     lst = job.add_parser("list", help="list the jobs")
     lst.add_argument("--json", action="store_true")
     show = job.add_parser("show", help="one job with its workers")
@@ -214,53 +344,15 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _submit_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``POST /jobs`` body: the kind, and every option of its parser that was given."""
     body: dict[str, Any] = {"workers": args.workers}
-    if args.kind is not None:
+    if args.kind != DEFAULT_KIND:
         body["kind"] = args.kind
-    if args.mode is not None:
-        body["mode"] = args.mode
     body["name"] = args.name
-    if args.kind in ("kv_cache", "consensus"):  # no slots: their packets always carry K
-        for key in ("cache_size", "server", "refresh_ms", "replicas", "replica_ports",
-                    "replica_ips", "replica_macs"):  # fmt: skip
-            if getattr(args, key) is not None:
-                body[key] = getattr(args, key)
-    elif args.kind == "ask":  # no slots: an AGG_KV packet always carries 16 tuples
-        for key in ("rows", "partitions", "reducer_port"):
-            if getattr(args, key) is not None:
-                body[key] = getattr(args, key)
-    else:
-        body["slots"] = args.slots
-    if args.window is not None:
-        body["window"] = args.window
-    if args.job_class is not None:
-        body["class"] = args.job_class
-    for src, key in (
-        ("deadline", "deadline_s"),
-        ("epochs", "epochs"),
-        ("model_bytes", "model_bytes"),
-        ("compute_ms", "compute_ms"),
-        ("throughput", "throughput"),
-        ("addressing", "addressing"),
-    ):
-        if getattr(args, src) is not None:
-            body[key] = getattr(args, src)
-    for key in (
-        "region_size",
-        "ps_port",
-        "pool_offset",
-        "pool_size",
-        "meter_pps",
-        "meter_burst",
-        "device_id",
-        "worker_ports",
-        "worker_ips",
-        "worker_macs",
-        "agg_ip",
-        "agg_mac",
-    ):
-        if getattr(args, key) is not None:
-            body[key] = getattr(args, key)
+    for dest, key in BODY_KEYS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            body[key] = value
     return body
 
 

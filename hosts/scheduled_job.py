@@ -13,7 +13,7 @@ size and compute time from the controller (``GET /jobs/{id}/workers/{w}``). Each
 1. ``POST /jobs/{id}/workers/{w}/epoch`` with the epoch and the smallest RTT measured
    in the previous one; the reply is the region of this epoch. While it says ``wait``
    (no memory for the job now, or a new region waiting for the other workers to leave the
-   old one: ``controller/switchover.py``) the worker asks again; the daemon holds each
+   old one: ``controller/sched/switchover.py``) the worker asks again; the daemon holds each
    request until something changes.
 2. Compute for ``compute_ms``: the stand-in for a GPU's forward and backward pass, which
    leaves the host CPU idle just like this sleep does.
@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from controller.api_client import ApiError, ControllerApi
-from hosts.allreduce import AllReduceClient, AllReduceTimeout
-from hosts.atp_worker import AtpClient
+from hosts.atp.worker import AtpClient
+from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout
 from hosts.vector_job import expected_sum, make_vector
 
 ASK_WAIT_S = 20.0  # how long one epoch request may be held by the daemon
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not cfg.get("scheduled"):
         raise ValueError(f"job {args.job_id} was not submitted with a class (not scheduled)")
     # An ATP job hashes into its range of the ATP pool and sends to its parameter server
-    # (agg_ip), which answers collisions and retransmissions (hosts/atp_ps.py).
+    # (agg_ip), which answers collisions and retransmissions (hosts/atp/ps.py).
     cls = AtpClient if cfg.get("kind") == "atp" else AllReduceClient
     client = cls(
         args.job_id,

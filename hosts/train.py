@@ -2,7 +2,7 @@
 
 Example (two workers as threads, summing in-process):
     >>> import threading
-    >>> from hosts.allreduce import LocalGroup
+    >>> from hosts.netreduce.allreduce import LocalGroup
     >>> g, out = LocalGroup(2), {}
     >>> def work(w): out[w] = train(g.allreduce_fn(w), w, 2, epochs=1)
     >>> ts = [threading.Thread(target=work, args=(w,)) for w in range(2)]
@@ -57,8 +57,8 @@ from typing import Any
 
 import numpy as np
 
-from hosts.allreduce import AllReduceFn, AllReduceTimeout, LocalGroup
 from hosts.mlp import MLP
+from hosts.netreduce.allreduce import AllReduceFn, AllReduceTimeout, LocalGroup
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -230,7 +230,7 @@ def _print_progress(p: dict[str, Any]) -> None:
 def _from_controller(a: argparse.Namespace) -> None:
     """Fill the job's settings from the controller daemon (``--controller``)."""
     from controller.api_client import ApiError, ControllerApi
-    from hosts.ps import PS_UDP_PORT
+    from hosts.netreduce.ps import PS_UDP_PORT
     from wire.header import INC_UDP_PORT
 
     try:
@@ -254,8 +254,8 @@ def _make_allreduce(
     from wire.header import INC_UDP_PORT
 
     if a.method in ("switch", "ps"):
-        from hosts.allreduce import AllReduceClient
-        from hosts.ps import PS_UDP_PORT
+        from hosts.netreduce.allreduce import AllReduceClient
+        from hosts.netreduce.ps import PS_UDP_PORT
 
         if not a.dest:
             raise ValueError(f"--method {a.method} needs --dest IP[:PORT]")
@@ -271,7 +271,7 @@ def _make_allreduce(
         )  # fmt: skip
         if a.controller and progress is not None and a.method == "switch":
             from controller.api_client import ControllerApi
-            from hosts.progress_report import ProgressReporter
+            from hosts.transport.progress_report import ProgressReporter
 
             def figures() -> tuple[dict[str, int], dict[str, float]]:
                 st = c.stats
@@ -293,7 +293,7 @@ def _make_allreduce(
 
             return c.allreduce, close
         return c.allreduce, c.close
-    from hosts.ring import RING_UDP_PORT, RingAllReduce
+    from hosts.netreduce.ring import RING_UDP_PORT, RingAllReduce
 
     if not a.peers:
         raise ValueError("--method ring needs --peers IP[:PORT],... (all workers, rank order)")

@@ -72,9 +72,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
-    from hosts.allreduce import AllReduceClient
-    from hosts.ps import PS_UDP_PORT
-    from hosts.ring import RING_UDP_PORT, RingAllReduce
+    from hosts.netreduce.allreduce import AllReduceClient
+    from hosts.netreduce.ps import PS_UDP_PORT
+    from hosts.netreduce.ring import RING_UDP_PORT, RingAllReduce
     from wire.header import INC_UDP_PORT
 
     n = cfg["n_workers"]
@@ -89,7 +89,7 @@ def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
         )  # fmt: skip
     port = cfg["udp_port"] if a.method == "switch" else PS_UDP_PORT
     if cfg.get("kind") == "atp" and a.method == "switch":
-        from hosts.atp_worker import AtpClient
+        from hosts.atp.worker import AtpClient
 
         return AtpClient(
             a.job_id, a.worker_id, n, cfg["region_offset"], cfg["region_size"], cfg["window"],
@@ -108,7 +108,7 @@ def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     from controller.api_client import ApiError, ControllerApi
-    from hosts.allreduce import AllReduceTimeout
+    from hosts.netreduce.allreduce import AllReduceTimeout
 
     ap = parser()
     a = ap.parse_args(argv)

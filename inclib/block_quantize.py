@@ -15,7 +15,7 @@ power-of-two scale ``s_b``, agreed by all workers through the same integer sum t
 use (the switch only adds):
 
 1. one exponent vote gives a bound ``M`` on every worker's ``|x|``
-   (``hosts.allreduce.agree_bound``);
+   (``hosts.netreduce.allreduce.agree_bound``);
 2. each worker sends, per block, its block maximum ``m_{w,b}`` rounded *up* to a multiple
    of ``M / 2**k`` (``k`` such that ``n * 2**k <= 2**31 - 1``); the sum gives every worker
    the same ``B_b >= sum_w m_{w,b}``;
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.allreduce import agree_bound
+from hosts.netreduce.allreduce import agree_bound
 
 IntAllReduce = Callable[[np.ndarray], np.ndarray]
 INT32_MAX = 2**31 - 1

@@ -9,7 +9,7 @@ Example (the storage server and a client on two Mininet hosts; ``examples/kv_cli
         s.kv().get(7)                        # [1, 2, 3, 0, 0, 0, 0, 0]
 
 On the switch path (a ``kv_cache`` job) the client and server are those of
-``hosts/kv_store.py``: requests to the server at ``INC_UDP_PORT`` pass the switch, which
+``hosts/kv/store.py``: requests to the server at ``INC_UDP_PORT`` pass the switch, which
 answers reads of hot keys from its cache and keeps them consistent with writes
 (docs/protocol.md, "Key-value cache"). On the host path the same client and server speak
 the same messages on ``HOST_KV_PORT``, which the switch forwards as plain UDP.
@@ -21,8 +21,8 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from hosts.kv_store import KvClient, KvConfig, KvServer
-from hosts.transport import Endpoint
+from hosts.kv.store import KvClient, KvConfig, KvServer
+from hosts.transport.udp import Endpoint
 from inclib.plan import Plan
 from wire.header import INC_UDP_PORT
 

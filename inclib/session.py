@@ -10,10 +10,10 @@ Example (one worker, no controller: the all-reduce runs on the hosts, a ring of 
 
 ``join`` opens the transport the plan names: for a job the switch serves, it asks the
 controller for this worker's settings (``GET /jobs/{id}/workers/{w}``) and talks to the
-switch by packets (``hosts/allreduce.py`` for NetReduce and Serene, whose epoch, the
+switch by packets (``hosts/netreduce/allreduce.py`` for NetReduce and Serene, whose epoch, the
 round of its synchronisation mode, is the number of the all-reduce call;
-``hosts/atp_worker.py`` for ATP, whose parameter server the application runs); for a host-only
-plan it uses the host implementation (ring all-reduce, ``hosts/ring.py``) and writes one
+``hosts/atp/worker.py`` for ATP, whose parameter server the application runs); for a host-only
+plan it uses the host implementation (ring all-reduce, ``hosts/netreduce/ring.py``) and writes one
 line to stderr, once per process and job, saying that the switch cannot serve and why.
 
 ``allreduce(x)`` keeps x's shape. Integer arrays are summed exactly as int32 (wrapping as
@@ -159,8 +159,8 @@ class Session:
         return self._allreduce
 
     def _open_allreduce(self) -> _IntAllReduce:
-        from hosts.allreduce import AllReduceClient
-        from hosts.ring import RING_UDP_PORT, RingAllReduce
+        from hosts.netreduce.allreduce import AllReduceClient
+        from hosts.netreduce.ring import RING_UDP_PORT, RingAllReduce
 
         plan, cfg = self.plan, self.config
         if not plan.on_switch:
@@ -171,7 +171,7 @@ class Session:
         if plan.kind not in ALLREDUCE_KINDS:
             raise SessionError(f"a {plan.kind} job has no all-reduce (kinds: {ALLREDUCE_KINDS})")
         if plan.kind == "atp":  # hashed addressing into a shared pool, the PS behind it
-            from hosts.atp_worker import AtpClient
+            from hosts.atp.worker import AtpClient
 
             return AtpClient(
                 cfg["job_id"], cfg["worker_id"], cfg["n_workers"], cfg["region_offset"],
@@ -196,7 +196,7 @@ class Session:
         return send_pairs(to, pairs, self.total_timeout)
 
     def _ask_mapper(self, pairs: Iterable[tuple[Hashable, int]]) -> int:
-        from hosts.ask_run import send_partition
+        from hosts.ask.run import send_partition
 
         plan = self.plan
         assert plan.job_id is not None
@@ -251,13 +251,13 @@ class ReducerSession:
     def collect(self, timeout: float = 600.0) -> dict[Hashable, int]:
         """Wait for every mapper and return key -> sum of its values; prints a line with
         "reducer ready" once mappers can connect. Through the switch (ASK:
-        ``hosts/ask_run.py``'s reducer, which drains the switch's array; its mappers are
+        ``hosts/ask/run.py``'s reducer, which drains the switch's array; its mappers are
         ``send_partition``) keys come back as strings; ``timeout`` bounds the host path."""
         if self._host is not None:
             host, port = self._host.address
             print(f"inclib reducer ready: {self.plan.n_workers} mappers, TCP {port}", flush=True)
             return self._host.collect(timeout)
-        from hosts import ask_run
+        from hosts.ask import run as ask_run
 
         plan = self.plan
         with tempfile.TemporaryDirectory() as tmp:

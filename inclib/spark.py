@@ -8,7 +8,7 @@ Example (the driver; an ASK job admitted for the RDD's partitions, its reducer r
     counts = inclib.spark.reduce_by_key(words, plan)   # an ordinary RDD of (word, count)
 
 On the switch path each partition of the RDD is one ASK mapper (partition i is mapper i,
-``hosts/ask_spark.py``: the executors' tasks send their pairs, the driver waits for the
+``hosts/ask/spark.py``: the executors' tasks send their pairs, the driver waits for the
 reducer's record); keys are strings, values int32 per tuple. On a host-only plan it is
 ``rdd.reduceByKey(operator.add)``, Spark's own shuffle, after the one-line notice.
 """
@@ -35,7 +35,7 @@ def reduce_by_key(rdd: Any, plan: Plan | str) -> Any:
             f"the RDD has {rdd.getNumPartitions()} partitions and the job {p.n_workers} mappers;"
             " repartition it, or admit one mapper per partition"
         )
-    from hosts.ask_spark import reduce_by_key_via_switch
+    from hosts.ask.spark import reduce_by_key_via_switch
 
     assert p.job_id is not None
     reducer_ip = p.reducer.rsplit(":", 1)[0] if p.reducer.count(":") == 1 else p.reducer

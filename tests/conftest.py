@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from controller.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
+from topologies.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

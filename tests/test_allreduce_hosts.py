@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hosts.allreduce import AllReduceClient, AllReduceTimeout, LocalGroup
-from hosts.ps import ParameterServer
-from hosts.transport import Endpoint, ImpairedEndpoint
+from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout, LocalGroup
+from hosts.netreduce.ps import ParameterServer
+from hosts.transport.udp import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
 from wire.header import DropReason, Flag, aggregator_address, hashed_address, unpack
 
@@ -396,7 +396,7 @@ def test_int_allreduce_through_the_p4_switch_equals_numpy_wrapping_sum(
 
 
 def test_window_base_is_resent_early_once_three_later_results_arrived() -> None:
-    from hosts.allreduce import _Window
+    from hosts.netreduce.allreduce import _Window
 
     now = [0.0]
     w = _Window(100, 8, 4, timeout=10.0, clock=lambda: now[0])  # type: ignore[arg-type]

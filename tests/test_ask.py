@@ -1,7 +1,7 @@
 """ASK (key-value aggregation, p4src/ask.p4) on p4sim in this process: exact results.
 
-Every run goes through ``inc.p4`` on p4sim with the job installed by ``controller.ask``
-(``hosts/ask_local.py``); results are compared with ``collections.Counter`` over the same
+Every run goes through ``inc.p4`` on p4sim with the job installed by ``controller.systems.ask``
+(``topologies/ask_local.py``); results are compared with ``collections.Counter`` over the same
 input. The Mininet run of the same hosts is tests/test_mininet_ask.py.
 """
 
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.ask import SEEN_MASK, AskRequest
-from hosts.ask_local import AskBench, Impairment, _ip, _mac, chunks
-from hosts.ask_mapper import MapperFlow
-from hosts.ask_wire import fingerprint, kv_packet, parse, place
+from controller.systems.ask import SEEN_MASK, AskRequest
+from hosts.ask.mapper import MapperFlow
+from hosts.ask.wire import fingerprint, kv_packet, parse, place
+from topologies.ask_local import AskBench, Impairment, _ip, _mac, chunks
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES, DropReason, Flag, Header, Op
 
@@ -194,7 +194,7 @@ def test_chunks_count_consecutive_words() -> None:
 
 
 def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
-    from hosts.ask_spark import group_tuples
+    from hosts.ask.spark import group_tuples
 
     big = 2**31 - 1
     rows = [(1, 5), ("a", -3), (1, 7), (2, big), (2, big), (1, 0)]
@@ -213,7 +213,7 @@ def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflow
 def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
     tmp_path: Path, parts: int
 ) -> None:
-    from hosts.ask_run import chunk_counts_of, split_blocks
+    from hosts.ask.run import chunk_counts_of, split_blocks
 
     rng = random.Random(parts)
     lines = [" ".join(zipf_words(rng, rng.randrange(0, 12))) + "\n" for _ in range(300)]
@@ -231,7 +231,7 @@ def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
 
 
 def test_chunk_pairs_combine_per_key_and_split_before_int32_overflows() -> None:
-    from hosts.ask_spark import chunk_pairs
+    from hosts.ask.spark import chunk_pairs
 
     big = 2**31 - 1
     pairs = [("a", big), ("a", 1), ("b", 2), ("a", 3), ("b", -5), ("c", 1)]
@@ -241,7 +241,7 @@ def test_chunk_pairs_combine_per_key_and_split_before_int32_overflows() -> None:
 
 
 def test_a_rows_packets_are_as_few_as_its_busiest_column_allows() -> None:
-    from hosts.ask_mapper import MapperConfig
+    from hosts.ask.mapper import MapperConfig
 
     m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=1, window=64))
     keys = [f"k{i}" for i in range(40)]  # one row: 40 keys over its 16 columns

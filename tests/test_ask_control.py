@@ -15,10 +15,10 @@ import pytest
 from controller import incctl
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon
-from controller.job import parse_request
-from controller.local_switch import LocalSwitch, PipelineFiles
-from hosts.ask_wire import fingerprint, kv_packet, parse, place
+from controller.jobs.job_kinds import parse_request
+from hosts.ask.wire import fingerprint, kv_packet, parse, place
 from tests.test_controller_daemon import start_daemon
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES, Flag, Header, Op
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hosts.allreduce import AllReduceTimeout
-from hosts.atp_ps import AtpAggregator, AtpJobSpec
-from hosts.atp_worker import AtpClient
+from hosts.atp.ps import AtpAggregator, AtpJobSpec
+from hosts.atp.worker import AtpClient
+from hosts.netreduce.allreduce import AllReduceTimeout
 from wire.header import Flag, Header, unpack
 
 SPEC = {3: AtpJobSpec(4, "10.0.0.1")}
@@ -74,7 +74,7 @@ def test_results_from_any_address_but_the_aggregation_address_are_ignored() -> N
     takes the PS's."""
     import socket
 
-    from hosts.atp_ps import AtpParameterServer
+    from hosts.atp.ps import AtpParameterServer
     from wire.header import pack
 
     c = AtpClient(3, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0),

@@ -1,10 +1,10 @@
 """ATP's shared pool in p4src/atp.p4, packet by packet on an in-process p4sim switch.
 
-Jobs are admitted by the controller's own code (``controller.atp.Atp.install`` over
+Jobs are admitted by the controller's own code (``controller.systems.atp.Atp.install`` over
 P4Runtime): ATP job 1 (workers on ports 1..3), ATP job 2 (workers on ports 4, 5) share
 the pool range [0, 4); NetReduce job 3 (workers on ports 7, 8) has aggregators 8..11 of
 its own pool. Every job's aggregation address (PS) is the host on port 6. The PS side
-(hosts/atp_ps.py) is driven with what the switch emits, so the sums are checked end to end.
+(hosts/atp/ps.py) is driven with what the switch emits, so the sums are checked end to end.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.atp import Atp, AtpRequest, pool_stats
-from controller.job import Job, host_ip, host_mac
-from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.netreduce import NetReduce, NetReduceRequest
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
-from hosts.atp_ps import AtpAggregator, AtpJobSpec
+from controller.jobs.job import Job, host_ip, host_mac
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems.atp import Atp, AtpRequest, pool_stats
+from controller.systems.netreduce import NetReduce, NetReduceRequest
+from hosts.atp.ps import AtpAggregator, AtpJobSpec
 from p4sim.switch import Switch
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import encapsulate
 from wire.header import (
     SLOTS,

@@ -1,10 +1,10 @@
 """ATP on two levels (leaf-spine), packet by packet on three in-process p4sim switches.
 
 Each switch's role for the job is table configuration written by the controller's own code
-(``controller.atp.Atp.install``): leaf A (workers 0, 1 on ports 1, 2, uplink port 3), leaf B
+(``controller.systems.atp.Atp.install``): leaf A (workers 0, 1 on ports 1, 2, uplink port 3), leaf B
 (workers 2, 3 on ports 1, 2, uplink 3), spine (leaf A on port 1, leaf B on port 2, the PS on
 port 3). The test carries every packet a switch sends on to the next hop (uplink, downlink,
-PS) and drives ``hosts.atp_ps`` with what reaches the PS, so each worker's result is checked
+PS) and drives ``hosts.atp.ps`` with what reaches the PS, so each worker's result is checked
 against the sum of all four workers' values.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller.atp import Atp, AtpRequest
-from controller.job import host_ip, host_mac
-from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
-from hosts.atp_ps import AtpAggregator, AtpJobSpec
+from controller.jobs.job import host_ip, host_mac
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems.atp import Atp, AtpRequest
+from hosts.atp.ps import AtpAggregator, AtpJobSpec
 from p4sim.switch import Switch
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import encapsulate
 from wire.header import SLOTS, AtpEvent, Flag, Header, atp_index, pack, unpack
 
@@ -168,7 +168,7 @@ def test_every_worker_gets_the_sum_of_both_racks_through_leaves_spine_and_ps(
 def test_the_experiments_bad_arguments_get_a_one_line_error(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from topologies.atp import main
+    from topologies.atp.__main__ import main
 
     with pytest.raises(SystemExit) as e:
         main(args)

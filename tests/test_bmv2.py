@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from finsy import P4TableEntry
 
-from controller.p4runtime_client import SwitchConnection, SwitchSpec
-from controller.runtime_config import apply_runtime_config
-from p4sim.runtime_json import load_runtime_json
+from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.p4rt.runtime_config import apply_runtime_config
+from p4rt_config.runtime_json import load_runtime_json
 from topologies import runner
 from topologies.p4switch import CompiledProgram, compile_program, switch_command
 

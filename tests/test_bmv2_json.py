@@ -21,14 +21,14 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchError, SwitchSpec
-from controller.runtime_config import apply_runtime_config
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchError, SwitchSpec
+from controller.p4rt.runtime_config import apply_runtime_config
+from p4rt_config.runtime_json import load_runtime_json
 from p4sim.bmv2_json import Bmv2JsonError, switch_from_bmv2_json
 from p4sim.p4info import compile_outputs, write_p4info
 from p4sim.p4runtime.pipeline import load_switch_from_device_config
 from p4sim.p4runtime.server import P4RuntimeServer
 from p4sim.runtime import hashes
-from p4sim.runtime_json import load_runtime_json
 from p4sim.stf import parse_stf, run_stf
 from p4sim.switch import Switch
 from tests.test_stf_programs import P4_DIR, STF_FILES, program_for

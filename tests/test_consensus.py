@@ -1,5 +1,5 @@
 """The consensus sequencer of ``p4src/inc.p4`` on p4sim, programmed by
-``controller/consensus.py`` over P4Runtime; frames go through the switch in-process.
+``controller/systems/consensus.py`` over P4Runtime; frames go through the switch in-process.
 
 Job 1: client 0 on port 1, replicas on ports 2, 3, 4; port 5 belongs to nobody.
 """
@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from controller import consensus
-from controller.consensus import Consensus, ConsensusRequest
-from controller.job import host_ip, host_mac
-from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.jobs.job import host_ip, host_mac
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems import consensus
+from controller.systems.consensus import Consensus, ConsensusRequest
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import SLOTS, DropReason, Header, Op, pack, unpack
 

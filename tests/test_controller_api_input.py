@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.p4runtime_client import SwitchSpec
+from controller.p4rt.p4runtime_client import SwitchSpec
 from tests.test_controller_daemon import TABLES, job_entries
+from topologies.local_switch import LocalSwitch, PipelineFiles
 
 REQUEST_TIMEOUT = 1.5  # the daemon's deadline for a request's head and body, in these tests
 
@@ -479,7 +479,7 @@ def test_fuzzed_requests_get_json_answers_and_never_a_500(
 def test_the_openapi_description_lists_each_kinds_request_and_every_route(
     daemon: ControllerDaemon,
 ) -> None:
-    from controller.job_kinds import kinds
+    from controller.jobs.job_kinds import kinds
 
     with urllib.request.urlopen(daemon.url + "/openapi.json", timeout=30) as resp:
         spec = json.loads(resp.read())

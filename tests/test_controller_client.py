@@ -13,8 +13,7 @@ import pytest
 from finsy import P4CloneSessionEntry, P4MulticastGroupEntry, P4TableEntry
 from finsy.grpcutil import GRPCStatusCode
 
-from controller.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
-from controller.p4runtime_client import (
+from controller.p4rt.p4runtime_client import (
     Pipeline,
     SwitchConnection,
     SwitchError,
@@ -22,8 +21,9 @@ from controller.p4runtime_client import (
     SwitchSpec,
     table_entry,
 )
-from controller.runtime_config import apply_runtime_config
-from p4sim.runtime_json import load_runtime_json
+from controller.p4rt.runtime_config import apply_runtime_config
+from p4rt_config.runtime_json import load_runtime_json
+from topologies.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
 from wire.header import DROP_REASONS
 
 JOBS = "IncIngress.job_region.jobs"

@@ -19,12 +19,12 @@ import pytest
 from finsy import P4MulticastGroupEntry, P4TableEntry
 
 from controller import incctl
-from controller.aggregator import AGG_JOB, STATE_REGISTERS, copy_range
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.memory_manager import Region
-from controller.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.systems.aggregator import AGG_JOB, STATE_REGISTERS, copy_range
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import encapsulate
 from wire.header import SLOTS, DropReason, Flag, Header, aggregator_address, pack, unpack
 
@@ -381,7 +381,7 @@ def test_daemon_reports_an_unreachable_switch(
 def test_daemon_refuses_to_start_when_another_client_is_primary(
     switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
 ) -> None:
-    from controller.p4runtime_client import Pipeline, SwitchError
+    from controller.p4rt.p4runtime_client import Pipeline, SwitchError
 
     async def hold_then_start() -> str:
         pipe = Pipeline.from_files(files.p4info, files.device_config)

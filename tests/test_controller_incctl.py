@@ -101,7 +101,29 @@ def test_submit_of_key_value_and_consensus_jobs_sends_their_options_and_no_slots
     assert incctl._submit_body(log) == {
         "workers": 1, "kind": "consensus", "name": "", "replica_ports": [2, 3, 4],
     }  # fmt: skip
-    from controller.job import parse_request
+    import controller.systems  # noqa: F401  (every kind registered, as in the daemon)
+    from controller.jobs.job_kinds import parse_request
 
     assert parse_request(incctl._submit_body(kv)).kind == "kv_cache"  # the daemon accepts it
     assert parse_request(incctl._submit_body(log)).kind == "consensus"
+
+
+def test_each_kind_is_a_subcommand_with_the_shared_options_and_only_its_own(capsys) -> None:
+    for kind, own, foreign in [("atp", "--pool-size", "--rows"), ("ask", "--rows", "--slots")]:
+        with pytest.raises(SystemExit):
+            incctl.parser().parse_args(["job", "submit", kind, "--help"])
+        shown = capsys.readouterr().out
+        assert "--workers" in shown and "--agg-ip" in shown and own in shown
+        assert foreign not in shown
+    with pytest.raises(SystemExit) as err:
+        incctl.parser().parse_args(["job", "submit", "atp", "--workers", "2", "--rows", "8"])
+    assert err.value.code == 2
+
+
+def test_the_flat_submit_form_means_the_same_as_the_kind_subcommand() -> None:
+    flat = ["job", "submit", "--workers", "2", "--kind", "serene", "--mode", "partial 1"]
+    per_kind = ["job", "submit", "serene", "--workers", "2", "--mode", "partial 1"]
+    bodies = [incctl._submit_body(incctl.parser().parse_args(a)) for a in (flat, per_kind)]
+    assert bodies[0] == bodies[1] and bodies[0]["kind"] == "serene"
+    default = incctl.parser().parse_args(["job", "submit", "--workers", "2"])
+    assert default.kind == "netreduce" and "kind" not in incctl._submit_body(default)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.job import JobError, parse_request
-from controller.memory_manager import MemoryManager, OutOfMemory, Region
-from controller.netreduce import NetReduce, NetReduceRequest
+from controller.jobs.job import JobError
+from controller.jobs.job_kinds import parse_request
+from controller.jobs.memory_manager import MemoryManager, OutOfMemory, Region
+from controller.systems.netreduce import NetReduce, NetReduceRequest
 
 
 def test_allocation_is_first_fit_from_the_lowest_offset() -> None:
@@ -116,3 +117,15 @@ def test_default_worker_layout_follows_mininet_hosts() -> None:
         (2, "10.0.0.2", "00:00:00:00:00:02"),
     ]
     assert req.aggregation_address() == ("10.0.0.3", "00:00:00:00:00:03")
+
+
+def test_a_kind_name_cannot_be_taken_by_another_kind() -> None:
+    from controller.jobs.job_kinds import kind_of, register
+
+    class Impostor(NetReduce):
+        pass
+
+    with pytest.raises(ValueError, match="already NetReduce"):
+        register(Impostor())
+    assert type(kind_of("netreduce")) is NetReduce
+    assert register(NetReduce()).name == "netreduce"  # the same kind again: harmless

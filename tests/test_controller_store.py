@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from controller.job import Job, Worker
-from controller.jobs import JobManager
-from controller.memory_manager import Region
-from controller.store import JobStore, StoreError
+from controller.job_manager import JobManager
+from controller.jobs.job import Job, Worker
+from controller.jobs.memory_manager import Region
+from controller.jobs.store import JobStore, StoreError
 
 
 def make_job(job_id: int, offset: int, size: int) -> Job:

@@ -3,7 +3,7 @@
 The daemon runs in-process against p4sim's P4Runtime server; the job's four workers are
 played by a thread that feeds their contributions into the switch's ports (worker 3 lags
 two rounds behind: the straggler) and reports their progress over the API, as
-hosts/progress_report.py does. The dashboard is loaded by headless Chromium (Debian's
+hosts/transport/progress_report.py does. The dashboard is loaded by headless Chromium (Debian's
 ``chromium``, installed by ``make test``); /metrics is parsed with the Prometheus client's
 own parser and compared with the switch's counters read over P4Runtime."""
 
@@ -24,13 +24,13 @@ import pytest
 from finsy import P4CounterEntry, P4DirectCounterEntry
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller import job_region
 from controller.api_client import ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.inc_drops import INC_DROPS, JOB_DROPS
-from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.systems import job_region
+from controller.systems.inc_drops import INC_DROPS, JOB_DROPS
 from tests.test_controller_daemon import contribution
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.header import DROP_STRIDE, SLOTS, DropReason
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
@@ -292,7 +292,7 @@ def test_metrics_match_the_switch_counters_read_over_p4runtime(
 def test_a_worker_agents_progress_reports_reach_the_live_view(
     daemon: ControllerDaemon, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from hosts.progress_report import ProgressReporter
+    from hosts.transport.progress_report import ProgressReporter
 
     api = ControllerApi(daemon.url)
     job = api.submit({"workers": 2, "window": 4})

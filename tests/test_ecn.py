@@ -4,7 +4,7 @@
   2 and a virtual clock: a burst of ECN-capable packets builds the queue, and those that
   find it ``ECN_THRESHOLD`` (configuration.p4) or more deep leave marked CE; packets that are not
   ECN-capable are never marked.
-- ``hosts/atp_worker.py`` against ATP's PS on loopback whose results all arrive marked CE
+- ``hosts/atp/worker.py`` against ATP's PS on loopback whose results all arrive marked CE
   (the PS's socket sends CE, standing in for a congested switch): the worker halves its
   window (``ecn_cuts``) and the sum stays exact; unmarked, it never cuts.
 """
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from hosts.atp_ps import AtpJobSpec, AtpParameterServer
-from hosts.atp_worker import AtpClient
+from hosts.atp.ps import AtpJobSpec, AtpParameterServer
+from hosts.atp.worker import AtpClient
 from p4sim.switch import Switch
 from p4sim.v1model.traffic_manager import TrafficManager
 from tests.test_p4src_constants import p4_constants

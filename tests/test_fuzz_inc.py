@@ -49,21 +49,21 @@ from typing import NamedTuple
 import numpy as np
 import pytest
 
-from controller import kv_cache
-from controller.ask import Ask, AskRequest, layout_of
-from controller.atp import Atp, AtpRequest
-from controller.consensus import Consensus, ConsensusRequest
-from controller.job import Job as AdmittedJob
-from controller.job import host_ip, host_mac
-from controller.kv_cache import KvCache, KvCacheRequest
-from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.netreduce import NetReduce, NetReduceRequest
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
-from controller.serene import Serene, SereneRequest
-from controller.sync_modes import sync_slot
-from hosts.ask_wire import kv_packet
+from controller.jobs.job import Job as AdmittedJob
+from controller.jobs.job import host_ip, host_mac
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems import kv_cache
+from controller.systems.ask import Ask, AskRequest, layout_of
+from controller.systems.atp import Atp, AtpRequest
+from controller.systems.consensus import Consensus, ConsensusRequest
+from controller.systems.kv_cache import KvCache, KvCacheRequest
+from controller.systems.netreduce import NetReduce, NetReduceRequest
+from controller.systems.serene import Serene, SereneRequest
+from controller.systems.sync_modes import sync_slot
+from hosts.ask.wire import kv_packet
 from p4sim.switch import Switch
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import FRAME_OVERHEAD, encapsulate
 from wire.header import (
     AGG_POOL_SIZE,

@@ -15,11 +15,11 @@ import pytest
 
 import inclib
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.p4runtime_client import SwitchSpec
-from hosts.allreduce import LocalGroup, fixed_point_allreduce
+from controller.p4rt.p4runtime_client import SwitchSpec
+from hosts.netreduce.allreduce import LocalGroup, fixed_point_allreduce
 from inclib.block_quantize import INT32_MAX, block_allreduce
 from inclib.plan import AdmissionError
+from topologies.local_switch import LocalSwitch, PipelineFiles
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def sc() -> Iterator[Any]:
-    from hosts.ask_spark import spark_session
+    from hosts.ask.spark import spark_session
 
     spark = spark_session(2)
     yield spark.sparkContext

@@ -17,7 +17,7 @@ DRIVER = r"""
 import json, sys
 from collections import Counter
 import inclib.spark
-from hosts.ask_spark import spark_session
+from hosts.ask.spark import spark_session
 words = [f"w{i % 97}" for i in range(4000)] + [f"rare{i}" for i in range(300)]
 spark = spark_session(2)
 rdd = spark.sparkContext.parallelize(words, 2).map(lambda w: (w, 1))

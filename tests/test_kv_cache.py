@@ -1,6 +1,7 @@
-"""The key-value cache of ``p4src/inc.p4`` on p4sim, programmed by ``controller/kv_cache.py``
-over P4Runtime, with the real storage server logic (``hosts/kv_store.KvServer.handle``)
-answering whatever the switch forwards to it. Frames go through the switch in-process.
+"""The key-value cache of ``p4src/inc.p4`` on p4sim, programmed over P4Runtime by
+``controller/systems/kv_cache.py``, with the real storage server logic
+(``hosts/kv/store.py: KvServer.handle``) answering whatever the switch forwards to it.
+Frames go through the switch in-process.
 
 Job 1: clients on ports 1 and 2, server on port 3, cache entries [4, 8). Job 2: client on
 port 4, server on port 5, entries [8, 12). Host 6 is nobody's.
@@ -14,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from controller import kv_cache
-from controller.job import Job, host_ip, host_mac
-from controller.kv_cache import KvCache, KvCacheRequest
-from controller.local_switch import LocalSwitch, compile_pipeline
-from controller.memory_manager import Region
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
-from hosts.kv_store import KvServer, _values
+from controller.jobs.job import Job, host_ip, host_mac
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.systems import kv_cache
+from controller.systems.kv_cache import KvCache, KvCacheRequest
+from hosts.kv.store import KvServer, _values
+from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import (
     KV_ANSWERED_BY_SWITCH,

@@ -4,8 +4,9 @@
 Mininet, the switch, the controller daemon, ``incctl``, and the three trainings (switch,
 parameter server, ring). Checked: it exits 0, ``results/run.json`` has the documented
 schema, the plots are written, and the three methods agree. They must agree exactly, not
-within a tolerance: all three sum the same fixed-point integers (hosts/quantize.py), so the
-workers hold bit-identical parameters and every epoch's accuracy is the same number.
+within a tolerance: all three sum the same fixed-point integers
+(hosts/transport/quantize.py), so the workers hold bit-identical parameters and every
+epoch's accuracy is the same number.
 """
 
 from __future__ import annotations

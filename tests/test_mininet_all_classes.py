@@ -24,7 +24,7 @@ RUN_DIR = Path("run/all-classes-test")
 
 
 def test_aggregation_key_value_and_consensus_jobs_run_on_one_switch_at_once(tmp_path: Path):
-    from hosts.consensus import Entry, distinct
+    from hosts.consensus.replicated_log import Entry, distinct
     from hosts.vector_job import expected_sum
     from tests.test_mininet_scheduling import hosts_fields
     from topologies.experiment import Experiment, ExperimentConfig, star
@@ -34,17 +34,18 @@ def test_aggregation_key_value_and_consensus_jobs_run_on_one_switch_at_once(tmp_
         nr = ex.submit("nr", window=8, **hosts_fields([1, 2], 3))
         kv = ex.api.submit(kv_fields([4, 5], 6, cache_size=4, refresh_ms=100))["job_id"]
         log = ex.api.submit(log_fields([7], [8, 9, 10]))["job_id"]
-        srv = [sys.executable, "-m", "hosts.kv_store", "server", "--job-id", str(kv)]
+        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(kv)]
         ex.start_service("h6", srv, ready="kv server", log_name="kv-server")
         for rid in range(3):
-            cmd = [sys.executable, "-m", "hosts.consensus", "replica", "--controller",
-                   ex.controller_url, "--job-id", str(log), "--replica-id", str(rid)]  # fmt: skip
+            cmd = [sys.executable, "-m", "hosts.consensus.replicated_log", "replica",
+                   "--controller", ex.controller_url, "--job-id", str(log),
+                   "--replica-id", str(rid)]  # fmt: skip
             ex.start_service(f"h{8 + rid}", cmd, ready="ready", log_name=f"replica{rid}")
         warm = ex.run_hosts([("h4", kv_cmd(ex, "warm", kv, 0, "--count", "2000"))], timeout=120)
         assert warm[0].code == 0, warm[0].lines
         nr_cmd = [sys.executable, "-m", "hosts.vector_job", "--controller", ex.controller_url,
                   "--job-id", str(nr), "--size", "2048", "--calls", "6", "--seed", "4"]  # fmt: skip
-        log_cmd = [sys.executable, "-m", "hosts.consensus", "client", "--controller",
+        log_cmd = [sys.executable, "-m", "hosts.consensus.replicated_log", "client", "--controller",
                    ex.controller_url, "--job-id", str(log), "--worker-id", "0", "--count", "40",
                    "--read"]  # fmt: skip
         runs = ex.run_hosts(

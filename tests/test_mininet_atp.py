@@ -3,7 +3,7 @@ for bit, with collisions forced (a pool range smaller than the jobs' windows), j
 the pool, a NetReduce job beside them, and loss, duplication and reordering on every link.
 
 Every worker runs ``python -m hosts.vector_job`` (its job's kind ``atp`` selects
-``hosts.atp_worker.AtpClient``); the PS host runs ``python -m hosts.atp_ps`` for the ATP
+``hosts.atp.worker.AtpClient``); the PS host runs ``python -m hosts.atp.ps`` for the ATP
 jobs. The switch's ``atp_events`` counter shows that collisions and fallbacks happened.
 """
 

@@ -53,14 +53,15 @@ def log_fields(clients: list[int], replicas: list[int]) -> dict[str, Any]:
 
 
 def replica(ex: Any, job: int, rid: int) -> Any:
-    cmd = [sys.executable, "-m", "hosts.consensus", "replica", "--controller", ex.controller_url,
-           "--job-id", str(job), "--replica-id", str(rid)]  # fmt: skip
+    cmd = [sys.executable, "-m", "hosts.consensus.replicated_log", "replica",
+           "--controller", ex.controller_url, "--job-id", str(job),
+           "--replica-id", str(rid)]  # fmt: skip
     return ex.start_service(f"h{3 + rid}", cmd, ready="ready", log_name=f"replica{rid}")
 
 
 def client(ex: Any, job: int, worker: int, count: int, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "hosts.consensus", "client", "--controller", ex.controller_url,
-            "--job-id", str(job), "--worker-id", str(worker),
+    return [sys.executable, "-m", "hosts.consensus.replicated_log", "client",
+            "--controller", ex.controller_url, "--job-id", str(job), "--worker-id", str(worker),
             "--count", str(count), *extra]  # fmt: skip
 
 
@@ -70,7 +71,7 @@ def summary(ex: Any, rid: int) -> dict[str, Any]:
 
 
 def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_restart():
-    from hosts.consensus import Entry, distinct
+    from hosts.consensus.replicated_log import Entry, distinct
     from topologies.experiment import Experiment, ExperimentConfig, star
     from topologies.impair_relay import Impairment
 
@@ -127,7 +128,7 @@ def test_the_log_survives_the_leaders_crash_and_restart():
     """Replica 0 leads view 0 and is killed: the followers change view (replica 1 leads,
     having merged its log with replica 2's), clients keep committing; replica 0 comes back
     empty and copies the new leader's log. Nothing committed is lost."""
-    from hosts.consensus import Entry, distinct
+    from hosts.consensus.replicated_log import Entry, distinct
     from topologies.experiment import Experiment, ExperimentConfig, star
 
     cfg = ExperimentConfig(star(5), run_dir=RUN_DIR, log=lambda s: None)

@@ -23,7 +23,7 @@ KEY = 7
 FORGE = """
 import socket, sys
 from wire.header import Flag, Header, Op, pack, INC_UDP_PORT
-from hosts.kv_store import _values
+from hosts.kv.store import _values
 job, n = int(sys.argv[1]), int(sys.argv[2])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", INC_UDP_PORT))
@@ -54,7 +54,7 @@ def kv_fields(clients: list[int], server: int, **extra: Any) -> dict[str, Any]:
 
 
 def kv_cmd(ex: Any, sub: str, job: int, worker: int, *args: str) -> list[str]:
-    return [sys.executable, "-m", "hosts.kv_store", sub, "--controller", ex.controller_url,
+    return [sys.executable, "-m", "hosts.kv.store", sub, "--controller", ex.controller_url,
             "--job-id", str(job), "--worker-id", str(worker), "--key", str(KEY), *args]  # fmt: skip
 
 
@@ -86,7 +86,7 @@ def test_reads_never_return_a_value_older_than_a_completed_write_under_loss_and_
     with Experiment(cfg) as ex:
         a = ex.api.submit(kv_fields([1, 2], 3, cache_size=4, refresh_ms=100))["job_id"]
         b = ex.api.submit(kv_fields([4], 5, cache_size=4))["job_id"]
-        srv = [sys.executable, "-m", "hosts.kv_store", "server", "--job-id", str(a)]
+        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(a)]
         ex.start_service("h3", srv, ready="kv server", log_name="kv-server")
         warm = ex.run_hosts([("h1", kv_cmd(ex, "warm", a, 0, "--count", "2000"))], timeout=120)
         assert warm[0].code == 0, warm[0].lines

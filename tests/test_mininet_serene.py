@@ -3,7 +3,7 @@ link (root): partial rounds with a straggler, workers running ahead under bounde
 staleness, async's running aggregate, and the mode swapped back and forth while the
 workers run, every round checked.
 
-Three workers (``python -m hosts.serene_worker``, worker 2 a straggler) all-reduce seeded
+Three workers (``python -m hosts.serene.worker``, worker 2 a straggler) all-reduce seeded
 vectors, one all-reduce per epoch; each packet's result must be exactly the sum of the
 workers its bitmap names, the same on every worker.
 """
@@ -52,7 +52,7 @@ def run_workers(
 ) -> list[dict[str, Any]]:
     procs = []
     for w in range(WORKERS):
-        cmd = [sys.executable, "-m", "hosts.serene_worker", "--controller", net.controller_url,
+        cmd = [sys.executable, "-m", "hosts.serene.worker", "--controller", net.controller_url,
                "--job-id", str(job), "--worker-id", str(w), "--epochs", str(epochs),
                "--size", str(SIZE), "--seed", str(SEED), "--out", str(out / f"w{w}")]  # fmt: skip
         cmd += list(extra)

@@ -1,5 +1,5 @@
 """Serene's experiment at its smallest (root): 4 workers train the digits MLP through the
-switch in Mininet (``hosts/serene_train.py``), worker 4 twice as slow for the first half
+switch in Mininet (``hosts/serene/train.py``), worker 4 twice as slow for the first half
 of the run, and the dynamic policy watching the switch's clocks through the daemon swaps
 the job to partial rounds while the straggler is slow and back to sync once it is at
 normal speed again."""

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from finsy import P4TableAction, P4TableEntry
 
-from controller.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
 from topologies import runner
 from topologies.p4switch import SwitchStartError
 

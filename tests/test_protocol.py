@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from hosts.sliding_window import ResultAssembler, SendWindow
+from hosts.transport.sliding_window import ResultAssembler, SendWindow
 from wire.framing import decapsulate, encapsulate, ipv4_checksum
 from wire.header import (
     FIELDS,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hosts.allreduce import AllReduceTimeout
-from hosts.ps import JobRegion, SoftAggregator
-from hosts.ps import main as ps_main
-from hosts.ring import RingAllReduce
-from hosts.transport import Endpoint, ImpairedEndpoint
+from hosts.netreduce.allreduce import AllReduceTimeout
+from hosts.netreduce.ps import JobRegion, SoftAggregator
+from hosts.netreduce.ps import main as ps_main
+from hosts.netreduce.ring import RingAllReduce
+from hosts.transport.udp import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
 from wire.header import DropReason, Flag, Header, Op, unpack
 

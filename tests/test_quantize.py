@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hosts.quantize import (
+from hosts.transport.quantize import (
     INT32_MAX,
     agreed_bound,
     choose_scale,

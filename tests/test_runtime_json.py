@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from p4sim.runtime_json import RuntimeJsonError, load_runtime_json, parse_value
+from p4rt_config.runtime_json import RuntimeJsonError, load_runtime_json, parse_value
 
 
 def test_values_accept_addresses_macs_hex_and_ints():
@@ -85,3 +85,11 @@ def test_invalid_json_reports_line_and_column(tmp_path):
     f.write_text('{\n  "table_entries": [,]\n}')
     with pytest.raises(RuntimeJsonError, match=r"broken.json:2:\d+: invalid JSON"):
         load_runtime_json(f)
+
+
+def test_p4sim_reads_the_same_runtime_json_format_as_the_controller() -> None:
+    import p4rt_config.runtime_json as shared
+    import p4sim.runtime_json as p4sim_side
+
+    assert p4sim_side.load_runtime_json is shared.load_runtime_json
+    assert p4sim_side.RuntimeJsonError is shared.RuntimeJsonError

@@ -18,19 +18,19 @@ from finsy import P4TableEntry
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
-from controller.job import host_ip, host_mac
-from controller.job_region import EPOCH_SLOTS
-from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.p4runtime_client import SwitchSpec
-from controller.scheduled_jobs import SchedulingOptions
-from controller.sizing import AGGREGATOR_BYTES
-from hosts.allreduce import AllReduceClient
-from hosts.atp_ps import AtpJobSpec, AtpParameterServer
-from hosts.atp_worker import AtpClient
+from controller.jobs.job import host_ip, host_mac
+from controller.jobs.sizing import AGGREGATOR_BYTES
+from controller.p4rt.p4runtime_client import SwitchSpec
+from controller.sched.scheduled_jobs import SchedulingOptions
+from controller.systems.job_region import EPOCH_SLOTS
+from hosts.atp.ps import AtpJobSpec, AtpParameterServer
+from hosts.atp.worker import AtpClient
+from hosts.netreduce.allreduce import AllReduceClient
 from hosts.scheduled_job import train
-from hosts.transport import Endpoint
+from hosts.transport.udp import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge
 from tests.test_controller_daemon import observe
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import encapsulate
 from wire.header import ATP_POOL_SIZE, SLOTS, DropReason, Header, atp_index, pack
 

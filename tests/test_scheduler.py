@@ -9,11 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.memory_manager import MemoryManager, Region, _union
-from controller.policies import Edf, Fifo, Mlfq, RoundRobin, make_policy
-from controller.sched_sim import TraceJob, poisson_trace, simulate
-from controller.scheduler import JobClass, SchedJob, Scheduler
-from controller.sizing import (
+from controller.jobs.memory_manager import MemoryManager, Region, _union
+from controller.jobs.sizing import (
     AGGREGATOR_BYTES,
     Network,
     Profile,
@@ -23,6 +20,9 @@ from controller.sizing import (
     memory_to_finish,
     throughput,
 )
+from controller.sched.policies import Edf, Fifo, Mlfq, RoundRobin, make_policy
+from controller.sched.sched_sim import TraceJob, poisson_trace, simulate
+from controller.sched.scheduler import JobClass, SchedJob, Scheduler
 
 NET = Network(rtt_s=1e-3, line_rate=64 * AGGREGATOR_BYTES / 1e-3)  # line rate at 64 aggregators
 
@@ -404,7 +404,7 @@ def test_every_policy_finishes_every_job_of_a_trace(policy: str) -> None:
 
 
 def test_headline_says_where_edf_misses_the_goal() -> None:
-    from controller.sched_sim import headline
+    from controller.sched.sched_sim import headline
 
     def row(load, policy, met, jct):
         return {"load": load, "policy": policy, "deadline_ratio": met, "avg_jct": jct}

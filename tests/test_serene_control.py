@@ -15,9 +15,9 @@ import pytest
 from controller import incctl
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon
-from controller.local_switch import LocalSwitch, PipelineFiles
-from controller.sync_policy import Policy, watch_job
+from controller.systems.sync_policy import Policy, watch_job
 from tests.test_controller_daemon import http, start_daemon
+from topologies.local_switch import LocalSwitch, PipelineFiles
 from wire.framing import encapsulate
 from wire.header import SLOTS, Flag, Header, aggregator_address, pack, unpack
 

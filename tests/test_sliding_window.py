@@ -7,7 +7,12 @@ import random
 import numpy as np
 import pytest
 
-from hosts.sliding_window import ResultAssembler, SendWindow, WindowTimeout, split_into_packets
+from hosts.transport.sliding_window import (
+    ResultAssembler,
+    SendWindow,
+    WindowTimeout,
+    split_into_packets,
+)
 
 
 class FakeClock:

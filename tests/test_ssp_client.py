@@ -1,4 +1,4 @@
-"""The pipelined all-reduce (hosts/ssp_client.py) against the host parameter server: several
+"""The pipelined all-reduce (hosts/serene/ssp_client.py) against the host parameter server: several
 epochs in flight per worker, every epoch's sum exact to the quantisation bound and the
 same on every worker, under loss."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from hosts.allreduce import AllReduceClient
-from hosts.ps import ParameterServer
-from hosts.quantize import choose_scale
-from hosts.ssp_client import PipelinedAllReduce
-from hosts.transport import Endpoint, ImpairedEndpoint
+from hosts.netreduce.allreduce import AllReduceClient
+from hosts.netreduce.ps import ParameterServer
+from hosts.serene.ssp_client import PipelinedAllReduce
+from hosts.transport.quantize import choose_scale
+from hosts.transport.udp import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
 
 LOCAL = ("127.0.0.1", 0)

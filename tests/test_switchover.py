@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.memory_manager import Region
-from controller.switchover import SlotConfig, Switchover, SwitchoverError
-from hosts.allreduce import AllReduceClient
-from hosts.transport import Endpoint
+from controller.jobs.memory_manager import Region
+from controller.sched.switchover import SlotConfig, Switchover, SwitchoverError
+from hosts.netreduce.allreduce import AllReduceClient
+from hosts.transport.udp import Endpoint
 from tests.test_allreduce_hosts import LOCAL, SwitchBridge, impaired, int_vectors, wrapped_sum
 from tests.worker_threads import run_threads
 from wire.header import DropReason

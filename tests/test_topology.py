@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from p4sim.runtime_json import load_runtime_json
+from p4rt_config.runtime_json import load_runtime_json
 from topologies.p4switch import SwitchStartError, compile_program, switch_command, switch_kind
 from topologies.runner import (
     TopologyError,

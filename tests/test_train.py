@@ -8,9 +8,9 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from hosts.allreduce import AllReduceClient, AllReduceFn, LocalGroup
 from hosts.mlp import MLP
-from hosts.ps import ParameterServer
+from hosts.netreduce.allreduce import AllReduceClient, AllReduceFn, LocalGroup
+from hosts.netreduce.ps import ParameterServer
 from hosts.train import History, main, train
 
 LOCAL = ("127.0.0.1", 0)

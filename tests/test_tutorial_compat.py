@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from p4sim.runtime_json import RuntimeJsonError, parse_runtime_json
+from p4rt_config.runtime_json import RuntimeJsonError, parse_runtime_json
 from topologies import runner
 
 REPO = Path(__file__).resolve().parent.parent

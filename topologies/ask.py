@@ -9,9 +9,9 @@ Example (root)::
     python -m topologies.ask groupby    # GROUP BY k SUM(v), COUNT(*): Spark vs the switch
 
 Network (``topologies/experiment.py``): ``star(M + 1)``, mappers ``h1..hM``, the reducer
-``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/ask.py``). Each mapper
-(``python -m hosts.ask_run mapper``) reads its own text file and sends its words through the
-switch; the reducer (``python -m hosts.ask_run reducer``) drains the array and writes the
+``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/systems/ask.py``). Each mapper
+(``python -m hosts.ask.run mapper``) reads its own text file and sends its words through the
+switch; the reducer (``python -m hosts.ask.run reducer``) drains the array and writes the
 counts. The result is compared with ``collections.Counter`` over the same files, and the
 record goes to ``results/ask.json``.
 """
@@ -99,7 +99,7 @@ def run(
         })  # fmt: skip
         jid = int(job["job_id"])
         out = run_dir / "result.json"
-        base = [sys.executable, "-m", "hosts.ask_run"]
+        base = [sys.executable, "-m", "hosts.ask.run"]
         ctl = ["--controller", ex.controller_url, "--job-id", str(jid)]
         ex.start_service(
             f"h{reducer}",
@@ -154,7 +154,7 @@ def run_spark(
     through the switch.
 
     ``standalone`` (word count): then, in the same network, the ASK word count on its own:
-    ``partitions`` mapper processes on ``h1`` (``hosts/ask_run.py``), mapper ``i`` reading
+    ``partitions`` mapper processes on ``h1`` (``hosts/ask/run.py``), mapper ``i`` reading
     split ``i`` of the same file (``--split i/N``, Spark's byte ranges) and combining
     about ``ask_chunk`` words at a time, a new reducer on ``h2`` with ``ask_rows`` rows;
     timed, as Spark's jobs in its running session, from telling the mapper processes, set
@@ -178,11 +178,11 @@ def run_spark(
         jid = int(job["job_id"])
         ctl = ["--controller", ex.controller_url, "--job-id", str(jid)]
         ex.start_service(
-            "h2", [sys.executable, "-m", "hosts.ask_run", "reducer", *ctl],
+            "h2", [sys.executable, "-m", "hosts.ask.run", "reducer", *ctl],
             ready="ask reducer ready",
         )  # fmt: skip
         out = (run_dir / "spark.json").resolve()
-        cmd = [sys.executable, "-m", "hosts.ask_spark", "--query", query,
+        cmd = [sys.executable, "-m", "hosts.ask.spark", "--query", query,
                "--input", str(text.resolve()),
                "--partitions", str(partitions), *ctl, "--reducer-ip", host_ip(2),
                "--out", str(out)]  # fmt: skip
@@ -218,7 +218,7 @@ def _standalone(
     })  # fmt: skip
     ctl = ["--controller", ex.controller_url, "--job-id", str(job["job_id"])]
     result = (run_dir / "ask-result.json").resolve()
-    base = [sys.executable, "-m", "hosts.ask_run"]
+    base = [sys.executable, "-m", "hosts.ask.run"]
     ex.start_service(
         "h2", [*base, "reducer", *ctl, "--out", str(result)], ready="ask reducer ready",
         log_name="h2-ask",

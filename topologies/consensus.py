@@ -6,7 +6,7 @@ Example (as root; ``make bench`` runs it in section kvcons)::
 
 One network (``star(clients + 3)``: clients ``h1..hN``, replicas on the next three hosts,
 replica 0 leading), one run, two replicated logs measured one after the other with the
-same clients and replica hosts (``hosts/consensus.py``, the same code in both):
+same clients and replica hosts (``hosts/consensus/replicated_log.py``, the same code in both):
 
 - **host leader**: clients send to the leader, which numbers the requests and sends them
   to the followers (``--sequencer host``): client → leader → followers → client;
@@ -66,7 +66,7 @@ def measure(cfg: LogBenchConfig, log: Any = print) -> dict[str, dict[str, Any]]:
     with Experiment(ex_cfg) as ex:
         for mode, seq in MODES.items():
             job = ex.api.submit(_fields(cfg))["job_id"]
-            base = [sys.executable, "-m", "hosts.consensus"]
+            base = [sys.executable, "-m", "hosts.consensus.replicated_log"]
             common = ["--controller", ex.controller_url, "--job-id", str(job), "--sequencer", seq]
             reps = [
                 ex.start_service(f"h{n + 1 + r}", [*base, "replica", *common, "--replica-id",

@@ -4,7 +4,7 @@ Example (root)::
 
     with Experiment(ExperimentConfig(star(5), bw_mbps=2.0, run_dir=Path("run/demo"))) as ex:
         job = ex.submit("demo", workers=4, window=32)          # incctl job submit
-        ex.start_service("h5", ["python", "-m", "hosts.ps", "--workers", "4"],
+        ex.start_service("h5", ["python", "-m", "hosts.netreduce.ps", "--workers", "4"],
                          ready="parameter server on")
         runs = ex.run_hosts([(f"h{i + 1}", worker_cmd(i)) for i in range(4)])
         print(ex.drop_counters("s1"), ex.port_bytes())
@@ -69,7 +69,7 @@ class ExperimentError(RuntimeError):
 
 # --- layouts --------------------------------------------------------------------------------
 def host_ip(i: int) -> str:
-    """Address of host ``h{i}`` (1-based), Mininet's convention that controller/job.py uses."""
+    """Address of host ``h{i}`` (1-based), Mininet's convention that controller/jobs/job.py uses."""
     return f"10.0.0.{i}"
 
 
@@ -488,7 +488,7 @@ class Experiment:
     def read_counter(self, name: str, switch: str = "s1") -> dict[int, tuple[int, int]]:
         """Counter ``name`` of ``switch``: index -> (packets, bytes), read over P4Runtime by a
         backup client (the daemon stays primary)."""
-        from controller.p4runtime_client import SwitchConnection, SwitchSpec
+        from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
 
         sw = self.switch(switch)
         spec = SwitchSpec(sw.device_id, f"127.0.0.1:{sw.grpc_port}", election_id=1)

@@ -13,7 +13,7 @@ key-value jobs measured one after the other with the same clients, keys and seed
   switch's counters (a warm-up pass lets it see the workload; the measured pass follows).
 
 Each client reads ``reads`` keys drawn from Zipf(``alpha``) over ``keys`` keys, one request
-outstanding (``hosts/kv_store.py bench``). Figures: reads per second (all clients), median
+outstanding (``hosts/kv/store.py bench``). Figures: reads per second (all clients), median
 and 99th percentile latency, the share the switch answered, and the reads the server saw.
 """
 
@@ -70,12 +70,12 @@ def measure(cfg: KvBenchConfig, log: Any = print) -> dict[str, dict[str, Any]]:
             extra = {"cache_size": 1, "min_reads": 1 << 30} if mode == MODES[0] else {
                 "cache_size": cfg.cache_size, "refresh_ms": 1000}  # fmt: skip
             job = ex.api.submit(_fields(cfg, server, **extra))["job_id"]
-            srv = [sys.executable, "-m", "hosts.kv_store", "server", "--job-id", str(job)]
+            srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job)]
             server_proc = ex.start_service(f"h{server}", srv, "kv server", f"kv-server{job}")
 
             def bench(count: int, job: int = job) -> list[dict[str, Any]]:
                 runs = ex.run_hosts([
-                    (f"h{c}", [sys.executable, "-m", "hosts.kv_store", "bench", "--controller",
+                    (f"h{c}", [sys.executable, "-m", "hosts.kv.store", "bench", "--controller",
                                ex.controller_url, "--job-id", str(job), "--worker-id", str(c - 1),
                                "--count", str(count), "--keys", str(cfg.keys),
                                "--alpha", str(cfg.alpha), "--seed", str(c)])

@@ -72,7 +72,7 @@ def train_method(
     """Train with ``method`` on every worker; the measured record of worker 0."""
     ps = None
     if method == "ps":
-        cmd = [sys.executable, "-m", "hosts.ps", "--workers", str(workers)]
+        cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(workers)]
         ps = ex.start_service(f"h{workers + 1}", cmd, ready="parameter server on", log_name="ps")
     peers = ",".join(host_ip(i + 1) for i in range(workers))
     commands = []

@@ -11,7 +11,7 @@ Both targets get the same command line (``-i PORT@IFACE``, ``--device-id``,
 ``--thrift-port``, ``--log-console``, ``--pcap``, ``--no-p4`` or a program,
 ``-- --grpc-server-addr``, ``--cpu-port``), so ``SWITCH=bmv2`` swaps the real switch in.
 After the process listens, :meth:`P4Switch.start` connects with the project's P4Runtime
-client (``controller.p4runtime_client``), becomes primary, pushes the pipeline (P4Info plus
+client (``controller.p4rt.p4runtime_client``), becomes primary, pushes the pipeline (P4Info plus
 p4sim's device config or BMv2's JSON) and applies the switch's ``sN-runtime.json``.
 The process is started by PID and stopped by that PID only.
 """
@@ -61,7 +61,7 @@ class CompiledProgram:
     kind: str
 
     def pipeline(self) -> Any:
-        from controller.p4runtime_client import Pipeline
+        from controller.p4rt.p4runtime_client import Pipeline
 
         return Pipeline.from_files(self.p4info, self.device_config)
 
@@ -323,7 +323,7 @@ class P4Switch(Switch):
 
     def program_switch(self) -> None:
         """Push the pipeline (if compiled) and apply ``runtime_json`` over P4Runtime."""
-        from controller.p4runtime_client import SwitchError
+        from controller.p4rt.p4runtime_client import SwitchError
 
         try:
             _program_loop().run_until_complete(self._program())
@@ -333,9 +333,9 @@ class P4Switch(Switch):
             ) from None
 
     async def _program(self) -> None:
-        from controller.p4runtime_client import SwitchConnection, SwitchError, SwitchSpec
-        from controller.runtime_config import apply_runtime_config
-        from p4sim.runtime_json import RuntimeJsonError, load_runtime_json
+        from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError, SwitchSpec
+        from controller.p4rt.runtime_config import apply_runtime_config
+        from p4rt_config.runtime_json import RuntimeJsonError, load_runtime_json
 
         cfg = None
         if self.runtime_json:

@@ -18,7 +18,7 @@ compute, all-reduce through the switch and check every sum bit for bit, while th
 scheduler resizes, moves and pauses regions as jobs come and go.
 
 The job completion time (JCT) is measured by the daemon, from submission to the last
-worker's done. Two predictions run ``controller.sched_sim`` (the same scheduler and memory
+worker's done. Two predictions run ``controller.sched.sched_sim`` (the same scheduler and memory
 manager) on the same arrivals, each job with the RTT its own workers measured (median of
 their reports): *model* with the links' line rate (``--bw`` x 128 / 194, the share of a
 frame that is values), *predicted* with the all-reduce rate each job achieved (p4sim, a
@@ -42,8 +42,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from controller.sched_sim import TraceJob, simulate
-from controller.sizing import Network, Profile, job_time, memory_for
+from controller.jobs.sizing import Network, Profile, job_time, memory_for
+from controller.sched.sched_sim import TraceJob, simulate
 from topologies.experiment import (
     Experiment,
     ExperimentConfig,

@@ -8,13 +8,13 @@ Example (root)::
 
 Network (``topologies/experiment.py``): one switch, workers on h1..h4, the aggregation
 address on h5. Per configuration a ``serene`` job is admitted (``incctl job submit --kind
-serene --mode ...``) and the workers (``hosts/serene_train.py``) train for
+serene --mode ...``) and the workers (``hosts/serene/train.py``) train for
 ``--iterations`` iterations, one all-reduce each (under ``bounded S`` they compute up to S
-epochs ahead of their results: ``hosts/ssp_client.py``; under ``async`` each gets the
+epochs ahead of their results: ``hosts/serene/ssp_client.py``; under ``async`` each gets the
 switch's running aggregate back at once and waits for nobody); worker 4
 (the last) straggles ``--slow``
 times slower (``--straggle fixed|transient|random``). The dynamic configuration starts in
-sync and runs ``--policy`` (``controller/sync_policy.py``) against the switch's clocks
+sync and runs ``--policy`` (``controller/systems/sync_policy.py``) against the switch's clocks
 meanwhile, swapping modes through the daemon.
 
 Every mode trains on the same data by default: ``--iterations`` full batches' worth of
@@ -66,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
         "--same-rounds",
         action="store_true",
         help="every mode runs --iterations rounds (default: --iterations full batches of "
-        "data, so partial modes run more rounds; hosts/serene_train.py --same-data)",
+        "data, so partial modes run more rounds; hosts/serene/train.py --same-data)",
     )
     ap.add_argument("--bw", type=float, default=None, help="link Mbit/s (default: unshaped)")
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -88,7 +88,7 @@ def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dic
     )  # fmt: skip
     cmds = []
     for w in range(WORKERS):
-        cmd = [sys.executable, "-m", "hosts.serene_train", "--controller", ex.controller_url,
+        cmd = [sys.executable, "-m", "hosts.serene.train", "--controller", ex.controller_url,
                "--job-id", str(job), "--worker-id", str(w), "--iterations", str(a.iterations),
                "--compute", str(a.compute), "--eval-every", str(a.eval_every),
                "--json", str(out / f"w{w}.json")]  # fmt: skip
@@ -104,7 +104,7 @@ def run_mode(ex: Experiment, a: argparse.Namespace, mode: str, out: Path) -> dic
     watcher = None
     if mode == DYNAMIC:
         from controller.api_client import ControllerApi
-        from controller.sync_policy import Policy, watch_job
+        from controller.systems.sync_policy import Policy, watch_job
 
         policy, api = Policy.parse(a.policy), ControllerApi(ex.controller_url, timeout=10.0)
 

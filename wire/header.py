@@ -263,7 +263,7 @@ def aggregator_address(psn: int, offset: int, size: int) -> tuple[int, int]:
     return offset + psn % size, (psn // size) & 1
 
 
-ADDRESSING = ("modulo", "hashed")  # per memory-managed job (controller.job.Scheduling)
+ADDRESSING = ("modulo", "hashed")  # per memory-managed job (controller.jobs.job.Scheduling)
 
 
 def hash_params(job_id: int, size: int) -> tuple[int, int]:

@@ -3,7 +3,7 @@
 Example::
 
     app = create_app(ApiContext(manager, switches, stats, feed, reports, events))
-    # served by controller/http_server.py on TCP (localhost) and a Unix socket
+    # served by controller/api/http_server.py on TCP (localhost) and a Unix socket
 
 - ``jobs.py``: ``POST/GET /jobs``, ``GET/DELETE /jobs/{id}``, ``GET /jobs/{id}/workers/{w}``,
   ``POST /jobs/{id}/workers/{w}/progress``

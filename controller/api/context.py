@@ -6,11 +6,11 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from controller.events import EventLog
-from controller.jobs import JobManager
-from controller.live_stats import LiveFeed, LiveStats
-from controller.p4runtime_client import SwitchSet
-from controller.worker_reports import WorkerReports
+from controller.api.live_stats import LiveFeed, LiveStats
+from controller.api.worker_reports import WorkerReports
+from controller.job_manager import JobManager
+from controller.jobs.events import EventLog
+from controller.p4rt.p4runtime_client import SwitchSet
 
 
 @dataclass(frozen=True)

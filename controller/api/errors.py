@@ -16,12 +16,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from controller.job import JobError
-from controller.job_kinds import kinds
-from controller.jobs import UnknownJob
-from controller.memory_manager import OutOfMemory
-from controller.p4runtime_client import SwitchError
-from controller.scheduled_jobs import EpochError
+from controller.job_manager import UnknownJob
+from controller.jobs.job import JobError
+from controller.jobs.job_kinds import kinds
+from controller.jobs.memory_manager import OutOfMemory
+from controller.p4rt.p4runtime_client import SwitchError
+from controller.sched.scheduled_jobs import EpochError
 
 log = logging.getLogger("controller.api")
 MAX_SHOWN = 4  # validation problems named in one message

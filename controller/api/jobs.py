@@ -10,13 +10,13 @@ from typing import Annotated, Any, Union
 from fastapi import APIRouter, Body, Depends, HTTPException, Path
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from controller import sync_modes
 from controller.api.context import ApiContext, context
 from controller.api.limits import local_only
-from controller.job import MAX_JOB_ID, JobError, JobRequest
-from controller.job_kinds import kinds
-from controller.jobs import UnknownJob
-from controller.worker_reports import ProgressReport
+from controller.api.worker_reports import ProgressReport
+from controller.job_manager import UnknownJob
+from controller.jobs.job import MAX_JOB_ID, JobError, JobRequest
+from controller.jobs.job_kinds import kinds
+from controller.systems import sync_modes
 from wire.header import MAX_WORKERS
 
 DEFAULT_KIND = "netreduce"
@@ -137,7 +137,7 @@ def router() -> APIRouter:
     @r.post("/jobs/{job_id}/mode", dependencies=[Depends(local_only)])
     async def change_mode(job_id: JobId, change: ModeChange, ctx: Ctx) -> dict[str, Any]:
         """Hot swap of a serene job's synchronisation mode at an epoch boundary that no
-        worker has reached (``controller/sync_modes.py``); 409 while the previous change is
+        worker has reached (``controller/systems/sync_modes.py``); 409 while the previous change is
         still in progress."""
         job = ctx.manager.get(job_id)
         if job.kind != "serene":

@@ -2,7 +2,7 @@
 
 - ``GET /`` the dashboard (one self-contained page; it needs nothing from the Internet).
 - ``GET /stats/stream`` server-sent events: the dashboard's view, once a second while
-  someone watches (one sampler shared by all viewers, ``controller.live_stats.LiveFeed``).
+  someone watches (one sampler shared by all viewers, ``controller.api.live_stats.LiveFeed``).
 - ``GET /stats`` the same view once, read now (no rates).
 - ``GET /metrics`` Prometheus text format, read from the switches now.
 - ``GET /events`` what the controller decided lately (admissions, cancellations, ...).
@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
-from controller import metrics
+from controller.api import metrics
 from controller.api.context import ApiContext, context
 
 router = APIRouter(tags=["live"])

@@ -1,7 +1,7 @@
 """Routes of the memory scheduler: the workers' epoch requests and the scheduler's view.
 
 ``POST /jobs/{id}/workers/{w}/epoch`` is how a worker of a scheduled job learns the region
-of the epoch it is about to start (``controller/scheduled_jobs.py``); the daemon holds the
+of the epoch it is about to start (``controller/sched/scheduled_jobs.py``); the daemon holds the
 request for up to ``wait`` seconds while the answer would be "wait" (no memory now, or a
 new region waiting for the other workers). ``GET /schedule`` is ``incctl sched show``.
 """
@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends
 from controller.api.context import ApiContext, context
 from controller.api.jobs import JobId, WorkerId
 from controller.api.limits import local_only
-from controller.scheduled_jobs import EpochRequest
+from controller.sched.scheduled_jobs import EpochRequest
 
 router = APIRouter(tags=["scheduling"])
 Ctx = Annotated[ApiContext, Depends(context)]

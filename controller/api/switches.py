@@ -34,8 +34,8 @@ async def memory(ctx: Ctx) -> dict[str, Any]:
     """Per switch and memory pool: size, free units, and every segment with its owner; and
     ATP's shared pool as the switch sees it (``atp_pool``: aggregators held now, claims,
     collisions, fallbacks, releases), when the switch can be read."""
-    from controller.atp import pool_stats
-    from controller.p4runtime_client import SwitchError
+    from controller.p4rt.p4runtime_client import SwitchError
+    from controller.systems.atp import pool_stats
 
     view = ctx.manager.memory_view()
     conns = {c.spec.device_id: c for c in ctx.switches}

@@ -1,5 +1,5 @@
 """A key-value client written directly against the transport: the same application as
-``examples/kv_client.py`` with the controller's API and ``hosts/kv_store.py`` by hand.
+``examples/kv_client.py`` with the controller's API and ``hosts/kv/store.py`` by hand.
 
 Run on Mininet: ``python -m examples.run kv_client --direct``. Next to the library version
 it has no host-only path: without the switch's job it stops.
@@ -12,8 +12,8 @@ import json
 import sys
 
 from controller.api_client import ControllerApi
-from hosts.kv_store import KvClient, KvConfig, KvServer
-from hosts.transport import Endpoint
+from hosts.kv.store import KvClient, KvConfig, KvServer
+from hosts.transport.udp import Endpoint
 from wire.header import INC_UDP_PORT
 
 

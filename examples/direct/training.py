@@ -19,7 +19,7 @@ from sklearn.datasets import load_digits
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from controller.api_client import ControllerApi
-from hosts.allreduce import AllReduceClient
+from hosts.netreduce.allreduce import AllReduceClient
 
 
 def digits(rank: int, world: int) -> tuple[torch.Tensor, ...]:

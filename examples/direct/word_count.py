@@ -1,5 +1,5 @@
 """Word count written directly against the transport: the same application as
-``examples/word_count.py`` with the controller's API and ``hosts/ask_run.py`` by hand.
+``examples/word_count.py`` with the controller's API and ``hosts/ask/run.py`` by hand.
 
 Run on Mininet: ``python -m examples.run word_count --direct``. Next to the library version
 it has no host-only path: without the switch's job it stops.
@@ -17,7 +17,7 @@ from collections.abc import Hashable, Iterator
 from pathlib import Path
 
 from controller.api_client import ControllerApi
-from hosts import ask_run
+from hosts.ask import run as ask_run
 
 
 def corpus(rank: int, world: int, files: int = 40) -> Iterator[str]:

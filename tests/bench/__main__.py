@@ -2,7 +2,7 @@
 aggregation goodput.
 
 Section sched (tests/bench/scheduler.py, no root): the controller's scheduler under
-simulated time (``controller.sched_sim``), EDF against FIFO, RR and MLFQ on the same
+simulated time (``controller.sched.sched_sim``), EDF against FIFO, RR and MLFQ on the same
 Poisson traces at four loads: MD deadlines met and average JCT, and the headline ratios.
 
 Section p4sim: packets per second through the in-process pipeline (``Switch.send``), one
@@ -36,7 +36,7 @@ through the switch's key-value cache against the storage server alone, and a rep
 with the switch as sequencer against a host leader; each pair in one run on one network:
 reads or commits per second, median and tail latency.
 
-Section atp (topologies/atp_bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
+Section atp (topologies/atp/bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
 (NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
 fallback rates, side by side in one run per job count; a plot under results/. Twice: on
@@ -174,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def bench_atp(console: Console) -> int:
-    """ATP's shared pool vs static partitioning vs PS only (topologies/atp_bench.py)."""
-    from topologies import atp_bench
+    """ATP's shared pool vs static partitioning vs PS only (topologies/atp/bench.py)."""
+    from topologies.atp import bench as atp_bench
 
     rate_bound = atp_bench.BenchConfig()
     memory_bound = atp_bench.BenchConfig(delay_ms=10)
@@ -253,11 +253,11 @@ def bench_ddp(args: argparse.Namespace, console: Console) -> None:
 
 
 def bench_sched(args: argparse.Namespace, console: Console) -> None:
-    """EDF against FIFO, RR and MLFQ on simulated traces (controller.sched_sim)."""
-    from controller.sched_sim import print_tables
+    """EDF against FIFO, RR and MLFQ on simulated traces (controller.sched.sched_sim)."""
+    from controller.sched.sched_sim import print_tables
     from tests.bench.scheduler import headline_lines, measure
 
-    console.rule("switch memory scheduling (simulated, controller.sched_sim)")
+    console.rule("switch memory scheduling (simulated, controller.sched.sched_sim)")
     rows, heads, took = measure(args.sched_jobs, args.sched_seeds)
     print_tables(rows, heads)
     for line in headline_lines(heads):

@@ -12,8 +12,8 @@
    reach the reducer's link. Exact results checked.
 4. Word count end to end (root, Mininet): PySpark local mode on one host, its RDD
    ``reduceByKey`` and DataFrame ``groupBy().count()``, the same RDD reduced through the
-   switch (``hosts/ask_spark.py``), and ASK's own word count (two mapper processes reading
-   the two halves of the same file, ``hosts/ask_run.py``), on a real text corpus Debian
+   switch (``hosts/ask/spark.py``), and ASK's own word count (two mapper processes reading
+   the two halves of the same file, ``hosts/ask/run.py``), on a real text corpus Debian
    ships (``/usr/share/common-licenses``, repeated) and on generated Zipf text; then
    ``GROUP BY k SUM(v), COUNT(*)`` over a generated table, Spark's DataFrame against the
    same DataFrame through the switch.
@@ -33,9 +33,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hosts.ask_local import AskBench, _ip, _mac, chunks
-from hosts.ask_mapper import MapperFlow
-from hosts.ask_wire import fingerprint, parse, place
+from hosts.ask.mapper import MapperFlow
+from hosts.ask.wire import fingerprint, parse, place
+from topologies.ask_local import AskBench, _ip, _mac, chunks
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES
 

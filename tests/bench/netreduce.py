@@ -50,7 +50,7 @@ def _run_method(nr: Any, job: int, method: str, cfg: BenchConfig, out: Path) -> 
     n = len(nr.layout.hosts) - 1
     ps = None
     if method == "ps":
-        cmd = [sys.executable, "-m", "hosts.ps", "--workers", str(n)]
+        cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(n)]
         ps = nr.start_service(f"h{n + 1}", cmd, ready="parameter server on", log_name="ps")
     commands = []
     for w in range(n):

@@ -4,12 +4,12 @@ Example (``make bench`` runs it first)::
 
     python -m tests.bench --only sched --sched-jobs 200 --sched-seeds 2
 
-It runs ``controller.sched_sim`` (the controller's own ``Scheduler`` and ``MemoryManager``
+It runs ``controller.sched.sched_sim`` (the controller's own ``Scheduler`` and ``MemoryManager``
 under simulated time, the seed's sizing models) over Poisson traces at several loads and
 prints, per load, the share of MD deadlines met and the average JCT of each policy, then
 the headline: EDF's deadlines met against the best baseline's, and the best baseline's
 average JCT over EDF's (above 1: EDF is faster). The figures are measured side by side on
-the same traces in one run; ``python -m controller.sched_sim`` writes the full table and
+the same traces in one run; ``python -m controller.sched.sched_sim`` writes the full table and
 plots under results/.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from controller.sched_sim import SweepConfig, headline, sweep
+from controller.sched.sched_sim import SweepConfig, headline, sweep
 
 LOADS = SweepConfig.loads
 

@@ -116,9 +116,9 @@ class _Veths:
 
 
 def _program(address: str, compiled: object, runtime_json: Path) -> None:
-    from controller.p4runtime_client import SwitchConnection, SwitchSpec
-    from controller.runtime_config import apply_runtime_config
-    from p4sim.runtime_json import load_runtime_json
+    from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
+    from controller.p4rt.runtime_config import apply_runtime_config
+    from p4rt_config.runtime_json import load_runtime_json
 
     async def go() -> None:
         spec = SwitchSpec(1, address, name="bench")

@@ -13,7 +13,7 @@ from ptf import testutils
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller.ask import AskRequest
+from controller.systems.ask import AskRequest
 from wire.header import ASK_TUPLES, Flag, Op
 from wire.scapy_layers import INC
 

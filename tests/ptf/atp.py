@@ -14,7 +14,7 @@ from inc_ptf import IncTest, host, int32_sum, values_of
 from ptf import testutils
 from scapy.layers.l2 import Ether
 
-from controller.atp import AtpRequest
+from controller.systems.atp import AtpRequest
 from wire.header import DropReason, Flag, atp_index
 from wire.scapy_layers import INC
 

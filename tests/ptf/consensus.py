@@ -12,8 +12,8 @@ from ptf import testutils
 from scapy.layers.inet import UDP
 from scapy.layers.l2 import Ether
 
-from controller import consensus
-from controller.consensus import ConsensusRequest
+from controller.systems import consensus
+from controller.systems.consensus import ConsensusRequest
 from wire.header import SLOTS, Flag, Op
 from wire.scapy_layers import INC
 

@@ -17,7 +17,8 @@ with MAC ``00:00:00:00:00:0p`` and IP ``10.0.0.p`` (Mininet's numbering, which t
 controller's job defaults follow). ``setUp`` (after the pipeline push) installs plain
 forwarding to every host, IPv4 ``/32`` routes and L2 entries, like a topology's
 ``sN-runtime.json``. Jobs of any kind are admitted by the controller's own code: the
-kind's ``JobKind.install`` (``controller/job_kinds.py``), e.g. ``controller/netreduce.py``.
+kind's ``JobKind.install`` (``controller/jobs/job_kinds.py``), e.g.
+``controller/systems/netreduce.py``.
 
 Waiting: nothing here sleeps for readiness. A drop is awaited on the ``inc_drops`` counter;
 a packet that should produce nothing is followed by a probe frame on the same port (the
@@ -38,10 +39,11 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw
 
-from controller.job import Job, JobRequest, Worker, host_ip, host_mac
-from controller.job_kinds import kind_of
-from controller.memory_manager import Region
-from controller.p4runtime_client import table_entry
+import controller.systems  # noqa: F401  (loads every kind)
+from controller.jobs.job import Job, JobRequest, Worker, host_ip, host_mac
+from controller.jobs.job_kinds import kind_of
+from controller.jobs.memory_manager import Region
+from controller.p4rt.p4runtime_client import table_entry
 from wire.header import INC_UDP_PORT, SLOTS, DropReason, Flag, Op, aggregator_address
 from wire.scapy_layers import INC
 

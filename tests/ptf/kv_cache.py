@@ -3,7 +3,7 @@ and routed to the server, replies filling the entry, hits answered by the switch
 invalidating, and admission (only the server's port may reply).
 
 Job 1: client 0 on port 1, storage server on port 3, cache entries 0..3, key 5 cached by
-the controller's own code (``controller.kv_cache.cache_keys``: generation 1). Port 5 is a
+the controller's own code (``controller.systems.kv_cache.cache_keys``: generation 1). Port 5 is a
 host outside the job.
 """
 
@@ -14,8 +14,8 @@ from ptf import testutils
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from controller import kv_cache
-from controller.kv_cache import KvCacheRequest
+from controller.systems import kv_cache
+from controller.systems.kv_cache import KvCacheRequest
 from wire.header import KV_ANSWERED_BY_SWITCH, KV_VALUE_WORDS, SLOTS, Flag, Op
 from wire.scapy_layers import INC
 

@@ -17,7 +17,7 @@ from ptf import testutils
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import ARP, Ether
 
-from controller.netreduce import NetReduceRequest
+from controller.systems.netreduce import NetReduceRequest
 from wire.header import AGG_POOL_SIZE, SLOTS, DropReason, Flag, Op
 
 WORKER_PORTS = (1, 2, 3)

@@ -20,9 +20,9 @@ PTF users program BMv2. What a test writes through :meth:`insert` and
 Test parameters (``ptf --test-params "grpcaddr='127.0.0.1:50051';p4info='...';..."``):
 ``grpcaddr``, ``device_id`` (default 0), ``p4info`` and ``config`` (files), and, for
 BMv2, ``thrift_port``: simple_switch_grpc refuses register access over P4Runtime, so
-registers then go through ``simple_switch_CLI`` (see controller/registers.py).
+registers then go through ``simple_switch_CLI`` (see controller/p4rt/registers.py).
 
-The P4Runtime client is the controller's (``controller.p4runtime_client``), run on an
+The P4Runtime client is the controller's (``controller.p4rt.p4runtime_client``), run on an
 asyncio loop in a background thread so that these synchronous unittest methods can call it
 and its stream keeps being served between calls.
 """
@@ -40,7 +40,7 @@ from finsy import P4MulticastGroupEntry
 from ptf import testutils
 from ptf.base_tests import BaseTest
 
-from controller.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
+from controller.p4rt.p4runtime_client import Pipeline, SwitchConnection, SwitchSpec
 
 T = TypeVar("T")
 CALL_TIMEOUT = 60.0  # one P4Runtime call (a pipeline push compiles the program on p4sim)

@@ -4,7 +4,7 @@ the ``sync_waits``/``sync_late`` counters and the clock registers read over P4Ru
 
 Job 1 (kind ``serene``) has workers on ports 1, 2, 3 and sends to the host on port 4;
 region: aggregators 8..11 (window 4). Every packet carries its epoch (training iteration).
-Mode changes go through the controller's own ``controller.sync_modes.swap``.
+Mode changes go through the controller's own ``controller.systems.sync_modes.swap``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 from inc_ptf import IncTest, int32_sum, values_of
 from ptf import testutils
 
-from controller import sync_modes
-from controller.serene import SereneRequest
-from controller.sync_modes import Mode
+from controller.systems import sync_modes
+from controller.systems.serene import SereneRequest
+from controller.systems.sync_modes import Mode
 from wire.header import Flag
 
 WORKER_PORTS = (1, 2, 3)

@@ -1,0 +1,250 @@
+"""The mapper side of ASK: tuples into multi-tuple AGG_KV packets, sent reliably.
+
+Example (no network: what the mapper would send, and its acknowledgement):
+    >>> from hosts.ask.wire import parse
+    >>> m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=4))
+    >>> m.add_counts({"a": 3, "b": 1}); m.flush()
+    >>> [parse(p)[0].psn for p in m.to_send(now=0.0)]   # "a" and "b" share a row
+    [0]
+    >>> m.on_ack(parse(m.to_send(now=1.0)[0])[0]); m.in_flight   # sent again, acknowledged
+    0
+
+``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask/run.py`` over UDP,
+``topologies/ask_local.py`` through an in-process switch). Each key's tuple goes to the slot of
+its row that its fingerprint names (``hosts/ask/wire.py``); a row's packets are built in
+up to ``layers`` buffers: a tuple goes to the first buffer whose slot holds its key (added
+there, in int32; one that would overflow goes on) or nothing, else to a new buffer; a
+buffer leaves when ``tuples_per_packet`` slots are used, when the row needs one buffer
+more than ``layers`` (the oldest leaves), or on ``flush``. A row's packets are then about
+as few as its busiest column allows.
+
+Hot keys first: ``add_counts`` takes a chunk's counts (a bounded map-side combine, whose
+counts are the frequency sketch); with ``hot_threshold`` n, keys counted fewer than n times
+in the chunk bypass the switch: they travel in FALLBACK packets the switch forwards to the
+reducer untouched, so that switch cells go to frequent keys.
+
+Reliability: psns count the flow's packets; at most ``window`` are unacknowledged (the
+switch's seen entries are indexed by ``psn % window``); an ACK comes from the switch when
+it absorbed every tuple, else from the reducer; a packet unacknowledged after ``rto``
+seconds is sent again, unchanged (RETX is informational). Epochs: packets carry the epoch
+current when first sent; ``start_epoch(e)`` stops new sends until every packet in flight
+is acknowledged, then moves to ``e`` (``moved``), so that the reducer may drain ``e - 1``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
+from wire.header import ASK_TUPLES, Flag, Header, Op
+
+
+@dataclass(frozen=True)
+class MapperConfig:
+    job_id: int
+    flow: int  # the mapper's worker id in the job
+    part_base: int
+    part_size: int
+    window: int
+    fp_bits: int = 32
+    hot_threshold: int = 0  # 0: every key goes through the switch
+    tuples_per_packet: int = ASK_TUPLES
+    layers: int = 8  # packets being built per row at most
+    rto: float = 0.05
+
+
+@dataclass
+class MapperStats:
+    packets: int = 0  # first transmissions
+    retransmissions: int = 0
+    switch_tuples: int = 0  # tuples sent towards switch cells
+    bypass_tuples: int = 0  # tuples sent in FALLBACK packets (cold keys)
+    acks: int = 0
+
+
+@dataclass
+class _Row:
+    keys: list[int] = field(default_factory=lambda: [0] * ASK_TUPLES)
+    vals: list[int] = field(default_factory=lambda: [0] * ASK_TUPLES)
+    used: int = 0
+
+
+class MapperFlow:
+    def __init__(self, cfg: MapperConfig, epoch: int = 1) -> None:
+        if not 1 <= cfg.tuples_per_packet <= ASK_TUPLES:
+            raise ValueError(f"tuples_per_packet must be 1..{ASK_TUPLES}")
+        self.cfg = cfg
+        self.epoch = epoch
+        self._next_epoch: int | None = None
+        self.vocab: dict[int, list[Hashable]] = {}  # fingerprint -> keys sent under it
+        self.sent: dict[Hashable, int] = {}  # key -> sum of its values sent
+        self._fp: dict[Hashable, int] = {}
+        self._rows: dict[int, list[_Row]] = {}  # row -> packets being built, oldest first
+        self._bypass = _Row()
+        self._ready: deque[tuple[int, list[int], list[int], int]] = (
+            deque()
+        )  # row, keys, vals, flags
+        self._flight: dict[int, tuple[bytes, float]] = {}  # psn -> (payload, last sent)
+        self._psn = 0
+        self.stats = MapperStats()
+
+    # -- input ----------------------------------------------------------------------------
+
+    def _fingerprint(self, key: Hashable) -> int:
+        fp = self._fp.get(key)
+        if fp is None:
+            fp = fingerprint(key, self.cfg.fp_bits)
+            self._fp[key] = fp
+            self.vocab.setdefault(fp, []).append(key)
+        return fp
+
+    def add(self, key: Hashable, value: int) -> None:
+        """One tuple through the switch."""
+        self.add_counts({key: value}, hot_threshold=0)
+
+    def add_counts(self, counts: Mapping[Hashable, int], hot_threshold: int | None = None) -> None:
+        """A chunk's combined tuples; keys below the hot threshold bypass the switch."""
+        threshold = self.cfg.hot_threshold if hot_threshold is None else hot_threshold
+        for key, value in counts.items():
+            if not INT32_MIN <= value <= INT32_MAX:
+                raise ValueError(f"value {value} of key {key!r} does not fit in int32")
+            fp = self._fingerprint(key)
+            self.sent[key] = self.sent.get(key, 0) + value
+            if threshold and abs(value) < threshold:
+                self._to_bypass(fp, value)
+            else:
+                self._to_row(fp, value)
+
+    def _to_row(self, fp: int, value: int) -> None:
+        """Into the first of the row's buffers (packets being built) whose column holds the
+        key (added) or nothing; with none, a new buffer, and past ``layers`` buffers the
+        oldest leaves first. Every row's packets are then about as few as its busiest
+        column allows."""
+        self.stats.switch_tuples += 1
+        row, col = place(fp, self.cfg.part_base, self.cfg.part_size)
+        bufs = self._rows.get(row)
+        if bufs is None:
+            bufs = self._rows[row] = []
+        free = None
+        for buf in bufs:
+            k = buf.keys[col]
+            if k == fp:
+                total = buf.vals[col] + value
+                if INT32_MIN <= total <= INT32_MAX:
+                    buf.vals[col] = total
+                    return
+            elif k == 0 and free is None:
+                free = buf
+        if free is None:
+            if len(bufs) >= self.cfg.layers:
+                self._emit(row, bufs.pop(0), 0)
+            free = _Row()
+            bufs.append(free)
+        free.keys[col], free.vals[col] = fp, value
+        free.used += 1
+        if free.used >= self.cfg.tuples_per_packet:
+            bufs.remove(free)
+            self._emit(row, free, 0)
+
+    def _to_bypass(self, fp: int, value: int) -> None:
+        self.stats.bypass_tuples += 1
+        buf = self._bypass
+        buf.keys[buf.used], buf.vals[buf.used] = fp, value
+        buf.used += 1
+        if buf.used == ASK_TUPLES:
+            self._emit(0, buf, Flag.FALLBACK)
+            self._bypass = _Row()
+
+    def _emit(self, row: int, buf: _Row, flags: int) -> None:
+        self._ready.append((row, buf.keys, buf.vals, flags))
+
+    def flush(self) -> None:
+        """Every buffered tuple into a packet (at the end of the input)."""
+        for row, bufs in self._rows.items():
+            for buf in bufs:
+                self._emit(row, buf, 0)
+        self._rows.clear()
+        if self._bypass.used:
+            self._emit(0, self._bypass, Flag.FALLBACK)
+            self._bypass = _Row()
+
+    # -- sending ------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> int:
+        """Packets built and waiting for the window."""
+        return len(self._ready)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._flight)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing buffered for sending, nothing unacknowledged."""
+        return not self._ready and not self._flight
+
+    def start_epoch(self, epoch: int) -> None:
+        self._next_epoch = epoch
+        self._maybe_move()
+
+    @property
+    def moved(self) -> bool:
+        return self._next_epoch is None
+
+    def _maybe_move(self) -> None:
+        if self._next_epoch is not None and not self._flight:
+            self.epoch, self._next_epoch = self._next_epoch, None
+
+    def to_send(self, now: float) -> list[bytes]:
+        """Retransmissions due, then new packets while the window has room."""
+        out = []
+        for psn, (payload, at) in self._flight.items():
+            if now - at >= self.cfg.rto:
+                self._flight[psn] = (payload, now)
+                self.stats.retransmissions += 1
+                out.append(payload)
+        while self._ready and self._next_epoch is None and self._room():
+            row, keys, vals, flags = self._ready.popleft()
+            h = Header(
+                op=Op.AGG_KV,
+                flags=flags,
+                job_id=self.cfg.job_id,
+                worker_id=self.cfg.flow,
+                ver=self.epoch & 1,
+                psn=self._psn,
+                agg_idx=row,
+                epoch=self.epoch,
+            )
+            payload = kv_packet(h, keys, vals)
+            self._flight[self._psn] = (payload, now)
+            self._psn = (self._psn + 1) & 0xFFFFFFFF
+            self.stats.packets += 1
+            out.append(payload)
+        return out
+
+    def _room(self) -> bool:
+        """psn p may be sent only once p - window is acknowledged: the switch's seen entry
+        ``psn % window`` then holds nothing that is still needed."""
+        if not self._flight:
+            return True
+        oldest = next(iter(self._flight))  # psns enter in order; dicts keep it
+        return (self._psn - oldest) & 0xFFFFFFFF < self.cfg.window
+
+    def on_ack(self, h: Header) -> None:
+        if h.job_id != self.cfg.job_id or h.worker_id != self.cfg.flow:
+            return
+        if self._flight.pop(h.psn, None) is not None:
+            self.stats.acks += 1
+        self._maybe_move()
+
+    def send_all(self, pairs: Iterable[tuple[Hashable, int]]) -> None:
+        """Every pair as one tuple (no combining)."""
+        for k, v in pairs:
+            self.add(k, v)
+
+    def counts_for(self, fps: Iterable[int]) -> dict[Hashable, int]:
+        """Exact sums this mapper sent for every key under the given fingerprints."""
+        return {k: self.sent[k] for fp in fps for k in self.vocab.get(fp, ())}

@@ -1,0 +1,163 @@
+"""The reducer side of ASK: tuples the switch passed on, rows it drains, exact results.
+
+Example (no network):
+    >>> from hosts.ask.mapper import MapperConfig, MapperFlow
+    >>> m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=4))
+    >>> m.add_counts({"a": 3}); m.flush()
+    >>> r = Reducer(job_id=1, reducer_id=1, rows=range(0, 4))
+    >>> ack = r.on_packet(m.to_send(0.0)[0])     # as if the switch had absorbed nothing
+    >>> r.on_packet(m.to_send(1.0)[0]) == ack     # a retransmission is acknowledged again...
+    True
+    >>> r.result([m.vocab], lambda fps: [m.counts_for(fps)])   # ...and counted once
+    {'a': 3}
+
+``Reducer`` holds no socket. It adds up, per fingerprint, (1) the tuples of mapper packets
+that reach it (those the switch did not absorb, and the cold keys' FALLBACK packets),
+once per (flow, psn) whatever the duplicates, acknowledging each copy; (2) the rows it
+drains from the switch: ``start_drain(e)`` lists the job's rows, ``drain_requests`` sends
+one DRAIN packet per row not yet answered (again after ``rto``), ``on_packet`` takes the
+answers (a row's copy of epoch ``e``, read by the switch, not cleared).
+
+``result`` maps fingerprints back to keys with the mappers' vocabularies. A fingerprint
+that two different keys were sent under is a collision: the switch and the reducer have
+added those keys together, so their totals are discarded and the keys' results are the
+sums each mapper reports having sent (``counts_for``). Results are exact either way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from hosts.ask.wire import kv_packet, parse
+from wire.header import ASK_TUPLES, Flag, Header, Op, ProtocolError, pack
+
+
+@dataclass
+class ReducerStats:
+    packets: int = 0  # mapper packets that reached the reducer (duplicates too)
+    duplicates: int = 0
+    passed_tuples: int = 0  # tuples the switch did not absorb (switch path)
+    bypass_tuples: int = 0  # tuples of FALLBACK packets
+    drained_rows: int = 0
+    drained_tuples: int = 0
+    drain_requests: int = 0
+    bytes_in: int = 0  # UDP payload bytes received (mapper packets and drained rows)
+    collisions: int = 0  # fingerprints claimed by more than one key
+
+
+class Reducer:
+    def __init__(self, job_id: int, reducer_id: int, rows: range, rto: float = 0.05) -> None:
+        self.job_id = job_id
+        self.reducer_id = reducer_id
+        self.rows = rows
+        self.rto = rto
+        self.totals: dict[int, int] = {}  # fingerprint -> sum
+        self._seen: dict[int, set[int]] = {}  # flow -> psns counted
+        self._drain_epoch: int | None = None
+        self._pending: dict[int, float] = {}  # row -> when last asked
+        self.stats = ReducerStats()
+
+    def _add(self, keys: np.ndarray, vals: np.ndarray) -> int:
+        n = 0
+        for k, v in zip(keys.tolist(), vals.tolist(), strict=True):
+            if k:
+                self.totals[k] = self.totals.get(k, 0) + v
+                n += 1
+        return n
+
+    def on_packet(self, payload: bytes) -> bytes | None:
+        """Take one datagram; returns the ACK to send back to a mapper, if any."""
+        try:
+            h, keys, vals = parse(payload)
+        except ProtocolError:
+            return None
+        if h.job_id != self.job_id:
+            return None
+        self.stats.bytes_in += len(payload)
+        if h.flags & Flag.RESULT and h.flags & Flag.DRAIN:
+            self._on_drained(h, keys, vals)
+            return None
+        if h.flags & (Flag.ACK | Flag.RESULT | Flag.DRAIN) or h.slot_count == 0:
+            return None
+        self.stats.packets += 1
+        seen = self._seen.setdefault(h.worker_id, set())
+        if h.psn in seen:
+            self.stats.duplicates += 1
+        else:
+            seen.add(h.psn)
+            n = self._add(keys, vals)
+            if h.flags & Flag.FALLBACK:
+                self.stats.bypass_tuples += n
+            else:
+                self.stats.passed_tuples += n
+        ack = Header(
+            op=Op.AGG_KV, flags=Flag.ACK, job_id=self.job_id, worker_id=h.worker_id, psn=h.psn,
+            epoch=h.epoch,
+        )  # fmt: skip
+        return pack(ack, np.zeros(0, np.int32))
+
+    # -- draining ---------------------------------------------------------------------
+
+    def start_drain(self, epoch: int) -> None:
+        """Read every row's copy of ``epoch`` (no mapper writes it any more)."""
+        self._drain_epoch = epoch
+        self._pending = {row: -1e18 for row in self.rows}
+
+    @property
+    def draining(self) -> bool:
+        return bool(self._pending)
+
+    def drain_requests(self, now: float, limit: int = 256) -> list[bytes]:
+        out: list[bytes] = []
+        assert self._drain_epoch is not None or not self._pending
+        for row, at in self._pending.items():
+            if len(out) >= limit:
+                break
+            if now - at >= self.rto:
+                self._pending[row] = now
+                h = Header(
+                    op=Op.AGG_KV, flags=Flag.DRAIN, job_id=self.job_id,
+                    worker_id=self.reducer_id, agg_idx=row, epoch=self._drain_epoch or 0,
+                    ver=(self._drain_epoch or 0) & 1,
+                )  # fmt: skip
+                out.append(kv_packet(h, [0] * ASK_TUPLES, [0] * ASK_TUPLES))
+                self.stats.drain_requests += 1
+        return out
+
+    def _on_drained(self, h: Header, keys: np.ndarray, vals: np.ndarray) -> None:
+        if h.epoch != self._drain_epoch or self._pending.pop(h.agg_idx, None) is None:
+            return  # an answer to a repeated request, or of an older drain
+        self.stats.drained_rows += 1
+        self.stats.drained_tuples += self._add(keys, vals)
+
+    # -- results ------------------------------------------------------------------------
+
+    def result(
+        self,
+        vocabs: Sequence[Mapping[int, Sequence[Hashable]]],
+        counts_for: Callable[[list[int]], Iterable[Mapping[Hashable, int]]],
+    ) -> dict[Hashable, int]:
+        """Key -> exact total. ``vocabs``: each mapper's fingerprint -> keys;
+        ``counts_for(fps)``: each mapper's exact sums for the keys under ``fps``."""
+        owners: dict[int, set[Hashable]] = {}
+        for vocab in vocabs:
+            for fp, ks in vocab.items():
+                owners.setdefault(fp, set()).update(ks)
+        unknown = set(self.totals) - set(owners)
+        if unknown:
+            raise ProtocolError(f"{len(unknown)} fingerprints no mapper sent, e.g. {min(unknown)}")
+        colliding = sorted(fp for fp, ks in owners.items() if len(ks) > 1)
+        self.stats.collisions = len(colliding)
+        out: dict[Hashable, int] = {}
+        for fp, owned in owners.items():
+            if len(owned) == 1:
+                (key,) = owned
+                out[key] = self.totals.get(fp, 0)
+        if colliding:
+            for counts in counts_for(colliding):
+                for key, v in counts.items():
+                    out[key] = out.get(key, 0) + v
+        return out

@@ -1,0 +1,396 @@
+"""ASK mapper and reducer processes over real sockets (Mininet hosts, any IPv4 network).
+
+Example (each in its own host; the job admitted with kind ``ask``)::
+
+    python -m hosts.ask.run reducer --controller unix:run/ask/controller.sock --job-id 1 \\
+        --out run/ask/result.json
+    python -m hosts.ask.run mapper --controller unix:run/ask/controller.sock --job-id 1 \\
+        --worker-id 0 --input run/ask/words0.txt
+
+Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``MapperFlow``,
+``Reducer``). Control: one TCP connection per mapper to the reducer (port
+``CONTROL_PORT``), JSON lines: the reducer moves the mappers to a new epoch every
+``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
+a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}``); when
+all are done the reducer drains the last epoch, asks for the exact sums of colliding
+fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
+says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
+is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end. Keys are
+words (strings).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import socket
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from hosts.ask.mapper import MapperConfig, MapperFlow
+from hosts.ask.reducer import Reducer
+from hosts.ask.wire import parse
+from hosts.transport.udp import Endpoint
+from wire.header import ASK_TUPLES, INC_UDP_PORT, ProtocolError
+
+CONTROL_PORT = INC_UDP_PORT + 1
+
+
+class Lines:
+    """JSON lines over a TCP socket (non-blocking reads)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def send(self, msg: dict[str, Any]) -> None:
+        self.sock.sendall(json.dumps(msg).encode() + b"\n")
+
+    def read(self) -> list[dict[str, Any]]:
+        data = self.sock.recv(1 << 20)
+        if not data:
+            raise ConnectionError("the peer closed the control connection")
+        self.buf += data
+        *lines, self.buf = self.buf.split(b"\n")
+        return [json.loads(x) for x in lines if x]
+
+
+def split_blocks(
+    path: Path, part: int = 0, parts: int = 1, block: int = 1 << 20
+) -> Iterator[bytes]:
+    """Split ``part`` of ``parts`` of a file as Hadoop's text input splits it (and Spark's
+    ``textFile``), in blocks of about ``block`` bytes of whole lines: split ``i`` is the
+    byte range ``[i S / n, (i + 1) S / n)``; a line belongs to the split its first byte is
+    in. Every line is in exactly one split."""
+    size = path.stat().st_size
+    start, end = size * part // parts, size * (part + 1) // parts
+    with open(path, "rb") as f:
+        if start:
+            f.seek(start - 1)
+            f.readline()  # the rest of a line that began before the split
+        pos = f.tell()
+        while pos < end:
+            data = f.read(min(block, end - pos))
+            if not data:
+                break
+            if not data.endswith(b"\n"):
+                data += f.readline()  # the last line began in this split: all of it
+            pos += len(data)
+            yield data
+
+
+def chunk_counts_of(
+    path: Path, size: int, part: int = 0, parts: int = 1
+) -> Iterator[dict[Hashable, int]]:
+    """The words (``str.split`` of UTF-8 text) of split ``part`` of ``path``, counted in
+    chunks of about ``size`` words (blocks of ``6 size`` bytes; a bounded map-side combine,
+    ``Counter`` in C)."""
+    for data in split_blocks(path, part, parts, max(1024, 6 * size)):
+        yield Counter(data.decode("utf-8", errors="replace").split())
+
+
+def send_partition(
+    controller: str, job_id: int, worker_id: int, chunks: Iterable[Mapping[Hashable, int]],
+    hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
+    ready: Callable[[], None] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
+    e.g. a chunk's word counts) through the switch and answer the reducer until it has the
+    result; returns the mapper's figures. The reducer must be running. ``ready`` is called
+    once the mapper is set up (configuration, connections), before it reads any input;
+    ``phases`` in the figures are seconds from then."""
+    from controller.api_client import ControllerApi
+
+    t_start = time.perf_counter()
+    cfg = ControllerApi(controller, timeout=30.0).worker_config(job_id, worker_id)
+    mcfg = MapperConfig(
+        job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
+        window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
+    )  # fmt: skip
+    m = MapperFlow(mcfg)
+    dest = (cfg["agg_ip"], INC_UDP_PORT)
+    ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
+    ctl.send({"hello": worker_id})
+    ep = Endpoint(("0.0.0.0", 0))  # replies come back to this port (ask.p4 swaps ports)
+    setup_s = time.perf_counter() - t_start
+    if ready is not None:
+        ready()
+    t0 = t_start = time.perf_counter()
+    phases: dict[str, float] = {}  # seconds from ``ready`` to the end of each phase
+    source = iter(chunks)
+    more = True
+    done_sent = False
+    told = m.epoch
+    next_report = 0.0
+    try:
+        while True:
+            # keep a few packets ready beyond the window, not the whole input
+            while more and m.ready < 4 * mcfg.window:
+                c = next(source, None)
+                if c is None:
+                    m.flush()
+                    phases["input"] = time.perf_counter() - t_start
+                    more = False
+                else:
+                    m.add_counts(c)
+            now = time.monotonic()
+            if verbose and now >= next_report:
+                next_report = now + 2.0
+                print(f"ask mapper {worker_id}: {m.stats}, in flight {m.in_flight}", flush=True)
+            out = m.to_send(now)
+            if out:
+                ep.send_many((p, dest) for p in out)
+            if not more and m.idle and m.moved and not done_sent:
+                vocab = [[fp, ks] for fp, ks in m.vocab.items()]
+                phases["acked"] = time.perf_counter() - t_start
+                ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
+                done_sent = True
+            r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
+            if ep.fileno() in r:
+                for payload, _ in ep.recv_many():
+                    try:
+                        m.on_ack(parse(payload)[0])
+                    except ProtocolError:
+                        continue
+            if ctl.sock in r:
+                for msg in ctl.read():
+                    if "epoch" in msg:
+                        m.start_epoch(int(msg["epoch"]))
+                    elif "counts_for" in msg:
+                        counts = m.counts_for(int(x) for x in msg["counts_for"])
+                        ctl.send({"counts": list(counts.items())})
+                    elif msg.get("bye"):
+                        phases["bye"] = time.perf_counter() - t_start
+                        return {**m.stats.__dict__, "seconds": time.perf_counter() - t0,
+                                "setup_s": setup_s, "phases": phases}  # fmt: skip
+            if m.moved and told != m.epoch:
+                ctl.send({"moved": m.epoch})
+                told = m.epoch
+    finally:
+        ep.close()
+        ctl.sock.close()
+
+
+def subscribe(reducer_ip: str) -> Lines:
+    """Tell the reducer to send its record of the job here; returns once it has said so."""
+    ctl = Lines(socket.create_connection((reducer_ip, CONTROL_PORT), timeout=30.0))
+    try:
+        ctl.send({"collect": True})
+        while True:
+            if any("collecting" in msg for msg in ctl.read()):
+                return ctl
+    except BaseException:
+        ctl.sock.close()
+        raise
+
+
+def wait_record(ctl: Lines, timeout: float = 600.0) -> dict[str, Any]:
+    """The record of a ``subscribe``d reducer (``result``: key -> total, figures)."""
+    try:
+        ctl.sock.settimeout(timeout)
+        while True:
+            for msg in ctl.read():
+                if "record" in msg:
+                    rec: dict[str, Any] = msg["record"]
+                    return rec
+    finally:
+        ctl.sock.close()
+
+
+def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
+    """Wait for the reducer's record of the job (``result``: key -> total, figures)."""
+    return wait_record(subscribe(reducer_ip), timeout)
+
+
+def _wait_go() -> None:
+    print("ask mapper ready", flush=True)
+    sys.stdin.readline()
+
+
+def run_mapper(a: argparse.Namespace) -> int:
+    stats = send_partition(
+        a.controller, a.job_id, a.worker_id, chunk_counts_of(Path(a.input), a.chunk, *a.split),
+        hot=a.hot, tuples=a.tuples, rto=a.rto, verbose=a.verbose,
+        ready=_wait_go if a.wait_go else None,
+    )  # fmt: skip
+    n, retx, secs = stats["packets"], stats["retransmissions"], stats["seconds"]
+    phases = " ".join(f"{k} {v:.3f}" for k, v in stats["phases"].items())
+    print(f"ask mapper {a.worker_id}: {n} packets, {retx} retransmitted, {secs:.2f} s"
+          f" (seconds from start: {phases})", flush=True)  # fmt: skip
+    return 0
+
+
+def run_reducer(a: argparse.Namespace) -> int:
+    from controller.api_client import ControllerApi
+
+    job = ControllerApi(a.controller, timeout=30.0).job(a.job_id)
+    n = int(job["n_workers"]) if "n_workers" in job else len(job["workers"])
+    region = job["region"]
+    rows = range(int(region["offset"]), int(region["offset"]) + int(region["size"]))
+    red = Reducer(a.job_id, n, rows, rto=a.rto)
+    ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
+    lst = socket.create_server(("0.0.0.0", CONTROL_PORT))
+    print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop}",
+          flush=True)  # fmt: skip
+    peers: dict[int, Lines] = {}
+    socks: dict[socket.socket, Lines] = {}
+    moved: dict[int, int] = {}
+    vocabs: dict[int, dict[int, list[Hashable]]] = {}
+    stats: dict[int, Any] = {}
+    counts: list[dict[Hashable, int]] = []
+    epoch, moving, final, asked = 1, False, False, False
+    last_swap = time.monotonic()
+    t_first: float | None = None
+    mapper_addr: dict[int, tuple[str, int]] = {}
+    collectors: list[Lines] = []
+    try:
+        while True:
+            now = time.monotonic()
+            reqs = red.drain_requests(now)
+            if reqs:
+                # addressed to a mapper so that they leave this host; the switch answers them
+                ep.send_many((p, (mapper_addr[0][0], INC_UDP_PORT)) for p in reqs)
+            waiting = [ep.fileno(), lst, *socks]
+            r, _, _ = select.select(waiting, [], [], red.rto / 2)
+            if ep.fileno() in r:
+                acks = []
+                for payload, addr in ep.recv_many():
+                    if t_first is None:
+                        t_first = time.perf_counter()
+                    ack = red.on_packet(payload)
+                    if ack is not None:
+                        acks.append((ack, addr))
+                if acks:
+                    ep.send_many(acks)
+            if lst in r:
+                conn, peer_addr = lst.accept()
+                socks[conn] = Lines(conn)
+                print(f"ask reducer: control connection from {peer_addr}", flush=True)
+            for s in [s for s in r if s in socks]:
+                peer = socks[s]
+                for msg in peer.read():
+                    if "collect" in msg:
+                        collectors.append(peer)
+                        peer.send({"collecting": True})
+                    elif "hello" in msg:
+                        peers[int(msg["hello"])] = peer
+                        mapper_addr[int(msg["hello"])] = s.getpeername()
+                    elif "moved" in msg:
+                        moved[[w for w, p in peers.items() if p is peer][0]] = int(msg["moved"])
+                    elif "done" in msg:
+                        w = int(msg["done"])
+                        vocabs[w] = {int(fp): ks for fp, ks in msg["vocab"]}
+                        stats[w] = msg.get("stats", {})
+                        print(f"ask reducer: mapper {w} done", flush=True)
+                    elif "counts" in msg:
+                        counts.append({k: int(v) for k, v in msg["counts"]})
+            # epochs
+            everyone = len(peers) == n
+            if moving and everyone and all(moved.get(w) == epoch for w in peers):
+                moving = False
+                red.start_drain(epoch - 1)
+                print(f"ask reducer: draining epoch {epoch - 1}", flush=True)
+            elif everyone and not moving and not red.draining:
+                if len(vocabs) == n:
+                    if not final:
+                        final, epoch, moving = True, epoch + 1, True
+                        for p in peers.values():
+                            p.send({"epoch": epoch})
+                    elif not asked:
+                        owners: dict[int, set[Hashable]] = {}
+                        for v in vocabs.values():
+                            for fp, ks in v.items():
+                                owners.setdefault(fp, set()).update(ks)
+                        colliding = [fp for fp, ks in owners.items() if len(ks) > 1]
+                        asked = True
+                        for p in peers.values():
+                            p.send({"counts_for": colliding})
+                    elif len(counts) == n:
+                        break
+                elif a.swap_s and now - last_swap >= a.swap_s:
+                    last_swap, epoch, moving = now, epoch + 1, True
+                    for p in peers.values():
+                        p.send({"epoch": epoch})
+        result = red.result(list(vocabs.values()), lambda fps: counts)
+        seconds = time.perf_counter() - (t_first or time.perf_counter())
+        out = {
+            "result": result, "seconds": seconds, "epochs": epoch,
+            "reducer": red.stats.__dict__, "mappers": stats,
+        }  # fmt: skip
+        if a.out:
+            Path(a.out).write_text(json.dumps(out))
+        for c in collectors:
+            c.send({"record": out})
+        for p in peers.values():
+            p.send({"bye": True})
+        print(f"ask reducer: {len(result)} keys, {epoch} epochs, {seconds:.2f} s", flush=True)
+        return 0
+    finally:
+        ep.close()
+        lst.close()
+        for s in socks:
+            s.close()
+
+
+def _split(text: str) -> tuple[int, int]:
+    try:
+        i, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected I/N, got {text!r}") from None
+    if not 0 <= i < n:
+        raise argparse.ArgumentTypeError(f"split {text!r}: need 0 <= I < N")
+    return i, n
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m hosts.ask.run", description=__doc__)
+    sub = ap.add_subparsers(dest="role", required=True)
+    for role in ("mapper", "reducer"):
+        p = sub.add_parser(role)
+        p.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
+        p.add_argument("--job-id", type=int, required=True)
+        p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
+    m = sub.choices["mapper"]
+    m.add_argument("--worker-id", type=int, required=True)
+    m.add_argument("--verbose", action="store_true", help="print progress every 2 s")
+    m.add_argument("--input", required=True, help="text file: its words are the keys")
+    m.add_argument(
+        "--split",
+        type=_split,
+        default=(0, 1),
+        metavar="I/N",
+        help="read split I of N of the input (byte ranges, whole lines)",
+    )
+    m.add_argument(
+        "--wait-go",
+        action="store_true",
+        help="once set up, print 'ask mapper ready' and wait for a line on stdin",
+    )
+    m.add_argument("--chunk", type=int, default=4096, help="about so many words combined")
+    m.add_argument("--hot", type=int, default=0, help="keys counted fewer times bypass")
+    m.add_argument("--tuples", type=int, default=16, help="tuples per packet (1..16)")
+    r = sub.choices["reducer"]
+    r.add_argument("--out", help="JSON file for the result")
+    r.add_argument("--swap-s", type=float, default=0.0, help="array swap period (s), 0: none")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    try:
+        return run_mapper(a) if a.role == "mapper" else run_reducer(a)
+    except (OSError, ConnectionError, ValueError) as e:
+        print(f"ask {a.role}: {e}", file=sys.stderr, flush=True)
+        import traceback
+
+        traceback.print_exc()
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""PySpark's ReduceByKey through the switch: each partition of an RDD is one ASK mapper.
+
+Example (a running ASK job with one mapper per partition and its reducer)::
+
+    counts = reduce_by_key_via_switch(
+        sc.textFile(path, 4).flatMap(str.split).map(lambda w: (w, 1)),
+        controller="unix:run/ask/controller.sock", job_id=1, reducer_ip="10.0.0.2",
+    )                                   # an ordinary RDD of (word, count)
+
+The executors' tasks (``mapPartitionsWithIndex``) send their partition's pairs with
+``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined over chunks of
+``chunk`` pairs, while the driver waits for the reducer's record (``collect``); the result
+comes back as an RDD with as many partitions. Keys are strings (they travel in JSON between
+the hosts), values int32 per tuple.
+
+GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
+``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch: every row adds to two
+tuples, ``("s", k)`` (its value) and ``("c", k)`` (1), so one pass gives both aggregates.
+
+``python -m hosts.ask.spark`` runs, in one Spark session (local mode), a word count on a
+text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
+DataFrame ``groupBy("word").count()``, and through the switch, each timed from the file
+to the driver's dict (Spark's own queries once untimed first: timed warm) and checked
+against ``collections.Counter``; or (``--query groupby``)
+``GROUP BY k SUM(v), COUNT(*)`` over a CSV table with Spark's DataFrame ``groupBy().agg()``
+and through the switch, checked against the host's sums. It writes the times as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from itertools import islice
+from operator import add
+from pathlib import Path
+from typing import Any
+
+from hosts.ask.run import send_partition, subscribe, wait_record
+from hosts.ask.wire import INT32_MAX, INT32_MIN
+
+
+def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
+    """Pairs combined per key over chunks of ``size`` pairs; a chunk ends early when a
+    combined value would leave int32 (what one tuple carries)."""
+    it = iter(pairs)
+    while True:
+        buf: dict[Hashable, int] = {}
+        get = buf.get
+        for k, v in islice(it, size):
+            t = get(k, 0) + v
+            if INT32_MIN <= t <= INT32_MAX:
+                buf[k] = t
+            else:
+                yield buf
+                buf = {k: v}
+                get = buf.get
+        if not buf:
+            return
+        yield buf
+
+
+def _through_switch(
+    rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
+    controller: str, job_id: int, reducer_ip: str, hot: int,
+) -> tuple[dict[str, int], dict[str, Any]]:  # fmt: skip
+    """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
+    returns the reducer's result (key -> total) and the figures."""
+    ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
+    record: dict[str, Any] = {}
+    errors: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            record.update(wait_record(ctl))
+        except (OSError, ValueError) as e:
+            errors.append(e)
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+
+    def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        yield send_partition(controller, job_id, index, chunker(it), hot=hot)
+
+    stats = rdd.mapPartitionsWithIndex(task).collect()
+    waiter.join()
+    if errors:
+        raise errors[0]
+    return record["result"], {"mappers": stats, "reducer": record.get("reducer", {})}
+
+
+def reduce_by_key_via_switch(
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0
+) -> Any:
+    """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
+
+    def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
+        return chunk_pairs(it, chunk)
+
+    result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot)
+    out = rdd.context.parallelize(list(result.items()), max(1, rdd.getNumPartitions()))
+    out.ask_stats = stats
+    return out
+
+
+def group_tuples(rows: Iterable[Any], size: int) -> Iterator[dict[Hashable, int]]:
+    """Rows ``(key, value)`` as ASK tuples: per key ``"s" + json(key)`` (sum of the values)
+    and ``"c" + json(key)`` (number of rows), combined over ``size`` rows; a chunk ends early
+    when a running sum would leave int32 (the switch adds int32 values)."""
+    names: dict[Any, tuple[str, str]] = {}
+    buf: dict[Hashable, int] = {}
+    n = 0
+    for key, value in rows:
+        if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
+            raise ValueError(f"GROUP BY through the switch sums int32 values, got {value!r}")
+        sk, ck = names.get(key) or names.setdefault(
+            key, ("s" + json.dumps(key), "c" + json.dumps(key))
+        )
+        total = buf.get(sk, 0) + value
+        if not INT32_MIN <= total <= INT32_MAX:
+            yield buf
+            buf, n, total = {}, 0, value
+        buf[sk] = total
+        buf[ck] = buf.get(ck, 0) + 1
+        n += 1
+        if n >= size:
+            yield buf
+            buf, n = {}, 0
+    if buf:
+        yield buf
+
+
+def group_by_sum_count_via_switch(
+    df: Any, key: str, value: str, controller: str, job_id: int, reducer_ip: str,
+    chunk: int = 1 << 20, hot: int = 0,
+) -> Any:  # fmt: skip
+    """``df.groupBy(key).agg(sum(value), count("*"))`` aggregated in the switch: each
+    partition of ``df`` is one mapper (the job has one per partition); keys are any JSON
+    scalar (int, str), values int32 per row (sums exact at any size). Returns a DataFrame
+    with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    def chunker(it: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
+        return group_tuples(((r[0], r[1]) for r in it), chunk)
+
+    pairs = df.select(key, value).rdd
+    result, stats = _through_switch(pairs, chunker, controller, job_id, reducer_ip, hot)
+    sums = {k[1:]: v for k, v in result.items() if k[0] == "s"}
+    rows = [(json.loads(k[1:]), sums[k[1:]], n) for k, n in result.items() if k[0] == "c"]
+    schema = StructType([
+        StructField(key, df.schema[key].dataType), StructField(f"sum({value})", LongType()),
+        StructField("count(1)", LongType(), False),
+    ])  # fmt: skip
+    out = df.sparkSession.createDataFrame(rows, schema)
+    out.ask_stats = stats
+    return out
+
+
+def spark_session(partitions: int) -> Any:
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.master(f"local[{partitions}]")
+        .appName("inc-switch ASK word count")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .getOrCreate()
+    )
+
+
+def word_count(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
+    """Word count on ``a.input``, each way timed from the file to the driver's dict."""
+    path = str(Path(a.input).resolve())
+    reference = Counter(Path(a.input).read_text().split())
+    sc = spark.sparkContext
+    out: dict[str, Any] = {"words": sum(reference.values()), "keys": len(reference)}
+    from pyspark.sql.functions import explode, split
+
+    def rdd_count() -> dict[str, int]:
+        lines = sc.textFile(path, a.partitions)
+        return dict(lines.flatMap(str.split).map(lambda w: (w, 1)).reduceByKey(add).collect())
+
+    def df_count() -> dict[str, int]:
+        df = spark.read.text(path)
+        words = df.select(explode(split("value", r"\s+")).alias("word")).where("word != ''")
+        return {r["word"]: r["count"] for r in words.groupBy("word").count().collect()}
+
+    # each Spark query runs once untimed first (Python workers, JIT, code generation, the
+    # file in the page cache): Spark is timed warm
+    for query, name in ((rdd_count, "spark_rdd"), (df_count, "spark_df")):
+        query()
+        t0 = time.perf_counter()
+        got = query()
+        out[f"{name}_s"] = time.perf_counter() - t0
+        out[f"{name}_exact"] = Counter(got) == reference
+    if a.controller:
+        t0 = time.perf_counter()
+        pairs = sc.textFile(path, a.partitions).flatMap(str.split).map(lambda w: (w, 1))
+        via = reduce_by_key_via_switch(pairs, a.controller, a.job_id, a.reducer_ip)
+        got = dict(via.collect())
+        out["switch_s"] = time.perf_counter() - t0
+        out["switch_exact"] = Counter(got) == reference
+        out["switch_stats"] = via.ask_stats
+    return out
+
+
+def read_table(path: Path) -> dict[int, tuple[int, int]]:
+    """``GROUP BY k SUM(v), COUNT(*)`` of a CSV table ``k,v`` (with a header), on the host."""
+    sums: dict[int, int] = {}
+    counts: dict[int, int] = {}
+    with open(path) as f:
+        next(f)
+        for line in f:
+            k, v = line.split(",")
+            key = int(k)
+            sums[key] = sums.get(key, 0) + int(v)
+            counts[key] = counts.get(key, 0) + 1
+    return {k: (sums[k], counts[k]) for k in counts}
+
+
+def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
+    """``SELECT k, SUM(v), COUNT(*) FROM table GROUP BY k`` on the CSV ``a.input``: Spark's
+    DataFrame ``groupBy("k").agg(sum("v"), count("*"))`` and the same DataFrame through the
+    switch, each timed from the file to the driver's dict, the Spark part of each run once
+    untimed first (Spark's query; the table's rows into Python)."""
+    from pyspark.sql import functions as F
+
+    path = Path(a.input).resolve()
+    reference = read_table(path)
+    out: dict[str, Any] = {"rows": sum(c for _, c in reference.values()), "keys": len(reference)}
+    # one DataFrame partition per mapper: splits of about size / partitions bytes
+    spark.conf.set("spark.sql.files.openCostInBytes", "1")
+    spark.conf.set(
+        "spark.sql.files.maxPartitionBytes", str(path.stat().st_size // a.partitions + 1)
+    )
+
+    def table() -> Any:
+        df = spark.read.csv(str(path), schema="k INT, v INT", header=True)
+        n = df.rdd.getNumPartitions()
+        return df.coalesce(a.partitions) if n > a.partitions else df
+
+    table().groupBy("k").agg(F.sum("v"), F.count("*")).collect()  # warm: the same query once
+    t0 = time.perf_counter()
+    agg = table().groupBy("k").agg(F.sum("v"), F.count("*"))
+    got = {r[0]: (r[1], r[2]) for r in agg.collect()}
+    out["spark_df_s"] = time.perf_counter() - t0
+    out["spark_df_exact"] = got == reference
+    out["spark_columns"] = agg.columns
+    if a.controller:
+        table().select("k", "v").rdd.count()  # warm: its Spark part once (rows into Python)
+        t0 = time.perf_counter()
+        via = group_by_sum_count_via_switch(table(), "k", "v", a.controller, a.job_id, a.reducer_ip)
+        got = {r[0]: (r[1], r[2]) for r in via.collect()}
+        out["switch_s"] = time.perf_counter() - t0
+        out["switch_exact"] = got == reference
+        out["switch_columns"] = via.columns
+        out["switch_stats"] = via.ask_stats
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m hosts.ask.spark", description=__doc__)
+    ap.add_argument("--query", choices=["wordcount", "groupby"], default="wordcount")
+    ap.add_argument("--input", required=True, help="wordcount: a text file; groupby: CSV k,v")
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--controller", help="daemon URL; without it, Spark only")
+    ap.add_argument("--job-id", type=int)
+    ap.add_argument("--reducer-ip")
+    ap.add_argument("--out", required=True, help="JSON file for times and checks")
+    a = ap.parse_args(argv)
+    spark = spark_session(a.partitions)
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        out = group_by(spark, a) if a.query == "groupby" else word_count(spark, a)
+    finally:
+        spark.stop()
+    out["query"] = a.query
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    print(json.dumps({k: v for k, v in out.items() if k != "switch_stats"}), flush=True)
+    ok = all(v for k, v in out.items() if k.endswith("_exact"))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

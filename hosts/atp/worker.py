@@ -1,0 +1,105 @@
+"""ATP worker: the all-reduce client with hashed addressing into a shared pool and AIMD.
+
+Example (a single worker against ATP's parameter server in this process, no switch: every
+packet reaches the PS as a one-worker piece, and the PS answers):
+    >>> import numpy as np
+    >>> from hosts.atp.ps import AtpJobSpec, AtpParameterServer
+    >>> c = AtpClient(5, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    >>> spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
+    >>> ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0)).start()
+    >>> c.dest = ps.address
+    >>> c.allreduce_int(np.arange(40, dtype=np.int32)).tolist()[-2:]
+    [38, 39]
+    >>> c.close(); ps.stop()
+
+Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protocol.md "ATP":
+- psn ``p`` goes to ``agg_idx = Hash(job_id, p) % size + offset`` (``wire.header.atp_index``),
+  copy 0; the range ``(offset, size)`` may be shared with other jobs and smaller than the
+  window: a collision is the switch's business (it falls back to the PS).
+- Packets go to the job's PS (the aggregation address); results come from it, through the
+  switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
+- The window adapts: +1 per window of results (additive increase), halved on a timeout at
+  most once per timeout interval (multiplicative decrease), between 1 and ``window``. The
+  socket is ECN-capable: a result that arrives marked Congestion Experienced (a switch
+  egress queue above its threshold, p4src/ecn.p4) halves the window too, at most once per
+  timeout interval (``ecn_cuts``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hosts.netreduce.allreduce import AllReduceClient, _check_config, _Window
+from hosts.transport.sliding_window import ResultAssembler
+from hosts.transport.udp import Endpoint
+from wire.header import atp_index
+
+
+class AtpClient(AllReduceClient):
+    """One worker of an ATP job; the constructor is AllReduceClient's, ``window`` the
+    largest window AIMD may reach."""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.max_window = self.window
+        self.cwnd = float(self.window)
+        self._last_cut = -1.0
+        self.window_cuts = 0
+        self.ecn_cuts = 0
+        self._ecn = self.endpoint if isinstance(self.endpoint, Endpoint) else None
+        if self._ecn is not None:
+            self._ecn.enable_ecn()
+
+    def set_layout(
+        self,
+        epoch: int,
+        offset: int,
+        size: int,
+        window: int | None = None,
+        addressing: str = "hash",
+    ) -> None:
+        """A scheduled job's range for ``epoch`` (hosts/scheduled_job.py); AIMD's ceiling
+        follows the new window. ATP always hashes (``atp_index``)."""
+        if addressing != "hash":
+            raise ValueError(f"an ATP worker hashes its psns, not {addressing!r}")
+        super().set_layout(epoch, offset, size, window)
+        self.max_window = self.window
+        self.cwnd = min(self.cwnd, float(self.window))
+
+    def _check_layout(
+        self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
+    ) -> None:
+        # Any window fits: the pool is hashed into, not partitioned by psn.
+        _check_config(job_id, worker_id, n_workers, size, min(window, size), slots)
+
+    def _address(self, psn: int) -> tuple[int, int]:
+        return atp_index(self.job_id, psn, self.region_offset, self.region_size), 0
+
+    def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: Any) -> None:
+        if any(retx for _, retx in sends):
+            self._cut(window)
+        super()._send(sends, window, wire)
+
+    def _cut(self, window: _Window) -> bool:
+        """Multiplicative decrease, at most once per timeout interval."""
+        now = time.monotonic()
+        if now - self._last_cut < self.timeout:
+            return False
+        self.cwnd = max(1.0, self.cwnd / 2)
+        window.window = int(self.cwnd)
+        self._last_cut = now
+        self.window_cuts += 1
+        return True
+
+    def _receive(self, window: _Window, results: ResultAssembler) -> None:
+        before = self.stats.results
+        marked = self._ecn.stats.ce_marked if self._ecn is not None else 0
+        super()._receive(window, results)
+        gained = self.stats.results - before
+        if self._ecn is not None and self._ecn.stats.ce_marked > marked and self._cut(window):
+            self.ecn_cuts += 1
+            return
+        if gained:
+            self.cwnd = min(float(self.max_window), self.cwnd + gained / self.cwnd)
+            window.window = int(self.cwnd)

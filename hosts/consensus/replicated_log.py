@@ -1,0 +1,771 @@
+"""Replicated log with the switch as sequencer: replicas and clients (``p4src/consensus.p4``).
+
+Example (the client's API, what the library wraps)::
+
+    log = LogClient(LogConfig.from_controller(url, job_id, worker_id))
+    session, index = log.append(b"hello")     # returns once committed
+    log.read()                                # [(client, request id, b"hello"), ...]
+
+Protocol (docs/protocol.md, "Consensus"; NOPaxos' ordered unreliable multicast; replica
+``view % n`` leads, replica 0 in view 0). A client sends a request (op ``CONSENSUS``,
+``psn`` = its request id, slot 0 = length, slots 1..31 = up to 124 bytes) to the job's
+multicast address; the switch stamps ``agg_idx`` = sequence number and ``epoch`` = session and
+multicasts it to every replica. Replicas append requests in sequence order; entry ``seq``
+of session ``S`` is log index ``base(S) + seq - 1`` where ``base(S)`` is the leader's log
+length when it entered ``S``. Each replica answers the client with the index it used
+(``agg_idx``) and its id and view (``bitmap``); the request is **committed** when the
+client holds the view's leader's answer and ``f`` others of that view for the same
+(session, index) (``f`` = replicas // 2). The client repeats a request until then (a
+repeat is logged again; ``read`` drops repeats).
+
+- Gap at the leader (a sequence number missing for ``GAP_WAIT``): it asks the followers
+  (GAP); a follower that has the request sends it (HAVE), one that has not promises never to
+  use it (NOOP_OK). With a HAVE the leader logs the request, with ``f`` promises a no-op; it
+  tells every follower (DECIDE), and followers overwrite their entry with the decision.
+  A leader never changes an entry, so a committed entry (the leader answered) stays.
+- Gap at a follower: it asks the leader (FILL) for the decision. The leader's heartbeat
+  (HB: session, next sequence number) shows followers a lost tail.
+- Follower restart, or a new session (the switch restarted and the controller gave the
+  group a new session number): the follower copies the leader's log (SYNC_REQ / SYNC,
+  in chunks), buffering what the switch sends meanwhile, then continues. The leader enters
+  a session when it first hears of it (from the switch or a follower).
+- ``--sequencer host``: the baseline without the switch: clients send to the leader
+  (``FALLBACK`` flag: the switch forwards), the leader numbers requests itself and sends
+  them to the followers. Everything else is the same code.
+
+- Leader crash: followers that hear no heartbeat for ``LEADER_TIMEOUT`` move to the next
+  view; its leader (replica ``view % n``) merges the logs of ``f + 1`` replicas (a request
+  wins over a no-op at an index) and sends the result to the others (START). Answers carry
+  the view; a commit needs the answers of one view. A replica that restarts empty copies the
+  current leader's log and never leads from nothing.
+
+Limits: a view change's messages carry the current session's entries in one datagram
+(about 1,500 entries); the host-sequenced baseline keeps replica 0 as its sequencer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from wire.header import INC_UDP_PORT, SLOTS, Flag, Header, Op, ProtocolError, pack, unpack
+from wire.serial import newer, wrap
+
+CTL_PORT = INC_UDP_PORT + 1  # replica <-> replica and client -> leader (read) messages
+LEADER = 0
+MAX_DATA = (SLOTS - 1) * 4
+GAP_WAIT = 0.01  # a gap may be reordering: wait this long before asking
+RETRY = 0.03  # repeat unanswered control messages
+HEARTBEAT = 0.05
+CHUNK = 100  # log entries per SYNC / read message
+HOST_SESSION = 1  # the session number of --sequencer host
+LEADER_TIMEOUT = 0.5  # a follower that hears nothing from the leader this long changes view
+VIEW_CHANGE_TIMEOUT = 1.0  # a view change not done by then moves on to the next view
+BOOT_WAIT = 1.0  # replica 0 leads a new group if nobody with state answered by then
+VIEW_SHIFT = 8  # a reply's bitmap: the replica's bit, and the view above this bit
+
+
+class LogError(RuntimeError):
+    """No commit after every retry, or a bad argument."""
+
+
+class Entry(NamedTuple):
+    client: int  # -1: a no-op
+    req: int
+    data: bytes
+
+    def wire(self) -> list[Any]:
+        return [self.client, self.req, self.data.hex()]
+
+    @classmethod
+    def of(cls, w: Sequence[Any]) -> Entry:
+        return cls(int(w[0]), int(w[1]), bytes.fromhex(str(w[2])))
+
+
+NOOP = Entry(-1, 0, b"")
+
+
+def encode_data(data: bytes) -> np.ndarray:
+    if len(data) > MAX_DATA:
+        raise LogError(f"a log entry holds at most {MAX_DATA} bytes, got {len(data)}")
+    raw = struct.pack("!I", len(data)) + data.ljust(MAX_DATA, b"\0")
+    return np.frombuffer(raw, dtype=">i4").astype(np.int32)
+
+
+def decode_data(values: np.ndarray) -> bytes:
+    raw = values.astype(">i4").tobytes()
+    n = struct.unpack_from("!I", raw)[0]
+    return raw[4 : 4 + min(n, MAX_DATA)]
+
+
+def udp_socket(port: int, group: str | None = None, ip: str | None = None) -> socket.socket:
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    s.bind(("0.0.0.0", port))
+    if group is not None:
+        mreq = socket.inet_aton(group) + socket.inet_aton(ip or "0.0.0.0")
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+    if ip is not None:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
+    s.setblocking(False)
+    return s
+
+
+# -- replica -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Replica:
+    """One replica's state machine and sockets (``run`` drives it)."""
+
+    job_id: int
+    rid: int
+    replicas: list[dict[str, Any]]  # id, ip (index = id)
+    clients: dict[int, str]  # client id -> IP
+    group_ip: str | None  # None: --sequencer host
+    log: list[Entry] = field(default_factory=list)
+    session: int | None = None
+    base: int = 0
+    next_seq: int = 1
+    view: int = 0  # the leader is replica view % n
+    pending: dict[int, Entry] = field(default_factory=dict)
+    decided: set[int] = field(default_factory=set)
+    syncing: bool = False
+    fresh: bool = True  # no state yet (never synced, never led)
+    changing: bool = False  # a view change is under way
+    sync_log: list[Entry] = field(default_factory=list)
+    early: list[tuple[int, int, Entry]] = field(default_factory=list)
+    vc_logs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    heard: float = 0.0  # when the leader was last heard
+    host_seq: int = 0
+    timers: dict[str, float] = field(default_factory=dict)
+    noop_ok: dict[int, set[int]] = field(default_factory=dict)
+    stats: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        me = self.replicas[self.rid]["ip"]
+        self.req = udp_socket(INC_UDP_PORT, self.group_ip, me)
+        self.ctl = udp_socket(CTL_PORT)
+        self.n = len(self.replicas)
+        self.f = self.n // 2
+        self.heard = time.monotonic()
+        self.begin_sync()
+        if self.rid == 0:  # a cold start of the group: nobody answers, replica 0 leads view 0
+            self.timers["boot"] = time.monotonic() + BOOT_WAIT
+
+    @property
+    def leader_id(self) -> int:
+        return self.view % self.n
+
+    @property
+    def leader(self) -> bool:
+        return self.rid == self.leader_id and not self.syncing and not self.changing
+
+    @property
+    def normal(self) -> bool:
+        return not self.syncing and not self.changing
+
+    def count(self, what: str) -> None:
+        self.stats[what] = self.stats.get(what, 0) + 1
+
+    # -- sending ------------------------------------------------------------------
+    def send_ctl(self, to: int, msg: dict[str, Any]) -> None:
+        msg["r"], msg["v"] = self.rid, self.view
+        self.ctl.sendto(json.dumps(msg).encode(), (self.replicas[to]["ip"], CTL_PORT))
+
+    def others(self) -> list[int]:
+        return [r["id"] for r in self.replicas if r["id"] != self.rid]
+
+    def answer(self, entry: Entry, index: int) -> None:
+        ip = self.clients.get(entry.client)
+        if ip is None:
+            return
+        h = Header(op=Op.CONSENSUS, flags=Flag.RESULT, job_id=self.job_id,
+                   worker_id=entry.client, psn=entry.req, agg_idx=index,
+                   epoch=self.session or 0,
+                   bitmap=(self.view << VIEW_SHIFT) | (1 << self.rid))  # fmt: skip
+        self.req.sendto(pack(h, np.zeros(SLOTS, np.int32)), (ip, INC_UDP_PORT))
+
+    # -- the log ------------------------------------------------------------------
+    def start_session(self, session: int) -> None:
+        self.session, self.base, self.next_seq = session, len(self.log), 1
+        self.pending.clear()
+        self.decided.clear()
+        self.noop_ok.clear()
+        self.timers.pop("gap", None)
+        self.count("sessions")
+
+    def sequenced(self, session: int, seq: int, entry: Entry) -> None:
+        """A request as the sequencer numbered it."""
+        if not self.normal:
+            self.early.append((session, seq, entry))
+            return
+        if self.session is None:
+            self.start_session(session)
+        elif newer(session, self.session):
+            if self.leader:
+                self.start_session(session)
+            else:
+                self.begin_sync()
+                self.early.append((session, seq, entry))
+                return
+        elif session != self.session:
+            return  # an older session: over
+        if seq < self.next_seq or seq in self.decided:
+            return
+        self.pending[seq] = entry
+        self.advance()
+
+    def advance(self) -> None:
+        while self.next_seq in self.pending:
+            entry = self.pending.pop(self.next_seq)
+            self.decided.discard(self.next_seq)
+            self.noop_ok.pop(self.next_seq, None)
+            self.log.append(entry)
+            self.next_seq += 1
+            if entry.client >= 0:
+                self.answer(entry, len(self.log) - 1)
+        if self.pending:
+            self.timers.setdefault("gap", time.monotonic() + GAP_WAIT)
+        else:
+            self.timers.pop("gap", None)
+
+    def decide(self, seq: int, entry: Entry) -> None:
+        """Leader: ``seq`` of this session is ``entry`` (a request, or a no-op)."""
+        self.pending[seq] = entry
+        msg = {"t": "DECIDE", "s": self.session, "q": seq, "e": entry.wire()}
+        for r in self.others():
+            self.send_ctl(r, msg)
+        self.count("gaps_filled" if entry.client >= 0 else "noops")
+        self.advance()
+
+    def entry_at(self, seq: int) -> Entry:
+        return self.log[self.base + seq - 1]
+
+    def replay_early(self) -> None:
+        early, self.early = self.early, []
+        for session, seq, entry in early:
+            self.sequenced(session, seq, entry)
+
+    # -- timers -------------------------------------------------------------------
+    def on_timers(self, now: float) -> None:
+        if self.timers.get("gap", now + 1) <= now and self.pending and self.normal:
+            self.timers["gap"] = now + RETRY
+            if self.leader:
+                for r in self.others():
+                    self.send_ctl(r, {"t": "GAP", "s": self.session, "q": self.next_seq})
+            else:
+                self.send_ctl(
+                    self.leader_id, {"t": "FILL", "s": self.session, "q": [self.next_seq]}
+                )
+        if self.leader and self.timers.get("hb", 0) <= now:
+            self.timers["hb"] = now + HEARTBEAT
+            for r in self.others():
+                self.send_ctl(r, {"t": "HB", "s": self.session, "n": self.next_seq})
+        if self.syncing and self.timers.get("sync", 0) <= now:
+            self.timers["sync"] = now + RETRY
+            msg = {"t": "SYNC_REQ", "s": self.latest_heard(), "from": len(self.sync_log)}
+            for r in self.others():  # the leader answers; the view may be unknown here
+                self.send_ctl(r, dict(msg))
+        if self.timers.get("boot", now + 1) <= now:
+            self.timers.pop("boot")
+            if self.syncing and self.fresh:
+                self.syncing = self.fresh = False  # nobody had state: a new group
+                self.timers.pop("sync", None)
+                self.replay_early()
+        if self.normal and not self.leader and now - self.heard > LEADER_TIMEOUT:
+            self.start_view_change(self.view + 1)
+        if self.changing and self.timers.get("vc", 0) <= now:
+            self.timers["vc"] = now + RETRY
+            if now > self.timers.get("vc_end", now + 1):
+                self.start_view_change(self.view + 1)  # the new leader is gone too
+            elif self.rid != self.leader_id:
+                self.send_ctl(self.leader_id, self.vc_message())
+
+    def latest_heard(self) -> int | None:
+        heard = [s for s, _, _ in self.early] + ([self.session] if self.session is not None else [])
+        best = None
+        for s in heard:
+            if best is None or newer(s, best):
+                best = s
+        return best
+
+    # -- view change ----------------------------------------------------------------
+    def start_view_change(self, view: int) -> None:
+        """The leader is silent (or another replica said so): move to ``view``, whose
+        leader merges the logs of ``f + 1`` replicas."""
+        self.view, self.changing = view, True
+        self.vc_logs = {}
+        now = time.monotonic()
+        self.timers["vc"] = now
+        self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT
+        self.timers.pop("gap", None)
+        self.count("view_changes")
+        if self.rid == self.leader_id:
+            self.vc_logs[self.rid] = self.vc_message()
+
+    def vc_message(self) -> dict[str, Any]:
+        return {"t": "VC", "s": self.session, "base": self.base,
+                "e": [e.wire() for e in self.log[self.base :]]}  # fmt: skip
+
+    def on_vc(self, msg: dict[str, Any]) -> None:
+        v = int(msg["v"])
+        if self.syncing or v < self.view or (v == self.view and not self.changing):
+            return
+        if v > self.view:
+            self.start_view_change(v)
+        if self.rid != self.leader_id:
+            return
+        self.vc_logs[int(msg["r"])] = msg
+        sessions = [m["s"] for m in self.vc_logs.values() if m["s"] is not None]
+        latest = None
+        for s in sessions:
+            if latest is None or newer(s, latest):
+                latest = s
+        logs = [m for m in self.vc_logs.values() if m["s"] == latest]
+        if len(logs) < self.f + 1:
+            return
+        # A committed entry is in the old leader's log and f others', so in one of any f + 1
+        # logs; where logs differ at an index, only a no-op can stand against a request.
+        width = max(len(m["e"]) for m in logs)
+        merged = []
+        for i in range(width):
+            got = [Entry.of(m["e"][i]) for m in logs if i < len(m["e"])]
+            merged.append(next((e for e in got if e.client >= 0), NOOP))
+        base = int(logs[0]["base"])
+        self.log = self.log[:base] + merged
+        self.session, self.base, self.next_seq = latest, base, len(merged) + 1
+        self.pending.clear()
+        self.decided.clear()
+        self.noop_ok.clear()
+        self.changing = False
+        self.fresh = False
+        start = {"t": "START", "s": latest, "base": base, "e": [e.wire() for e in merged]}
+        for r in self.others():
+            self.send_ctl(r, dict(start))
+        self.replay_early()
+
+    def on_start(self, msg: dict[str, Any]) -> None:
+        v = int(msg["v"])
+        if self.syncing or v < self.view:
+            return
+        base = int(msg["base"])
+        if base > len(self.log):
+            self.begin_sync()
+            return
+        self.view, self.changing = v, False
+        self.log = self.log[:base] + [Entry.of(e) for e in msg["e"]]
+        self.session, self.base = msg["s"], base
+        self.next_seq = len(self.log) - base + 1
+        self.pending.clear()
+        self.decided.clear()
+        self.heard = time.monotonic()
+        self.replay_early()
+
+    # -- control messages ---------------------------------------------------------
+    def on_ctl(self, msg: dict[str, Any], addr: tuple[str, int]) -> None:
+        t = msg.get("t")
+        if t == "READ":
+            self.on_read(msg, addr)
+            return
+        if "v" not in msg or "r" not in msg:
+            return
+        if t == "VC":
+            self.on_vc(msg)
+        elif t == "START":
+            self.on_start(msg)
+        elif t == "SYNC_REQ":
+            self.on_sync_req(msg)
+        elif t == "SYNC":
+            self.on_sync(msg)
+        elif self.leader:
+            self.on_leader_ctl(t, msg)
+        else:
+            self.on_follower_ctl(t, msg)
+
+    def on_read(self, msg: dict[str, Any], addr: tuple[str, int]) -> None:
+        start = int(msg.get("from", 0))
+        chunk = [e.wire() for e in self.log[start : start + CHUNK]]
+        reply = {"t": "ENTRIES", "from": start, "len": len(self.log), "e": chunk,
+                 "r": self.rid, "leader": self.leader}  # fmt: skip
+        self.ctl.sendto(json.dumps(reply).encode(), addr)
+
+    def on_sync_req(self, msg: dict[str, Any]) -> None:
+        r, s = int(msg["r"]), msg.get("s")
+        if not self.leader:
+            if not self.fresh:
+                self.send_ctl(r, {"t": "HINT"})  # the requester must not lead from nothing
+            if not self.fresh and self.normal and r == self.leader_id:
+                self.start_view_change(self.view + 1)  # our leader restarted empty
+            return
+        if s is not None and (self.session is None or newer(s, self.session)):
+            self.start_session(s)
+        start = int(msg["from"])
+        reply = {"t": "SYNC", "s": self.session, "base": self.base, "n": self.next_seq,
+                 "len": len(self.log), "from": start,
+                 "e": [e.wire() for e in self.log[start : start + CHUNK]]}  # fmt: skip
+        self.send_ctl(r, reply)
+
+    def on_leader_ctl(self, t: Any, msg: dict[str, Any]) -> None:
+        s = msg.get("s")
+        if int(msg["v"]) > self.view:
+            self.begin_sync()  # a newer view exists: this replica was deposed
+            return
+        if s != self.session:
+            return
+        if t == "FILL":
+            for seq in msg["q"][:CHUNK]:
+                if 1 <= seq < self.next_seq:
+                    m = {"t": "DECIDE", "s": s, "q": seq, "e": self.entry_at(seq).wire()}
+                    self.send_ctl(int(msg["r"]), m)
+        elif t == "HAVE" and msg["q"] == self.next_seq and self.pending:
+            self.decide(msg["q"], Entry.of(msg["e"]))
+        elif t == "NOOP_OK" and msg["q"] == self.next_seq and self.pending:
+            oks = self.noop_ok.setdefault(msg["q"], set())
+            oks.add(int(msg["r"]))
+            if len(oks) >= self.f:
+                self.decide(msg["q"], NOOP)
+
+    def on_follower_ctl(self, t: Any, msg: dict[str, Any]) -> None:
+        if t == "HINT":
+            self.timers.pop("boot", None)  # another replica has state: sync, never boot
+            return
+        v, s = int(msg["v"]), msg.get("s")
+        if self.syncing or self.changing and v <= self.view:
+            return
+        if v > self.view:
+            self.view, self.changing = v, False
+            self.begin_sync()
+            return
+        if int(msg["r"]) != self.leader_id:
+            return
+        self.heard = time.monotonic()
+        if s is not None and self.session is not None and newer(s, self.session):
+            self.begin_sync()
+            return
+        if s != self.session and not (t == "HB" and self.session is None):
+            return
+        if t == "DECIDE":
+            seq, entry = int(msg["q"]), Entry.of(msg["e"])
+            if seq < self.next_seq:
+                self.log[self.base + seq - 1] = entry
+            else:
+                self.pending[seq] = entry
+                self.decided.add(seq)
+                self.advance()
+        elif t == "GAP":
+            seq = int(msg["q"])
+            have = self.entry_at(seq) if seq < self.next_seq else self.pending.get(seq)
+            if have is not None:
+                self.send_ctl(self.leader_id, {"t": "HAVE", "s": s, "q": seq, "e": have.wire()})
+            else:
+                self.pending[seq] = NOOP  # promised: this replica never logs the request there
+                self.decided.add(seq)
+                self.send_ctl(self.leader_id, {"t": "NOOP_OK", "s": s, "q": seq})
+                self.advance()
+        elif t == "HB":
+            if self.session is None and s is not None:
+                self.start_session(int(s))  # a fresh leader's first session: base 0 at both
+            missing = [q for q in range(self.next_seq, int(msg["n"])) if q not in self.pending]
+            if missing:
+                self.send_ctl(self.leader_id, {"t": "FILL", "s": s, "q": missing[:CHUNK]})
+
+    def begin_sync(self) -> None:
+        self.syncing = True
+        self.sync_log = []
+        self.timers["sync"] = 0.0
+        self.timers.pop("gap", None)
+        self.count("syncs")
+
+    def on_sync(self, msg: dict[str, Any]) -> None:
+        if not self.syncing or int(msg["from"]) != len(self.sync_log):
+            return
+        self.view = max(self.view, int(msg["v"]))
+        self.sync_log.extend(Entry.of(e) for e in msg["e"])
+        if len(self.sync_log) < int(msg["len"]):
+            self.timers["sync"] = 0.0  # ask for the next chunk now
+            return
+        self.log, self.sync_log = self.sync_log, []
+        self.session, self.base, self.next_seq = msg["s"], int(msg["base"]), int(msg["n"])
+        self.pending.clear()
+        self.decided.clear()
+        self.syncing = self.fresh = self.changing = False
+        self.heard = time.monotonic()
+        self.timers.pop("sync", None)
+        self.timers.pop("boot", None)
+        self.replay_early()
+
+    # -- requests -----------------------------------------------------------------
+    def on_request(self, data: bytes) -> None:
+        try:
+            h, v = unpack(data)
+        except ProtocolError:
+            return
+        if h.op != Op.CONSENSUS or h.job_id != self.job_id or h.flags & Flag.RESULT:
+            return
+        if h.slot_count != SLOTS:
+            return
+        entry = Entry(h.worker_id, h.psn, decode_data(v))
+        if self.group_ip is None and h.agg_idx == 0:
+            if not self.leader:
+                return
+            # --sequencer host: number the client's request and send it to the followers
+            self.host_seq += 1
+            numbered = Header(op=Op.CONSENSUS, flags=Flag.FALLBACK, job_id=self.job_id,
+                              worker_id=h.worker_id, psn=h.psn, agg_idx=self.host_seq,
+                              epoch=HOST_SESSION)  # fmt: skip
+            frame = pack(numbered, v)
+            for r in self.others():
+                self.req.sendto(frame, (self.replicas[r]["ip"], INC_UDP_PORT))
+            self.sequenced(HOST_SESSION, self.host_seq, entry)
+            return
+        if h.agg_idx == 0:
+            return
+        self.count("requests")
+        self.sequenced(h.epoch, h.agg_idx, entry)
+
+    def run(self, stop: list[bool]) -> None:
+        while not stop[0]:
+            now = time.monotonic()
+            self.on_timers(now)
+            wake = min([*self.timers.values(), now + 0.05])
+            ready, _, _ = select.select([self.req, self.ctl], [], [], max(0.0, wake - now))
+            for sock in ready:
+                for _ in range(256):
+                    try:
+                        data, addr = sock.recvfrom(65535)
+                    except BlockingIOError:
+                        break
+                    if sock is self.req:
+                        self.on_request(data)
+                    else:
+                        try:
+                            msg = json.loads(data)
+                        except ValueError:
+                            continue
+                        if isinstance(msg, dict):
+                            self.on_ctl(msg, addr)
+
+    def summary(self) -> dict[str, Any]:
+        return {"rid": self.rid, "session": self.session, "view": self.view,
+                "syncing": self.syncing, "log": [e.wire() for e in self.log],
+                "stats": self.stats}  # fmt: skip
+
+
+# -- client ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    job_id: int
+    worker_id: int
+    ip: str
+    group_ip: str
+    replicas: tuple[str, ...]  # replica IPs by id
+    host_sequencer: bool = False
+    rto: float = 0.05
+    tries: int = 60
+
+    @classmethod
+    def from_controller(
+        cls, url: str, job_id: int, worker_id: int, host: bool = False
+    ) -> LogConfig:
+        from controller.api_client import ControllerApi
+
+        api = ControllerApi(url)
+        cfg = api.worker_config(job_id, worker_id)
+        if cfg.get("kind") != "consensus":
+            raise LogError(f"job {job_id} is a {cfg.get('kind')} job, not consensus")
+        reps = tuple(str(r["ip"]) for r in cfg["replicas"])
+        return cls(job_id, worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps, host)
+
+
+class LogClient:
+    """Appends to and reads the job's replicated log (blocking)."""
+
+    def __init__(self, config: LogConfig) -> None:
+        self.config = config
+        self.sock = udp_socket(INC_UDP_PORT, ip=config.ip)
+        self.ctl = udp_socket(CTL_PORT)
+        self.req = wrap(int(time.time() * 1000) << 8)
+        self.f = len(config.replicas) // 2
+        self.retransmissions = 0
+
+    def append(self, data: bytes) -> tuple[int, int]:
+        """Append ``data``; returns (session, log index) once committed."""
+        self.req = wrap(self.req + 1)
+        values = encode_data(data)
+        flags = Flag.FALLBACK if self.config.host_sequencer else Flag.NONE
+        h = Header(op=Op.CONSENSUS, flags=flags, job_id=self.config.job_id,
+                   worker_id=self.config.worker_id, psn=self.req)  # fmt: skip
+        dest = self.config.replicas[LEADER] if self.config.host_sequencer else self.config.group_ip
+        votes: dict[tuple[int, int, int], int] = {}
+        rto = self.config.rto
+        for attempt in range(self.config.tries):
+            if attempt:
+                self.retransmissions += 1
+            self.sock.sendto(pack(h, values), (dest, INC_UDP_PORT))
+            deadline = time.monotonic() + rto
+            while (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select([self.sock], [], [], left)
+                if not ready:
+                    break
+                got = self._votes(votes)
+                if got is not None:
+                    return got
+            rto = min(rto * 2, 0.5)
+        raise LogError(f"request {self.req} not committed after {self.config.tries} tries")
+
+    def _votes(self, votes: dict[tuple[int, int, int], int]) -> tuple[int, int] | None:
+        n = len(self.config.replicas)
+        while True:
+            try:
+                data, _ = self.sock.recvfrom(65535)
+            except BlockingIOError:
+                return None
+            try:
+                r, _ = unpack(data)
+            except ProtocolError:
+                continue
+            if r.op != Op.CONSENSUS or not r.flags & Flag.RESULT or r.psn != self.req:
+                continue
+            view = r.bitmap >> VIEW_SHIFT
+            key = (r.epoch, r.agg_idx, view)
+            votes[key] = votes.get(key, 0) | (r.bitmap & ((1 << VIEW_SHIFT) - 1))
+            bits, lead = votes[key], 1 << (view % n)
+            if bits & lead and bin(bits & ~lead).count("1") >= self.f:
+                return r.epoch, r.agg_idx
+
+    def read(self, timeout: float = 10.0) -> list[Entry]:
+        """The log as the current leader holds it (every committed entry), no-ops and
+        repeated requests left out. Asks every replica; the leader answers as such."""
+        raw: list[Entry] = []
+        end = time.monotonic() + timeout
+        total = None
+        while total is None or len(raw) < total:
+            if time.monotonic() > end:
+                raise LogError("no leader answered the read")
+            msg = json.dumps({"t": "READ", "from": len(raw)}).encode()
+            for ip in self.config.replicas:
+                self.ctl.sendto(msg, (ip, CTL_PORT))
+            deadline = time.monotonic() + RETRY
+            while (left := deadline - time.monotonic()) > 0:
+                ready, _, _ = select.select([self.ctl], [], [], left)
+                if not ready:
+                    break
+                try:
+                    got = json.loads(self.ctl.recvfrom(65535)[0])
+                except (ValueError, BlockingIOError):
+                    continue
+                if got.get("t") == "ENTRIES" and got.get("leader") and got["from"] == len(raw):
+                    raw.extend(Entry.of(e) for e in got["e"])
+                    total = int(got["len"])
+                    break
+        return distinct(raw)
+
+    def close(self) -> None:
+        self.sock.close()
+        self.ctl.close()
+
+
+def distinct(entries: Sequence[Entry]) -> list[Entry]:
+    """Entries without no-ops and without repeats of a (client, request id)."""
+    seen, out = set(), []
+    for e in entries:
+        if e.client >= 0 and (e.client, e.req) not in seen:
+            seen.add((e.client, e.req))
+            out.append(e)
+    return out
+
+
+# -- command line ------------------------------------------------------------------------------
+
+
+def replica_main(args: argparse.Namespace) -> int:
+    from controller.api_client import ControllerApi
+
+    job = ControllerApi(args.controller).job(args.job_id)
+    params = job["params"]
+    clients = {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
+    group = None if args.sequencer == "host" else str(params["group_ip"])
+    rep = Replica(args.job_id, args.replica_id, list(params["replicas"]), clients, group)
+    stop = [False]
+
+    def _stop(*_: object) -> None:
+        stop[0] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    print(f"replica {args.replica_id}: job {args.job_id} ready", flush=True)
+    rep.run(stop)
+    print(json.dumps(rep.summary()), flush=True)
+    return 0
+
+
+def client_main(args: argparse.Namespace) -> int:
+    cfg = LogConfig.from_controller(
+        args.controller, args.job_id, args.worker_id, args.sequencer == "host"
+    )
+    client = LogClient(cfg)
+    try:
+        lat, done = [], []
+        start = time.monotonic()
+        for i in range(args.count):
+            t = time.monotonic()
+            session, index = client.append(f"c{args.worker_id}-{i}".encode())
+            lat.append(time.monotonic() - t)
+            done.append([session, index, args.worker_id, client.req, f"c{args.worker_id}-{i}"])
+        wall = time.monotonic() - start
+        out: dict[str, Any] = {
+            "appends": args.count,
+            "ops_per_s": args.count / wall if wall > 0 else 0.0,
+            "p50_us": float(np.percentile(lat, 50) * 1e6) if lat else 0.0,
+            "p99_us": float(np.percentile(lat, 99) * 1e6) if lat else 0.0,
+            "retransmissions": client.retransmissions,
+        }
+        if args.read:
+            out["log"] = [[e.client, e.req, e.data.decode(errors="replace")] for e in client.read()]
+        out["committed"] = done
+        print(json.dumps(out), flush=True)
+        return 0
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m hosts.consensus.replicated_log", description=__doc__.split("\n")[0]
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    for name in ("replica", "client"):
+        p = sub.add_parser(name)
+        p.add_argument("--controller", required=True, help="the daemon's URL (unix:PATH)")
+        p.add_argument("--job-id", type=int, required=True)
+        p.add_argument("--sequencer", choices=("switch", "host"), default="switch")
+    sub.choices["replica"].add_argument("--replica-id", type=int, required=True)
+    cl = sub.choices["client"]
+    cl.add_argument("--worker-id", type=int, required=True)
+    cl.add_argument("--count", type=int, default=100, help="appends, one after another")
+    cl.add_argument("--read", action="store_true", help="read the log from the leader at the end")
+    args = ap.parse_args(argv)
+    try:
+        return replica_main(args) if args.cmd == "replica" else client_main(args)
+    except (LogError, OSError, KeyError) as err:
+        print(f"consensus: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The key-value cache's host side: the storage server and its clients (``store``)."""

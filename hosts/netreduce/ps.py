@@ -1,0 +1,271 @@
+"""The parameter-server baseline: the switch's aggregator, in software on a host.
+
+Example:
+    >>> ps = ParameterServer(n_workers=2, bind=("127.0.0.1", 0)).start()
+    >>> ps.address[1] > 0
+    True
+    >>> ps.stop()
+
+Run on the PS host (the workers' AllReduceClient gets ``dest=(ps_ip, port)``)::
+
+    python -m hosts.netreduce.ps --workers 4 [--port 20051] [--bind 0.0.0.0] [--slots 32]
+
+Flags: ``--workers`` contributions that complete an aggregation (the job's worker count);
+``--port``/``--bind`` where to listen (default ``PS_UDP_PORT`` = INC_UDP_PORT + 1, so that
+the switch forwards the baseline's packets as plain UDP instead of aggregating them);
+``--slots`` values per packet (0 = accept any count). It serves until SIGINT/SIGTERM and
+then prints its counters.
+
+Semantics: the same packets and header as the switch (wire/header.py) and the same
+state machine as p4src/aggregator.p4: per (job, aggregator, version) a contributor bitmap,
+a count and the PSN of the use it holds; a packet of a newer PSN starts the copy afresh,
+an older one is dropped as stale, a repeated contribution to an unfinished use is dropped
+as a duplicate, and any packet of a finished use gets the result again by unicast. When
+the last contribution arrives the result goes to every worker of the job by unicast (there
+is no multicast), to the address each worker's packets came from. Unlike the switch the
+state is keyed by job as well, so jobs never share aggregators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
+from wire.header import (
+    AGG_POOL_SIZE,
+    DROP_REASONS,
+    INC_UDP_PORT,
+    MAX_WORKERS,
+    SLOTS,
+    DropReason,
+    Flag,
+    Header,
+    Op,
+    ProtocolError,
+    pack_header,
+    unpack,
+)
+
+PS_UDP_PORT = INC_UDP_PORT + 1
+PSN_HALF = 1 << 31
+_NOT_AGGREGATED = Flag.RESULT | Flag.ACK | Flag.FALLBACK
+
+
+@dataclass
+class JobRegion:
+    """Optional per-job admission, as the switch's job table: quorum and region."""
+
+    quorum: int
+    offset: int = 0
+    size: int = AGG_POOL_SIZE
+
+
+@dataclass
+class _Copy:
+    psn: int
+    bitmap: int
+    count: int
+    values: np.ndarray
+
+
+@dataclass
+class AggregatorStats:
+    packets: int = 0
+    results: int = 0  # aggregations completed
+    reserved: int = 0  # finished results served again to a retransmitting worker
+    ignored: int = 0  # not an aggregation packet (results, acks, other ops, garbage)
+    drops: list[int] = field(default_factory=lambda: [0] * DROP_REASONS)
+
+
+class SoftAggregator:
+    """The aggregation state machine without I/O: packet in, datagrams out.
+
+    >>> agg = SoftAggregator(n_workers=2, slots=2)
+    >>> agg.process(Header(job_id=1, slot_count=2), np.array([1, 2]), ("w0", 1))
+    []
+    >>> h = Header(job_id=1, worker_id=1, slot_count=2)
+    >>> out = agg.process(h, np.array([3, 4]), ("w1", 1))
+    >>> [(unpack(p)[1].tolist(), a) for p, a in out]
+    [([4, 6], ('w0', 1)), ([4, 6], ('w1', 1))]
+    """
+
+    def __init__(
+        self, n_workers: int, slots: int | None = SLOTS, jobs: dict[int, JobRegion] | None = None
+    ) -> None:
+        if not 1 <= n_workers <= MAX_WORKERS:
+            raise ValueError(f"n_workers must be in 1..{MAX_WORKERS}, got {n_workers}")
+        self.default = JobRegion(quorum=n_workers)
+        self.slots, self.jobs = slots, jobs
+        self._copies: dict[tuple[int, int, int], _Copy] = {}
+        self._workers: dict[tuple[int, int], Address] = {}  # (job, worker id) -> address
+        self.stats = AggregatorStats()
+
+    def _admit(self, h: Header) -> JobRegion | None:
+        job = self.default if self.jobs is None else self.jobs.get(h.job_id)
+        reason: DropReason | None = None
+        if self.slots is not None and h.slot_count != self.slots:
+            reason = DropReason.BAD_SLOT_COUNT
+        elif job is None or h.job_id == 0:
+            reason = DropReason.UNKNOWN_JOB
+        elif h.worker_id >= min(job.quorum, MAX_WORKERS):
+            reason = DropReason.UNKNOWN_WORKER
+        elif (h.agg_idx - job.offset) % (1 << 32) >= job.size or h.agg_idx >= AGG_POOL_SIZE:
+            reason = DropReason.OUT_OF_REGION
+        if reason is not None:
+            self.stats.drops[reason] += 1
+            return None
+        return job
+
+    def process(self, h: Header, values: np.ndarray, src: Address) -> list[Datagram]:
+        """Apply one packet; returns the results to send (none, one or one per worker)."""
+        self.stats.packets += 1
+        if h.op != Op.AGG_SYNC or h.flags & _NOT_AGGREGATED:
+            self.stats.ignored += 1
+            return []
+        job = self._admit(h)
+        if job is None:
+            return []
+        self._workers[(h.job_id, h.worker_id)] = src
+        key = (h.job_id, h.agg_idx, h.ver)
+        bit = 1 << h.worker_id
+        c = self._copies.get(key)
+        delta = None if c is None else (h.psn - c.psn) % (1 << 32)
+        if c is not None and delta is not None and delta >= PSN_HALF:
+            self.stats.drops[DropReason.STALE] += 1
+            return []
+        if c is not None and delta == 0 and c.count >= job.quorum:
+            self.stats.reserved += 1
+            return [self._result(h, c, h.worker_id, src)]
+        if c is not None and delta == 0 and c.bitmap & bit:
+            self.stats.drops[DropReason.DUPLICATE] += 1
+            return []
+        if c is not None and delta == 0:
+            if values.size != c.values.size:
+                self.stats.drops[DropReason.BAD_SLOT_COUNT] += 1
+                return []
+            c.values += values  # int32: wraps on overflow, as the switch's bit<32> sum
+        else:
+            c = _Copy(h.psn, 0, 0, values.astype(np.int32, copy=True))
+            self._copies[key] = c
+        c.bitmap |= bit
+        c.count += 1
+        if c.count < job.quorum:
+            return []
+        self.stats.results += 1
+        return [
+            self._result(h, c, w, self._workers[(h.job_id, w)])
+            for w in range(job.quorum)
+            if (h.job_id, w) in self._workers
+        ]
+
+    @staticmethod
+    def _result(h: Header, c: _Copy, worker: int, dest: Address) -> Datagram:
+        r = Header(
+            op=h.op,
+            flags=h.flags | Flag.RESULT,
+            job_id=h.job_id,
+            worker_id=worker,
+            ver=h.ver,
+            psn=h.psn,
+            agg_idx=h.agg_idx,
+            epoch=h.epoch,
+            bitmap=c.bitmap,
+        )
+        return pack_header(r, c.values.size) + c.values.astype(">i4").tobytes(), dest
+
+    def reset_job(self, job_id: int) -> None:
+        """Forget a job's state (the controller's region reset)."""
+        self._copies = {k: v for k, v in self._copies.items() if k[0] != job_id}
+        self._workers = {k: v for k, v in self._workers.items() if k[0] != job_id}
+
+
+class ParameterServer:
+    """A SoftAggregator behind a UDP endpoint, served by a background thread."""
+
+    def __init__(
+        self,
+        n_workers: int,
+        bind: Address = ("0.0.0.0", PS_UDP_PORT),
+        slots: int | None = SLOTS,
+        jobs: dict[int, JobRegion] | None = None,
+        endpoint: DatagramEndpoint | None = None,
+    ) -> None:
+        self.aggregator = SoftAggregator(n_workers, slots, jobs)
+        self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> Address:
+        return self.endpoint.address
+
+    @property
+    def stats(self) -> AggregatorStats:
+        return self.aggregator.stats
+
+    def serve(self) -> None:
+        """Process packets until ``stop()`` (or forever)."""
+        while not self._stop.is_set():
+            if not self.endpoint.wait(0.05):
+                continue
+            out: list[Datagram] = []
+            for payload, src in self.endpoint.recv_many():
+                try:
+                    h, values = unpack(payload)
+                except ProtocolError:
+                    self.aggregator.stats.ignored += 1
+                    continue
+                out.extend(self.aggregator.process(h, values, src))
+            if out:
+                self.endpoint.send_many(out)
+
+    def start(self) -> ParameterServer:
+        self._thread = threading.Thread(target=self.serve, name="ps", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+        self.endpoint.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m hosts.netreduce.ps", description=__doc__.split("\n")[0]
+    )
+    ap.add_argument("--workers", type=int, required=True, help="workers per job (quorum)")
+    ap.add_argument("--port", type=int, default=PS_UDP_PORT, help="UDP port to listen on")
+    ap.add_argument("--bind", default="0.0.0.0", help="address to listen on")
+    ap.add_argument("--slots", type=int, default=SLOTS, help="values per packet (0: any)")
+    args = ap.parse_args(argv)
+    try:
+        ps = ParameterServer(args.workers, (args.bind, args.port), args.slots or None)
+    except (ValueError, OSError) as e:
+        print(f"hosts.netreduce.ps: {e}", file=sys.stderr)
+        return 2
+    # Both signals end the loop cleanly (a background job may have SIGINT ignored otherwise).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: ps._stop.set())
+    # The socket is bound: whoever started us waits for this line (flushed: stdout is a file).
+    print(
+        f"parameter server on {ps.address[0]}:{ps.address[1]}, {args.workers} workers", flush=True
+    )
+    try:
+        ps.serve()
+    finally:
+        ps.endpoint.close()
+    s = ps.stats
+    print(f"packets {s.packets} results {s.results} re-served {s.reserved} drops {s.drops}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

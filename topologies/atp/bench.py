@@ -1,0 +1,321 @@
+"""ATP's benchmarks on Mininet (``python -m topologies.atp --bench`` / ``--flood-bench``, and
+``make bench``, section atp): the jobs' shared pool against static partitioning (NetReduce
+regions) and the parameter server alone, on plain links or with a delay on every link; and
+one job beside a tenant flooding the pool, metered or not. The jobs, hosts and checks are
+``topologies/atp/__init__.py``'s.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topologies.atp import (
+    RUN_DIR,
+    AtpJob,
+    exact,
+    pool_events,
+    run_jobs,
+    start_flood,
+    start_ps,
+    submit_atp,
+)
+from topologies.experiment import (
+    Experiment,
+    ExperimentConfig,
+    ExperimentError,
+    host_ip,
+    host_mac,
+)
+from topologies.impair_relay import Impairment
+
+# --- benchmark: shared pool vs static partitioning vs PS only --------------------------------
+MODES = ("atp shared pool", "static partition", "ps only")
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """``jobs``: concurrent job counts; every job has ``workers`` workers and window
+    ``window``; ``pool`` aggregators in all (the ATP range shared by every job, or split in
+    equal NetReduce regions), smaller than the jobs' combined windows."""
+
+    jobs: tuple[int, ...] = (1, 2, 4)
+    workers: int = 2
+    window: int = 16
+    pool: int = 16
+    size: int = 8192
+    calls: int = 2
+    compute_ms: float = 0.0  # a training job's compute phase before each call (vector_job)
+    delay_ms: float = 0.0  # one-way delay of every link (an impairment relay on each)
+    bw_mbps: float | None = None  # every link shaped to this (htb); None: unshaped
+    plot: Path | None = None  # default: results/atp_bench[_delayDms].png
+
+    @property
+    def plot_path(self) -> Path:
+        if self.plot is not None:
+            return self.plot
+        return Path(f"results/atp_bench{f'_delay{self.delay_ms:g}ms' if self.delay_ms else ''}.png")
+
+    def command(self) -> str:
+        return (
+            f"{sys.executable} -m topologies.atp --bench --bench-jobs "
+            f"{','.join(map(str, self.jobs))} --workers {self.workers} --window {self.window}"
+            f" --pool-size {self.pool} --size {self.size} --calls {self.calls}"
+            f" --compute-ms {self.compute_ms:g} --delay-ms {self.delay_ms:g}"
+            + (f" --bw-mbps {self.bw_mbps:g}" if self.bw_mbps else "")
+        )
+
+    @property
+    def links(self) -> str:
+        shaped = f"{self.bw_mbps:g} Mbit/s" if self.bw_mbps else "unshaped"
+        return f"links {shaped}, {self.delay_ms:g} ms delay"
+
+    @property
+    def timeout_s(self) -> float:
+        """The workers' retransmission timeout: the default 50 ms plus 6 one-way delays (an
+        ATP round trip crosses 4 delayed links: worker, switch, PS, switch, worker)."""
+        return 0.05 + 6 * self.delay_ms / 1000
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    jobs: int
+    mode: str
+    per_job_mbps: tuple[float, ...]
+    collisions: float  # of the first transmissions the pool saw (ATP only)
+    fallbacks: float  # packets that reached the PS unaggregated / all packets admitted
+
+    @property
+    def total_mbps(self) -> float:
+        return sum(self.per_job_mbps)
+
+
+WARM_UP = 1  # bench: first calls of every run, not measured (hosts, PS and switch warm up)
+
+
+def _goodput(got: list[dict[str, Any]], size: int, skip: int = 0) -> float:
+    """A job's all-reduce goodput, Mbit/s: vector bytes per call over the slowest worker's
+    mean call time, the first ``skip`` calls left out."""
+    runs = [g["rec"].get("times", [])[skip:] for g in got]
+    times = [sum(t) / max(len(t), 1) for t in runs]
+    slowest = max(times)
+    return size * 4 * 8 / slowest / 1e6 if slowest > 0 else 0.0
+
+
+def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
+    """Each job count on a fresh network: the three modes one after the other, same hosts."""
+    from topologies.experiment import star
+
+    rows = []
+    for n in cfg.jobs:
+        hosts = n * cfg.workers
+        # A parameter server per job, each on a host of its own after the workers (ATP keeps
+        # one per job; one PS host for all would put every job's results on one link).
+        ps_hosts = [hosts + 1 + j for j in range(n)]
+        imp = Impairment(delay_s=cfg.delay_ms / 1000) if cfg.delay_ms else None
+        run_cfg = ExperimentConfig(
+            star(hosts + n), bw_mbps=cfg.bw_mbps, impairment=imp, run_dir=RUN_DIR / f"bench{n}",
+            log=lambda s: None,
+        )  # fmt: skip
+        with Experiment(run_cfg) as ex:
+            groups = [list(range(j * cfg.workers + 1, (j + 1) * cfg.workers + 1)) for j in range(n)]
+            atp_jobs = [
+                submit_atp(ex, f"atp{j}", g, ps_hosts[j], cfg.window, (0, cfg.pool))
+                for j, g in enumerate(groups)
+            ]
+            for j, ps in zip(atp_jobs, ps_hosts, strict=True):
+                start_ps(ex, ps, [j.job_id])
+            share = max(cfg.pool // n, 1)
+            static = [
+                AtpJob(ex.submit(f"nr{j}", workers=cfg.workers, window=share, worker_ports=g,
+                                 worker_ips=[host_ip(h) for h in g],
+                                 worker_macs=[host_mac(h) for h in g],
+                                 agg_ip=host_ip(ps_hosts[j]), agg_mac=host_mac(ps_hosts[j])),
+                       tuple(g), "netreduce")
+                for j, g in enumerate(groups)
+            ]  # fmt: skip
+            for ps in ps_hosts:
+                ex.start_service(
+                    f"h{ps}",
+                    [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(cfg.workers)],
+                    ready="parameter server on", log_name=f"ps-baseline-h{ps}",
+                )  # fmt: skip
+            for mode, jobs, extra in (
+                (MODES[0], atp_jobs, ()),
+                (MODES[1], static, ()),
+                # the PS has no switch memory to share: its window is the ATP jobs' window
+                (MODES[2], static, ("--method", "ps", "--window", str(cfg.window))),
+            ):
+                before = pool_events(ex)
+                out = RUN_DIR / f"bench{n}" / mode.replace(" ", "_")
+                calls = cfg.calls + WARM_UP
+                got = run_jobs(ex, jobs, out, cfg.size, calls, 70, "--bits", "24",
+                               "--compute-ms", str(cfg.compute_ms),
+                               "--timeout", f"{cfg.timeout_s:g}", *extra)  # fmt: skip
+                after = pool_events(ex)
+                for j in jobs:
+                    bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, calls, bits=24)
+                    if bad:
+                        raise ExperimentError(f"{mode}, job {j.job_id}: {bad[0]}")
+                d = {k: after[k] - before[k] for k in after}
+                first = d["claimed"] + d["added"] + d["collision"] + d["overflow"]
+                seen = first + d["retx_fallback"]
+                fell = d["collision"] + d["retx_fallback"] + d["overflow"]
+                rows.append(
+                    BenchRow(
+                        n, mode, tuple(_goodput(got[j.job_id], cfg.size, WARM_UP) for j in jobs),
+                        d["collision"] / first if first else 0.0,
+                        fell / seen if seen else 0.0,
+                    )
+                )  # fmt: skip
+                log(f"{n} job(s), {mode}: {rows[-1].total_mbps:.2f} Mbit/s in total")
+    return rows
+
+
+def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
+    from rich.table import Table
+
+    t = Table(
+        title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} aggregators,"
+        f" window {cfg.window} per job, {cfg.workers} workers per job, {cfg.links},"
+        " p4sim on Mininet)"
+    )
+    for col in ("jobs", "mode", "per-job Mbit/s", "total Mbit/s", "vs static", "collisions",
+                "fallbacks"):  # fmt: skip
+        t.add_column(col, justify="left" if col == "mode" else "right")
+    static = {r.jobs: r.total_mbps for r in rows if r.mode == MODES[1]}
+    for r in rows:
+        ratio = r.total_mbps / static[r.jobs] if static.get(r.jobs) else float("nan")
+        atp = r.mode == MODES[0]
+        t.add_row(
+            str(r.jobs), r.mode, " ".join(f"{v:.2f}" for v in r.per_job_mbps),
+            f"{r.total_mbps:.2f}", f"{ratio:.2f}x",
+            f"{r.collisions:.1%}" if atp else "-", f"{r.fallbacks:.1%}" if atp else "-",
+        )  # fmt: skip
+    return t
+
+
+def plot(rows: list[BenchRow], path: Path, links: str = "") -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = sorted({r.jobs for r in rows})
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    width = 0.8 / len(MODES)
+    for i, mode in enumerate(MODES):
+        vals = [next((r.total_mbps for r in rows if r.jobs == n and r.mode == mode), 0.0)
+                for n in counts]  # fmt: skip
+        ax.bar([c + (i - 1) * width for c in range(len(counts))], vals, width, label=mode)
+    ax.set_xticks(range(len(counts)), [f"{n} job(s)" for n in counts])
+    ax.set_ylabel("total all-reduce goodput, Mbit/s")
+    ax.set_title(f"ATP vs NetReduce regions vs PS (p4sim, Mininet{', ' if links else ''}{links})")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def ratio_line(rows: list[BenchRow]) -> str:
+    top = max(r.jobs for r in rows)
+    by = {r.mode: r.total_mbps for r in rows if r.jobs == top}
+    s = by.get(MODES[1]) or float("nan")
+    return (
+        f"at {top} jobs: shared pool / static partitioning = {by.get(MODES[0], 0) / s:.2f}x"
+        f" (goal >= 1.3x; ATP reports +38-66%), PS only / static = {by.get(MODES[2], 0) / s:.2f}x"
+    )
+
+
+FLOOD_MODES = ("alone", "flood, metered", "flood, not metered")
+
+
+@dataclass(frozen=True)
+class FloodConfig:
+    """Job a (``workers`` workers) all-reduces alone, then while a one-worker tenant floods
+    the pool it shares at ``flood_pps`` valid packets/s: once with that tenant's job
+    metered at ``meter_pps``, once not metered. Same network, same PS, one run."""
+
+    workers: int = 2
+    window: int = 16
+    pool: int = 16
+    size: int = 16384
+    calls: int = 4
+    flood_pps: int = 6000
+    meter_pps: int = 100
+
+    def command(self) -> str:
+        return (
+            f"{sys.executable} -m topologies.atp --flood-bench --size {self.size}"
+            f" --calls {self.calls}"
+        )
+
+
+@dataclass(frozen=True)
+class FloodRow:
+    mode: str
+    mbps: float  # job a's all-reduce goodput
+    metered: int  # METERED drops during the run
+    collisions: int  # the pool's collisions during the run
+
+
+def measure_flood(cfg: FloodConfig, log: Any = print) -> list[FloodRow]:
+    from topologies.experiment import star
+
+    a_hosts = list(range(1, cfg.workers + 1))
+    metered_host, free_host, ps = cfg.workers + 1, cfg.workers + 2, cfg.workers + 3
+    pool = (0, cfg.pool)
+    run_cfg = ExperimentConfig(star(ps), run_dir=RUN_DIR / "flood", log=lambda s: None)
+    rows = []
+    with Experiment(run_cfg) as ex:
+        # Job a once per mode, same hosts: the PS remembers a job's finished psns, and a new
+        # worker process starts again at psn 0.
+        runs = [submit_atp(ex, f"a-{i}", a_hosts, ps, cfg.window, pool) for i in range(4)]
+        metered = submit_atp(ex, "greedy-metered", [metered_host], ps, cfg.window, pool,
+                             meter_pps=cfg.meter_pps)  # fmt: skip
+        free = submit_atp(ex, "greedy", [free_host], ps, cfg.window, pool)
+        start_ps(ex, ps, [*(a.job_id for a in runs), metered.job_id, free.job_id])
+        warm = runs.pop()  # a first run, not reported: the hosts' and the switch's warm-up
+        run_jobs(ex, [warm], RUN_DIR / "flood" / "warm-up", cfg.size, 1, 30, "--bits", "24")
+        for mode, a, flooder in zip(FLOOD_MODES, runs, (None, metered, free), strict=True):
+            flood = start_flood(ex, flooder, ps, pool, cfg.flood_pps) if flooder else None
+            try:
+                before, events = ex.drop_counters(), pool_events(ex)
+                out = RUN_DIR / "flood" / mode.replace(" ", "_").replace(",", "")
+                got = run_jobs(ex, [a], out, cfg.size, cfg.calls, 30, "--bits", "24")
+                after, events_after = ex.drop_counters(), pool_events(ex)
+            finally:
+                if flood is not None:
+                    ex.stop(flood)
+            bad = exact(got[a.job_id], 30 + a.job_id, cfg.size, cfg.calls, bits=24)
+            if bad:
+                raise ExperimentError(f"{mode}: {bad[0]}")
+            rows.append(
+                FloodRow(
+                    mode, _goodput(got[a.job_id], cfg.size),
+                    after.get("METERED", 0) - before.get("METERED", 0),
+                    events_after["collision"] - events["collision"],
+                )
+            )  # fmt: skip
+            log(f"job a, {mode}: {rows[-1].mbps:.2f} Mbit/s, exact")
+    return rows
+
+
+def flood_table(rows: list[FloodRow], cfg: FloodConfig) -> Any:
+    from rich.table import Table
+
+    t = Table(
+        title=f"Job a ({cfg.workers} workers, ATP pool of {cfg.pool}) while a one-worker"
+        f" tenant floods {cfg.flood_pps} packets/s into the same pool (meter {cfg.meter_pps}/s)"
+    )
+    for col in ("job a", "Mbit/s", "vs alone", "METERED drops", "pool collisions"):
+        t.add_column(col, justify="left" if col == "job a" else "right")
+    alone = rows[0].mbps or float("nan")
+    for r in rows:
+        t.add_row(r.mode, f"{r.mbps:.2f}", f"{r.mbps / alone:.2f}x", str(r.metered),
+                  str(r.collisions))  # fmt: skip
+    return t
