@@ -1,7 +1,7 @@
 """A worker of a scheduled job: every epoch it asks the controller for its region, computes,
 and all-reduces its gradient through the switch.
 
-Example (inside a Mininet host; ``topologies/sched_experiment.py`` starts one per worker)::
+Example (inside a Mininet host; ``topologies/scheduling.py`` starts one per worker)::
 
     python -m hosts.scheduled_job --controller unix:run/sched/controller.sock \\
         --job-id 3 --worker-id 0 --seed 7 --out run/sched/job3-w0.json

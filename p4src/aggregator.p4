@@ -4,7 +4,7 @@
 // index addr = 2*i + v, so a job's region is one contiguous index range. Per copy: K value
 // registers (one register array per slot, as a pipeline allowing one access per array per
 // packet needs), the contributor bitmap, the contributor count, and the (job, psn) of the
-// use it holds. Programmed and read by controller/aggregator.py.
+// use it holds. Programmed and read by controller/systems/aggregator.py.
 //
 // Invariants (docs/protocol.md, "Aggregator state machine"), for a job with window W and
 // region size S >= W, whose workers send psn p to (offset + p % S, (p / S) % 2):

@@ -31,7 +31,7 @@
 // read into the packet (keys, values; zeros if the row was not written in that epoch) and
 // sent back to the reducer as a RESULT. Draining does not clear: it can be repeated after
 // a loss, and the copy is reused (lazily cleared) two epochs later.
-// Programmed by controller/ask.py; docs/protocol.md, "Key-value aggregation (ASK)".
+// Programmed by controller/systems/ask.py; docs/protocol.md, "Key-value aggregation (ASK)".
 #ifndef _ASK_P4_
 #define _ASK_P4_
 

@@ -28,7 +28,7 @@
 // Release: a RESULT or ACK of job j entering from ps_port sets count 0 (tag kept) if the
 // aggregator still holds (j, p); a RESULT is then multicast to the job's members. From any
 // other port it is dropped, DROP_FORGED_RESULT. Invariants: docs/protocol.md, "ATP".
-// Programmed by controller/atp.py.
+// Programmed by controller/systems/atp.py.
 #ifndef _ATP_P4_
 #define _ATP_P4_
 
@@ -56,7 +56,7 @@ control AtpPool(inout headers_t hdr,
     // contributed; atp_count: how many, 0 = free (released).
     USE_REGISTERS(atp, ATP_POOL_SIZE)
 
-    // Pool statistics, indexed by ATP_EV_* (controller/atp.py reads them).
+    // Pool statistics, indexed by ATP_EV_* (controller/systems/atp.py reads them).
     counter(ATP_EVENTS, CounterType.packets) atp_events;
 
     bit<32> idx;

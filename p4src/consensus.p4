@@ -1,6 +1,6 @@
 // consensus.p4: the switch as the sequencer of a replicated log (op CONSENSUS; NOPaxos-style
 // ordered unreliable multicast, docs/protocol.md "Consensus"). Programmed by
-// controller/consensus.py; replicas and clients are hosts/consensus.py.
+// controller/systems/consensus.py; replicas and clients are hosts/consensus/replicated_log.py.
 //
 // A client's request (no RESULT/ACK/FALLBACK flag) gets the next sequence number of its
 // group in agg_idx and the group's session number in epoch, and is multicast to the

@@ -4,7 +4,7 @@
 // depth comes from the target's traffic manager (standard_metadata.enq_qdepth): on p4sim,
 // ports given a rate (--queue-rate) queue; others never build a queue and never mark.
 // ATP's workers and PS send ECN-capable; a worker halves its window on a marked result
-// (hosts/atp_worker.py). The IPv4 checksum is recomputed on the way out (checksum.p4).
+// (hosts/atp/worker.py). The IPv4 checksum is recomputed on the way out (checksum.p4).
 #ifndef _ECN_P4_
 #define _ECN_P4_
 

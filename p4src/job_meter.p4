@@ -12,7 +12,7 @@
 // end runs register programs and falls back to its Python back end for meter externs.
 //
 // `job_meters`: job_id -> set_meter(rate, burst), written by the controller at admission
-// (controller/job_meter.py) for a job submitted with a meter. Cell: job_id % JOB_TABLE_SIZE.
+// (controller/systems/job_meter.py) for a job submitted with a meter. Cell: job_id % JOB_TABLE_SIZE.
 #ifndef _JOB_METER_P4_
 #define _JOB_METER_P4_
 

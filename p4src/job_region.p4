@@ -7,7 +7,7 @@
 // changes while it runs has two configurations, selected by the parity of the packet's
 // epoch; they override the region and quorum of its `jobs` entry, so that a new layout
 // is written into the idle slot and takes effect for the whole of the next epoch.
-// Programmed by controller/job_region.py.
+// Programmed by controller/systems/job_region.py.
 #ifndef _JOB_REGION_P4_
 #define _JOB_REGION_P4_
 

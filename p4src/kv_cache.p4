@@ -1,6 +1,6 @@
 // kv_cache.p4: an in-switch cache of hot keys in front of a key-value storage server
 // (ops KV_READ / KV_WRITE; docs/protocol.md, "Key-value cache"). Programmed and read by
-// controller/kv_cache.py; the server and clients are hosts/kv_store.py.
+// controller/systems/kv_cache.py; the server and clients are hosts/kv/store.py.
 //
 // Packet: slot 0 (v00) is the key, slots 1..KV_VALUE_WORDS the value; psn is the client's
 // request id, bitmap the value's version (set by the server, per key, increasing), agg_idx

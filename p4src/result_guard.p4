@@ -4,7 +4,7 @@
 // RESULT or ACK naming a job of `guarded_jobs` is forged, dropped and counted
 // (DROP_FORGED_RESULT). Results of jobs this switch does not aggregate (it only carries
 // them further) are forwarded as before. ATP jobs have their own rule (atp.p4: only from
-// the port towards the job's PS). Programmed by controller/job_region.py at admission.
+// the port towards the job's PS). Programmed by controller/systems/job_region.py at admission.
 #ifndef _RESULT_GUARD_P4_
 #define _RESULT_GUARD_P4_
 

@@ -1,7 +1,7 @@
 // result_rewrite.p4 (egress): addresses each multicast copy of a result to its worker.
 // The controller builds one multicast group per job whose replicas carry rid = worker_id + 1
 // (rid 0 is a unicast packet, which Aggregator already addressed to its sender).
-// Programmed by controller/result_rewrite.py together with the job's multicast group.
+// Programmed by controller/systems/result_rewrite.py together with the job's multicast group.
 #ifndef _RESULT_REWRITE_P4_
 #define _RESULT_REWRITE_P4_
 

@@ -32,7 +32,7 @@
 // of one epoch) is aggregated under one mode. The controller moves the boundary in two
 // writes: first a fence (`fence` = 1: epochs >= boundary wait), then, once the clocks show
 // that no worker was admitted at or past the boundary, the new mode with the fence lifted
-// (controller/sync_modes.py). Programmed and read by controller/sync_modes.py.
+// (controller/systems/sync_modes.py). Programmed and read by controller/systems/sync_modes.py.
 #ifndef _SYNC_MODES_P4_
 #define _SYNC_MODES_P4_
 
