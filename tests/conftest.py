@@ -15,6 +15,7 @@ import pytest
 from topologies.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_pipeline
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("root") or item.get_closest_marker("mininet"):
