@@ -1,9 +1,10 @@
 """Shared test configuration.
 
 Tests marked ``root`` or ``mininet`` need root (network namespaces, veth links, raw
-sockets), and run one after another in one xdist worker. CI runs as root, so there they
-always run; on a developer's machine without root they are skipped with that reason. In CI
-(CI=true) a missing root is an error, never a skip."""
+sockets), and run one after another in one xdist worker; every other test file runs whole in
+one worker. CI runs as root, so there they always run; on a developer's machine without root
+they are skipped with that reason. In CI (CI=true) a missing root is an error, never a
+skip."""
 
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from topologies.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_p
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.get_closest_marker("root") or item.get_closest_marker("mininet"):
-            # one xdist worker runs everything that touches the host's network (interface
-            # and namespace names, Mininet's switch ports) in turn; the others run the
-            # in-process tests beside it (make test: -n auto --dist loadgroup)
-            item.add_marker(pytest.mark.xdist_group("network"))
+        # make test: -n auto --dist loadgroup. One xdist worker runs everything that touches
+        # the host's network (interface and namespace names, Mininet's switch ports) in
+        # turn; the in-process tests run beside it, each file whole and in order in one
+        # worker (some share a module-scoped switch whose state one test leaves to the next)
+        network = item.get_closest_marker("root") or item.get_closest_marker("mininet")
+        item.add_marker(pytest.mark.xdist_group("network" if network else item.path.name))
     if os.geteuid() == 0:
         return
     for item in items:
