@@ -19,6 +19,7 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 from controller.jobs.job import Job, Worker
 from controller.jobs.memory_manager import Region
@@ -116,6 +117,13 @@ class JobStore:
             self._db.execute(
                 "UPDATE jobs SET region_offset = ?, region_size = ?, window = ? WHERE job_id = ?",
                 (region.offset, region.size, window, job_id),
+            )
+
+    def update_params(self, job_id: int, params: dict[str, Any]) -> None:
+        """A job's kind-specific parameters as they are now (a serene job's current mode)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE jobs SET params = ? WHERE job_id = ?", (json.dumps(params), job_id)
             )
 
     def remove(self, job_id: int) -> bool:
