@@ -30,6 +30,7 @@ from controller.jobs.events import EventLog
 from controller.jobs.job import MAX_JOB_ID, Job, JobError, JobRequest
 from controller.jobs.job_kinds import AGG_POOL, TICK_S, JobKind, kind_of, kind_pools
 from controller.jobs.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
+from controller.jobs.stamps import STAMPS
 from controller.jobs.store import JobStore
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError
 from controller.sched.scheduled_jobs import ScheduledJobs, SchedulingOptions
@@ -69,6 +70,7 @@ class JobManager:
         # cancel, restore): taken after ``_lock`` when both are, never the other way round.
         self._job_locks: dict[int, asyncio.Lock] = {}
         self.events = events if events is not None else EventLog()
+        STAMPS.attach(store.next_run)  # unique across this controller's restarts
         for dev in self.switches:
             self._device_memory(dev)
         for job in store.jobs():

@@ -85,6 +85,19 @@ class JobStore:
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{path}: {err}") from None
 
+    def next_run(self) -> int:
+        """One more start of the controller: its number (1, 2, ...), kept in the store."""
+        with self._lock, self._db:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER)"
+            )
+            self._db.execute(
+                "INSERT INTO counters VALUES ('runs', 1)"
+                " ON CONFLICT(name) DO UPDATE SET value = value + 1"
+            )
+            row = self._db.execute("SELECT value FROM counters WHERE name = 'runs'").fetchone()
+        return int(row[0])
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
