@@ -20,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import controller.systems  # noqa: F401  (every kind, registered)
@@ -28,6 +30,7 @@ from controller.jobs.events import EventLog
 from controller.jobs.job import MAX_JOB_ID, Job, JobError, JobRequest
 from controller.jobs.job_kinds import AGG_POOL, TICK_S, JobKind, kind_of, kind_pools
 from controller.jobs.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
+from controller.jobs.stamps import STAMPS
 from controller.jobs.store import JobStore
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError
 from controller.sched.scheduled_jobs import ScheduledJobs, SchedulingOptions
@@ -63,7 +66,11 @@ class JobManager:
         self.memory: dict[int, dict[str, MemoryManager]] = {}
         self._jobs: dict[int, Job] = {}
         self._lock = asyncio.Lock()
+        # One lock per job id around every change of a job's switch state (a mode swap,
+        # cancel, restore): taken after ``_lock`` when both are, never the other way round.
+        self._job_locks: dict[int, asyncio.Lock] = {}
         self.events = events if events is not None else EventLog()
+        STAMPS.attach(store.next_run)  # unique across this controller's restarts
         for dev in self.switches:
             self._device_memory(dev)
         for job in store.jobs():
@@ -101,6 +108,15 @@ class JobManager:
             return self._jobs[job_id]
         except KeyError:
             raise UnknownJob(f"no job {job_id}") from None
+
+    @asynccontextmanager
+    async def locked(self, job_id: int) -> AsyncIterator[Job]:
+        """The job with ``job_id`` while no other change of its switch state runs: it is
+        looked up after the lock is taken, so a job cancelled (and its id given to a new
+        job) while the caller waited is never changed in the old job's name."""
+        lock = self._job_locks.setdefault(job_id, asyncio.Lock())
+        async with lock:
+            yield self.get(job_id)
 
     def memory_view(self) -> list[dict[str, Any]]:
         """Per switch and pool: size and every segment with its owner (job id and name).
@@ -179,8 +195,7 @@ class JobManager:
             return job
 
     async def cancel(self, job_id: int) -> Job:
-        async with self._lock:
-            job = self.get(job_id)
+        async with self._lock, self.locked(job_id) as job:
             if self.scheduled.is_scheduled(job_id):
                 self._forget(job_id)
                 await self.scheduled.remove(job, finished=False)
@@ -213,9 +228,11 @@ class JobManager:
                     log.warning("job %d: switch %d is not connected", job.job_id, job.device_id)
                     continue
                 kind = kind_of(job.kind)
-                if self.scheduled.is_scheduled(job.job_id):
-                    await self.scheduled.restore_slots(sw, job)
-                if not await kind.installed(sw, job):
+                async with self.locked(job.job_id):
+                    if self.scheduled.is_scheduled(job.job_id):
+                        await self.scheduled.restore_slots(sw, job)
+                    if await kind.installed(sw, job):
+                        continue
                     await kind.install(sw, job, idempotent=True)
                     again.append(job.job_id)
                     self.events.record(
@@ -225,6 +242,14 @@ class JobManager:
                         job.device_id,
                     )
         return again
+
+    def set_params(self, job: Job, **params: Any) -> Job:
+        """The job with ``params`` changed, kept in memory and in the store (so that a
+        restart re-installs the job as it is now, not as it was admitted)."""
+        new = replace(job, params={**job.params, **params})
+        self._jobs[job.job_id] = new
+        self.store.update_params(job.job_id, dict(new.params))
+        return new
 
     def _forget(self, job_id: int) -> None:
         del self._jobs[job_id]

@@ -137,8 +137,9 @@ def test_policy_goes_back_to_sync_once_a_transient_straggler_recovers(
     """Worker 2 lags (the only slowest in two samples running): the watcher swaps to
     partial 2. Then it recovers and catches up (it sends its late epoch and its next one
     at once), worker 1 is now the last one: the decision is sync again; the switch refuses
-    that swap until the partial epochs are over, and the watcher applies it at the next
-    sample. Packets go into the switch's ports between samples."""
+    that swap until no packet of a partial epoch can be admitted any more (every worker
+    more than the bound past them), and the watcher applies it at a later sample. Packets
+    go into the switch's ports between samples."""
     job = submit(daemon.url, capsys, "--kind", "serene", "--workers", "3", "--window", "4")
     api = ControllerApi(daemon.url)
     cfgs = [api.worker_config(job["job_id"], w) for w in range(3)]
@@ -147,7 +148,8 @@ def test_policy_goes_back_to_sync_once_a_transient_straggler_recovers(
         [(2, 1), (0, 2), (1, 2)],  # (2, 2, 1): worker 2 last twice -> partial 2 from 3
         [(2, 2), (0, 3), (1, 3)],  # (3, 3, 2)
         [(2, 3), (2, 4), (0, 4)],  # (4, 3, 4): worker 2 caught up, worker 1 last
-        [(1, 4)],  # (4, 4, 4): sync wanted, now past the partial epochs
+        [(1, 4)],  # (4, 4, 4): sync wanted, epoch 2 (partial) could still be admitted
+        [(0, 5), (1, 5), (2, 5)],  # (5, 5, 5): every partial epoch is behind every lead
     ]
     script = iter(steps)
 
@@ -159,6 +161,6 @@ def test_policy_goes_back_to_sync_once_a_transient_straggler_recovers(
 
     policy = Policy.parse("partial 2 when same slowest for 2 else sync")
     changes = watch_job(api, job["job_id"], policy, 0.0, stop)
-    assert [(m, b) for _, m, b in changes] == [("partial 2", 3), ("sync", 5)]
+    assert [(m, b) for _, m, b in changes] == [("partial 2", 3), ("sync", 6)]
     state = api.sync_state(job["job_id"])
-    assert state["mode"] == "sync" and state["clocks"] == [4, 4, 4]
+    assert state["mode"] == "sync" and state["clocks"] == [5, 5, 5]

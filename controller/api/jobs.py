@@ -139,17 +139,18 @@ def router() -> APIRouter:
         """Hot swap of a serene job's synchronisation mode at an epoch boundary that no
         worker has reached (``controller/systems/sync_modes.py``); 409 while the previous change is
         still in progress."""
-        job = ctx.manager.get(job_id)
-        if job.kind != "serene":
-            raise JobError(f"job {job_id} is a {job.kind} job: only serene jobs have modes")
-        mode = sync_modes.Mode.parse(change.mode, job.n_workers)
-        conn = ctx.switches.connections.get(job.device_id)
-        if conn is None:
-            raise JobError(f"switch {job.device_id} of job {job_id} is not connected")
-        try:
-            boundary = await sync_modes.swap(conn, job, mode)
-        except sync_modes.SwapRefused as err:
-            raise HTTPException(409, str(err)) from None
+        async with ctx.manager.locked(job_id) as job:  # one change of the job at a time
+            if job.kind != "serene":
+                raise JobError(f"job {job_id} is a {job.kind} job: only serene jobs have modes")
+            mode = sync_modes.Mode.parse(change.mode, job.n_workers)
+            conn = ctx.switches.connections.get(job.device_id)
+            if conn is None:
+                raise JobError(f"switch {job.device_id} of job {job_id} is not connected")
+            try:
+                boundary = await sync_modes.swap(conn, job, mode)
+            except sync_modes.SwapRefused as err:
+                raise HTTPException(409, str(err)) from None
+            ctx.manager.set_params(job, mode=str(mode))
         return {"job_id": job_id, "mode": str(mode), "boundary_epoch": boundary}
 
     return r

@@ -74,6 +74,17 @@ class JobKind(ABC):
     async def clear(self, sw: SwitchConnection, region: Region) -> None:
         """Reset ``region`` of the pool so that its next owner starts clean."""
 
+    async def clear_owned(self, sw: SwitchConnection, region: Region) -> None:
+        """Reset ``region``, which the scheduler gave one job alone and now takes back (or
+        gives a newly admitted job); the same as ``clear`` unless a kind's regions are
+        otherwise shared."""
+        await self.clear(sw, region)
+
+    async def follow_window(self, sw: SwitchConnection, job: Job, window: int) -> None:
+        """A scheduled job's workers may now use windows up to ``window`` (the largest of its
+        epoch slots' and its target's sizes), for a kind whose switch state depends on it."""
+        return None
+
     @abstractmethod
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
         """Write the job's switch state (``idempotent``: overwrite entries that exist)."""

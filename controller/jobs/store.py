@@ -19,6 +19,7 @@ import json
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 from controller.jobs.job import Job, Worker
 from controller.jobs.memory_manager import Region
@@ -84,6 +85,19 @@ class JobStore:
         except sqlite3.DatabaseError as err:
             raise StoreError(f"{path}: {err}") from None
 
+    def next_run(self) -> int:
+        """One more start of the controller: its number (1, 2, ...), kept in the store."""
+        with self._lock, self._db:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, value INTEGER)"
+            )
+            self._db.execute(
+                "INSERT INTO counters VALUES ('runs', 1)"
+                " ON CONFLICT(name) DO UPDATE SET value = value + 1"
+            )
+            row = self._db.execute("SELECT value FROM counters WHERE name = 'runs'").fetchone()
+        return int(row[0])
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -116,6 +130,13 @@ class JobStore:
             self._db.execute(
                 "UPDATE jobs SET region_offset = ?, region_size = ?, window = ? WHERE job_id = ?",
                 (region.offset, region.size, window, job_id),
+            )
+
+    def update_params(self, job_id: int, params: dict[str, Any]) -> None:
+        """A job's kind-specific parameters as they are now (a serene job's current mode)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "UPDATE jobs SET params = ? WHERE job_id = ?", (json.dumps(params), job_id)
             )
 
     def remove(self, job_id: int) -> bool:

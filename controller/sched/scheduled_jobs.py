@@ -169,7 +169,7 @@ class ScheduledJobs:
             config = SlotConfig(region if region.size else None, job.quorum)
             try:
                 if region.size:
-                    await kind.clear(sw, region)
+                    await kind.clear_owned(sw, region)
                 await sw.insert(
                     [job_region.slot_entry(job_id, s, config.region, job.quorum) for s in (0, 1)]
                 )
@@ -201,7 +201,7 @@ class ScheduledJobs:
             await kind.uninstall(sw, job)
             await self._delete_slots(sw, job.job_id)
             for r in held:
-                await kind.clear(sw, r)
+                await kind.clear_owned(sw, r)
         sjob = sched.jobs[job.job_id]
         sched.remove(job.job_id)
         now = self.clock()
@@ -261,6 +261,7 @@ class ScheduledJobs:
         region = c.new or NO_REGION
         self.m._jobs[c.job_id] = replace(job, region=region, window=region.size)
         self.m.store.update_region(c.job_id, region, region.size)
+        await self._follow_window(self.m._jobs[c.job_id])
         log.info("job %d: target region %s (was %s)", c.job_id, c.new, c.old)
         self.m.events.record(
             "rescheduled",
@@ -278,8 +279,19 @@ class ScheduledJobs:
         sw = self.m.switches.get(job.device_id)
         if sw is not None:
             for r in freed:
-                await kind_of(job.kind).clear(sw, r)
+                await kind_of(job.kind).clear_owned(sw, r)
         return freed
+
+    async def _follow_window(self, job: Job) -> None:
+        """Tell the job's kind the largest window its workers may use now: its target's or
+        an epoch slot's size (a grown target before any worker is told it, a shrunk one
+        once no slot names the larger region)."""
+        so = self.switchovers.get(job.job_id)
+        sw = self.m.switches.get(job.device_id)
+        if so is None or sw is None:
+            return
+        window = max([r.size for r in so.regions()] + [job.region.size])
+        await kind_of(job.kind).follow_window(sw, job, window)
 
     async def tick(self) -> None:
         for device, pool in list(self.schedulers):
@@ -338,6 +350,8 @@ class ScheduledJobs:
             )
             self._notify()
         freed = await self._release(job)
+        if answer.writes:
+            await self._follow_window(job)
         if so.lo > before:
             sched.update(job_id, epochs_done=max(so.lo, 0))
         if freed:

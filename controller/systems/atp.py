@@ -26,9 +26,12 @@ ATP pool of one switch at the same time (the shared jobs own all of it).
 
 Admission installs the result path (multicast group, ``result_dst``), the workers, the
 ``atp_jobs`` entry (role, PS port), the job's meter if it has one (``job_meter.py``) and
-the ``jobs`` entry last. Removal deletes them in the
-reverse order, then frees the aggregators of the pool still tagged with the job (other
-jobs' aggregators in the shared range are left alone). Live figures: the job's admitted
+the ``jobs`` entry last, after freeing any use of the job id still held in the pool.
+Removal deletes them in the reverse order, then frees every aggregator of the whole pool
+that holds a use of the job (``free_held``: its ranges before re-plans too; other jobs'
+aggregators are left alone). A scheduled job's ranges are its own: they are cleared whole
+when the scheduler takes them back (``clear_owned``), and the job's reclaim gap follows
+the largest window its workers may use (``follow_window``). Live figures: the job's admitted
 packets, and the pool's statistics (``atp_events``: claims, collisions, fallbacks,
 releases...) with its occupancy.
 """
@@ -206,6 +209,16 @@ class Atp(JobKind):
     async def clear(self, sw: SwitchConnection, region: Region) -> None:
         """Nothing: the range is shared; a job's own aggregators are freed at uninstall."""
 
+    async def clear_owned(self, sw: SwitchConnection, region: Region) -> None:
+        """A scheduled job's range, which nobody else may use now: every aggregator free."""
+        cells = range(region.offset, region.end)
+        for reg in STATE_REGISTERS:
+            await sw.registers.fill(sw.register_name(reg), cells, 0)  # type: ignore[arg-type]
+
+    async def follow_window(self, sw: SwitchConnection, job: Job, window: int) -> None:
+        """The reclaim gap is the largest window the job's workers may use (A3)."""
+        await sw.modify([atp_entry(on_wire(job), window)])
+
     def worker_config(self, job: Job, worker_id: int, switch_address: str) -> dict[str, Any]:
         """A leaf's workers carry the job-wide id and count in their packets."""
         cfg = super().worker_config(job, worker_id, switch_address)
@@ -225,6 +238,7 @@ class Atp(JobKind):
         await write(job_region.worker_entries(job))
         await write([atp_entry(job)])
         await write(job_meter.meter_entries(job))
+        await free_held(sw, job.job_id)  # left by an earlier job with this id, if any
         await write([job_region.job_entry(job)])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
@@ -235,7 +249,7 @@ class Atp(JobKind):
         await sw.delete(job_region.worker_entries(job), strict=False)
         await sw.delete(result_rewrite.result_entries(job), strict=False)
         await sw.delete_multicast_group(job.mcast_grp, strict=False)
-        await free_aggregators(sw, job.job_id, job.region)
+        await free_held(sw, job.job_id)
 
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
         return bool(await sw.read(job_region.job_key(wire_id(job))))
@@ -269,7 +283,8 @@ def on_wire(job: Job) -> Job:
     return replace(job, job_id=wire_id(job))
 
 
-def atp_entry(job: Job) -> P4TableEntry:
+def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
+    """The job's ``atp_jobs`` entry; its reclaim gap is ``window`` (default the job's)."""
     p = job.params
     all_workers = int(p.get("all_workers", job.n_workers))
     role = p.get("role", "single")
@@ -285,7 +300,7 @@ def atp_entry(job: Job) -> P4TableEntry:
         up=int(p.get("up_id", 0)),
         of_racks=1 if role == "spine" else 0,
         workers=members,
-        reclaim_gap=max(job.window, 1),
+        reclaim_gap=max(job.window if window is None else window, 1),
         mcast_grp=job.mcast_grp,
     )
 
@@ -309,17 +324,23 @@ async def read_tags(sw: SwitchConnection, region: Region) -> dict[int, tuple[int
     }
 
 
-async def free_aggregators(sw: SwitchConnection, job_id: int, region: Region) -> int:
-    """Zero the state of every aggregator of ``region`` tagged with ``job_id`` (held or
-    released), so that the job id's next owner starts clean; returns how many."""
-    name = sw.register_name(ATP_JOB)
-    got = await sw.read(P4RegisterEntry(name))
-    mine = [
-        int(e.index)
-        for e in got
-        if e.index is not None and int(e.data or 0) == job_id and region.offset <= e.index
-        if e.index < region.end
-    ]
+async def free_held(sw: SwitchConnection, job_id: int) -> int:
+    """Zero every aggregator of the pool that holds a use of ``job_id``, wherever the job
+    hashed into (its ranges before a re-plan too), so that the job id's next owner finds
+    none of it; returns how many. Called with the job's entries absent: then no packet can
+    add to, release or reclaim such an aggregator, and no other job can claim a held one,
+    so nothing changes between this read and the writes. Released aggregators (count 0)
+    are claimable by every job sharing the range and are left alone: one still tagged
+    with a psn of the id's next owner drops that psn's packets as ``STALE``, and its
+    workers' retransmissions reach the PS (A3); a scheduled job's ranges are cleared
+    whole (``Atp.clear_owned``)."""
+    names = [sw.register_name(n) for n in (ATP_JOB, ATP_COUNT)]
+    jobs, counts = [
+        {int(e.index): int(e.data or 0) for e in await sw.read(P4RegisterEntry(name))
+         if e.index is not None}
+        for name in names
+    ]  # fmt: skip
+    mine = sorted(i for i, j in jobs.items() if j == job_id and counts.get(i, 0) != 0)
     for reg in STATE_REGISTERS:
         await sw.registers.fill(sw.register_name(reg), mine, 0)  # type: ignore[arg-type]
     return len(mine)

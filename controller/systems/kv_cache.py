@@ -16,7 +16,9 @@ counts reads answered per entry (``kv_hits``) and, for uncached keys, reads in a
 count sketch whose buckets remember their most read key (``kv_cand_key``/``kv_cand_count``).
 The ``cache_size`` keys read most since the last refresh (cached keys win ties) get the
 entries; a key that loses its entry has its ``kv_keys`` entry deleted first. A key given an
-entry gets a new generation in ``kv_gen`` and an invalid, version-0 entry *before* its
+entry gets a new generation in ``kv_gen`` (``controller/jobs/stamps.py``: never one that
+this or another entry had before, on this switch or before a restart of the switch or of
+the controller) and an invalid, version-0 entry *before* its
 ``kv_keys`` entry exists: only replies to requests that pass the switch afterwards can fill
 it (docs/protocol.md, "Key-value cache", the consistency argument). Then the counters of
 the job's range are zeroed.
@@ -36,6 +38,7 @@ from controller.jobs.figures import Figure, JobStats
 from controller.jobs.job import Job, JobRequest, Port
 from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import Region
+from controller.jobs.stamps import STAMPS
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 from wire.header import KV_CACHE_SIZE, KV_VALUE_WORDS, SLOTS
 
@@ -52,7 +55,6 @@ VERSION, VALID, GEN, HITS = (PREFIX + n for n in ("kv_version", "kv_valid", "kv_
 SKETCH = (PREFIX + "kv_sketch_a", PREFIX + "kv_sketch_b")
 CAND_KEY, CAND_COUNT = PREFIX + "kv_cand_key", PREFIX + "kv_cand_count"
 COUNTERS = (HITS, *SKETCH, CAND_KEY, CAND_COUNT)  # zeroed at every refresh
-GEN_LIMIT = 1 << 32
 
 
 class KvCacheRequest(JobRequest):
@@ -328,7 +330,7 @@ async def apply_plan(sw: SwitchConnection, job: Job, decided: Plan) -> None:
     if decided.evict:
         await sw.delete([key_entry(job.job_id, k, 0) for k in decided.evict], strict=False)
     for _, idx in decided.insert:
-        gen = (await sw.read_register(GEN, idx) + 1) % GEN_LIMIT or 1
+        gen = STAMPS.next()  # never an earlier stamp of this or another entry
         await sw.write_register(VALID, idx, 0)
         await sw.write_register(VERSION, idx, 0)
         await sw.write_register(GEN, idx, gen)

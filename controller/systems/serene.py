@@ -9,8 +9,9 @@ A Serene job is a NetReduce job (exclusive region, the switch as the PS, psn add
 plus an entry in ``p4src/sync_modes.p4``: the mode (``sync``, ``partial K``, ``bounded S``,
 ``async``), the workers' epoch clocks, and the boundary at which a new mode takes effect
 (``controller/systems/sync_modes.py``). Workers carry their training iteration in ``epoch``,
-starting at 0. ``params["mode"]`` is the mode at admission; the switch holds the current
-one (``incctl job mode``, ``POST /jobs/{id}/mode``).
+starting at 0. ``params["mode"]`` is the mode at admission, then the latest one swapped
+in (``incctl job mode``, ``POST /jobs/{id}/mode``), which a switch restart re-installs;
+the switch holds the modes before and after the boundary.
 """
 
 from __future__ import annotations

@@ -14,9 +14,11 @@ mode/quorum/lead before, mode/quorum/lead after)`` (lead = bound + 1). Packets o
 
 Hot swap (``swap``), so that no round (epoch) is aggregated under two modes:
 
-1. the previous swap must be over: every round before its boundary is finished, which
-   holds once the slowest worker is past ``boundary + bound`` (a worker starts epoch e only
-   with the results of e - bound - 1; see ``retired``);
+1. the previous swap must be over (``retired``): every round before its boundary is
+   finished and no packet of one can be aggregated any more, which holds once the slowest
+   worker is more than ``bound`` epochs past it; the entry holds two modes, so the fence
+   (step 2) may only forget the older one then. The caller holds the job's lock
+   (``JobManager.locked``), so two swaps never interleave;
 2. read the clocks, pick ``E`` = the fastest worker's epoch + 1, write the *fence*: same mode
    on both sides, epochs >= E wait (the switch answers FLAG_WAIT);
 3. read the clocks again: if a worker was admitted at E or later meanwhile (it raced the
@@ -270,16 +272,22 @@ async def read_figures(sw: SwitchConnection, job: Job) -> tuple[int, int]:
 
 
 def retired(state: ModeState, clocks: Clocks) -> bool:
-    """Whether every round before the state's boundary is finished, so that the entry may
-    be rewritten: trivially when both sides have one mode, else once the slowest worker is
-    more than ``bound`` epochs past the boundary (it holds every result before it then)."""
+    """Whether the entry may be rewritten, which forgets its mode before the boundary:
+    trivially when both sides have one mode; else once every worker is past ``boundary +
+    bound`` for the larger bound S of the two modes. Then every round before the boundary
+    is finished (a worker starts epoch e only with the results of e - S - 1), and a
+    delayed packet of such a round is older than its sender's clock minus the lead S + 1
+    of the mode after the boundary, the mode the rewritten entry judges it by: it is
+    dropped (``OLD_EPOCH``), never aggregated under a mode its round did not have."""
     if state.before == state.after:
         return True
-    bound = max(state.before.bound, state.after.bound)
-    if state.after.kind == SyncMode.ASYNC:  # no rounds after the boundary
-        bound = state.before.bound
     past = distance(clocks.slowest, state.boundary)
-    return past >= 0 and past >= bound
+    if state.after.kind == SyncMode.ASYNC:
+        # Async judges a packet by its psn: a worker past the boundary has added newer
+        # ones, so an older packet is answered and adds nothing. Only the rounds before
+        # the boundary must be finished.
+        return past >= 0 and past >= state.before.bound
+    return past >= 0 and past > max(state.before.bound, state.after.bound)
 
 
 async def swap(sw: SwitchConnection, job: Job, mode: Mode) -> int:
@@ -290,7 +298,7 @@ async def swap(sw: SwitchConnection, job: Job, mode: Mode) -> int:
     if state is None:
         raise JobError(f"job {job.job_id} has no synchronisation mode on the switch")
     clocks = await read_clocks(sw, job)
-    if not state.fence and not retired(state, clocks):
+    if not retired(state, clocks):  # a fence left up has one mode: always retired
         raise SwapRefused(
             f"job {job.job_id}: the change to {state.after} at epoch {state.boundary} is still"
             f" in progress (slowest worker at epoch {clocks.slowest}); try again shortly"

@@ -38,8 +38,11 @@ clocks that the switch keeps (``controller/systems/sync_modes.py``, sampled by t
 Modes are ``controller.systems.sync_modes.Mode`` texts (``sync``, ``partial K [bound S]``,
 ``bounded S``, ``async``). ``python -m controller.systems.sync_policy --controller URL --job J
 --policy "..."`` watches job J through the daemon's API (``GET /jobs/{id}/sync``) and
-changes its mode (``POST /jobs/{id}/mode``) whenever the decision changes; a change the
-switch cannot take yet (the previous swap still running) is tried again at the next sample.
+changes its mode (``POST /jobs/{id}/mode``) whenever the decision differs from the mode
+the switch holds, read at every sample (so a swap made by someone else is seen); a change
+the switch cannot take yet (the previous swap still running) is tried again at the next
+sample, and a transient error (daemon unreachable, 5xx) after a backoff; only a job that is
+gone (404, 400) ends the watch.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ _MODE = r"(sync|async|partial \d+(?: bound \d+)?|bounded \d+)"
 _LAG = re.compile(r"lag >= (\d+)")
 _SAME = re.compile(r"same slowest for (\d+)")
 SEEN_WITHIN = 4  # same slowest for K: its last K samples within the last 4K samples
+GONE = (400, 404)  # the job does not exist, or has no mode: the watch ends
+MAX_BACKOFF_S = 5.0
 
 
 def _lag_at_least(n: int) -> Condition:
@@ -163,23 +168,27 @@ def watch_job(
     of every change made."""
     from controller.api_client import ApiError
 
-    watch, current, changes = Watch(policy), None, []
+    watch, changes, failures = Watch(policy), [], 0
     while not stop():
         try:
             state = api.sync_state(job_id)  # type: ignore[attr-defined]
-        except ApiError:
-            break  # the job is gone
-        current = current or state["mode"]
+        except ApiError as err:
+            if err.status in GONE:
+                break  # the job is gone, or no longer has a mode
+            failures += 1  # transient (unreachable, 5xx): again after a backoff
+            time.sleep(min(period * 2**failures, MAX_BACKOFF_S))
+            continue
+        failures = 0
+        current = state["mode"]  # the switch's, every sample: another client may swap too
         want = watch.decide(relative_clocks(state["clocks"], state["slowest"]))
         if want != current:
             try:
                 got = api.set_mode(job_id, want)  # type: ignore[attr-defined]
-                current = want
                 changes.append((time.time(), want, int(got["boundary_epoch"])))
                 if on_change is not None:
                     on_change(*changes[-1])
             except ApiError:
-                pass  # the previous change is still in progress: next sample
+                pass  # the previous change is still in progress, or transient: next sample
         time.sleep(period)
     return changes
 

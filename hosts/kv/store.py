@@ -96,7 +96,7 @@ class KvServer:
             seen = self.last.get(h.worker_id)
             if seen is not None:
                 delta = distance(h.psn, seen[0])
-                if delta == 0:
+                if delta == 0:  # a repeat: the stored reply, carrying no stamp, fills nothing
                     return seen[1]
                 if delta < 0:
                     return None  # older than the client's last write: a delayed duplicate
@@ -104,14 +104,14 @@ class KvServer:
             self.store[key] = (version, v[1 : 1 + KV_VALUE_WORDS].copy())
             self.writes += 1
             reply = self._reply(h, key, version)
-            self.last[h.worker_id] = (h.psn, reply)
+            self.last[h.worker_id] = (h.psn, self._reply(h, key, version, stamp=0))
             return reply
         if h.op == Op.KV_READ:
             self.reads += 1
             return self._reply(h, key, self.store.get(key, (0, None))[0])
         return None
 
-    def _reply(self, h: Header, key: int, version: int) -> bytes:
+    def _reply(self, h: Header, key: int, version: int, stamp: int | None = None) -> bytes:
         value = self.store.get(key, (0, np.zeros(KV_VALUE_WORDS, np.int32)))[1]
         out = np.zeros(SLOTS, dtype=np.int32)
         out[0] = np.uint32(key).view(np.int32)
@@ -122,7 +122,7 @@ class KvServer:
             job_id=h.job_id,
             worker_id=h.worker_id,
             psn=h.psn,
-            agg_idx=h.agg_idx,  # the switch's stamp, echoed
+            agg_idx=h.agg_idx if stamp is None else stamp,  # the switch's stamp, echoed
             bitmap=version,
         )
         return pack(reply, out)

@@ -3,8 +3,8 @@ and routed to the server, replies filling the entry, hits answered by the switch
 invalidating, and admission (only the server's port may reply).
 
 Job 1: client 0 on port 1, storage server on port 3, cache entries 0..3, key 5 cached by
-the controller's own code (``controller.systems.kv_cache.cache_keys``: generation 1). Port 5 is a
-host outside the job.
+the controller's own code (``controller.systems.kv_cache.cache_keys``: a new generation,
+the stamp). Port 5 is a host outside the job.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class KvTest(IncTest):
         req = KvCacheRequest(kind="kv_cache", server=SERVER, cache_size=4, **fields)
         self.job = self.admit(req, job_id=1, offset=0)
         self.call(kv_cache.cache_keys(self.sw, self.job, [KEY]))
+        entry = self.call(kv_cache.cached_keys(self.sw, self.job))[KEY]
+        self.stamp = self.call(self.sw.read_register(kv_cache.GEN, entry))  # its generation
 
     def request(self, op: Op, key: int, psn: int, value: list[int] | None = None):
         return self.inc_packet(host(CLIENT), host(SERVER), ident=psn, op=op, job_id=1,
@@ -80,8 +82,8 @@ class ReadOfCachedKeyIsAnsweredOnceAReplyFilledTheEntry(KvTest):
     def runTest(self) -> None:
         first = self.request(Op.KV_READ, KEY, psn=1)
         self.send(CLIENT, first)
-        testutils.verify_packet(self, self.stamped(first, 1), SERVER)
-        self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=1, version=3, value=VALUE))
+        testutils.verify_packet(self, self.stamped(first, self.stamp), SERVER)
+        self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=self.stamp, version=3, value=VALUE))
         second = self.request(Op.KV_READ, KEY, psn=2)
         self.send(CLIENT, second)
         testutils.verify_packet(self, self.answered(second, 3, VALUE), CLIENT)
@@ -94,16 +96,16 @@ class WriteInvalidatesAndAnOlderReplyNeverFills(KvTest):
     version changes nothing; the write's own reply (newer version) fills the entry."""
 
     def runTest(self) -> None:
-        self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=1, version=3, value=VALUE))
+        self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=self.stamp, version=3, value=VALUE))
         write = self.request(Op.KV_WRITE, KEY, psn=2, value=[7] * KV_VALUE_WORDS)
         self.send(CLIENT, write)
-        testutils.verify_packet(self, self.stamped(write, 1), SERVER)
-        self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=1, version=2, value=VALUE))
+        testutils.verify_packet(self, self.stamped(write, self.stamp), SERVER)
+        self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=self.stamp, version=2, value=VALUE))
         read = self.request(Op.KV_READ, KEY, psn=3)
         self.send(CLIENT, read)  # invalid: to the server
-        testutils.verify_packet(self, self.stamped(read, 1), SERVER)
+        testutils.verify_packet(self, self.stamped(read, self.stamp), SERVER)
         new = [7] * KV_VALUE_WORDS
-        self.deliver(self.reply(Op.KV_WRITE, KEY, psn=2, stamp=1, version=4, value=new))
+        self.deliver(self.reply(Op.KV_WRITE, KEY, psn=2, stamp=self.stamp, version=4, value=new))
         again = self.request(Op.KV_READ, KEY, psn=4)
         self.send(CLIENT, again)
         testutils.verify_packet(self, self.answered(again, 4, new), CLIENT)
@@ -125,11 +127,11 @@ class RepliesFromAnyPortButTheServersAreDropped(KvTest):
     name from another port, are dropped as UNKNOWN_WORKER and fill nothing."""
 
     def runTest(self) -> None:
-        forged = self.reply(Op.KV_READ, KEY, psn=1, stamp=1, version=9, value=[66] * 8)
+        forged = self.reply(Op.KV_READ, KEY, psn=1, stamp=self.stamp, version=9, value=[66] * 8)
         self.send(OUTSIDER, forged)
         self.send(OUTSIDER, self.request(Op.KV_READ, KEY, psn=2))
         self.assert_drops(UNKNOWN_WORKER=2)
         read = self.request(Op.KV_READ, KEY, psn=3)
         self.send(CLIENT, read)  # still empty: to the server
-        testutils.verify_packet(self, self.stamped(read, 1), SERVER)
+        testutils.verify_packet(self, self.stamped(read, self.stamp), SERVER)
         self.assertEqual(self.register(kv_cache.VERSION, 0), 0)

@@ -198,8 +198,9 @@ class SwapIntoAsyncAndBackKeepsRoundsWhole(SyncModeTest):
 class HotSwapChangesTheModeAtAnEpochBoundary(SyncModeTest):
     """sync -> partial 2 while epoch 0 runs: the controller's swap puts the boundary past
     every worker's epoch, so epoch 0's round still needs all three, and epoch 1's rounds
-    complete at two. Back to sync is refused until the slowest worker passed the
-    boundary, then epoch 3 needs all three again."""
+    complete at two. Back to sync is refused until every worker is more than the bound
+    past the boundary (no packet of a partial epoch can be admitted any more), then
+    epoch 4 needs all three again."""
 
     def runTest(self) -> None:
         self.contribute(0, 0, A, epoch=0)
@@ -223,14 +224,22 @@ class HotSwapChangesTheModeAtAnEpochBoundary(SyncModeTest):
             self, self.result_of(self.contribution(self.job1, 2, 2, C, epoch=2),
                                  int32_sum(A, B), 0b011), 3,
         )  # fmt: skip
+        with self.assertRaises(sync_modes.SwapRefused):  # epoch 1 is within every lead
+            self.call(sync_modes.swap(self.sw, self.job1, Mode.parse("sync", 3)))
+        self.round(3, 3, [A, B, C], workers=(1, 2))
+        self.contribute(0, 3, A, epoch=3)
+        testutils.verify_packet(
+            self, self.result_of(self.contribution(self.job1, 0, 3, A, epoch=3),
+                                 int32_sum(B, C), 0b110), 1,
+        )  # fmt: skip
         boundary = self.call(sync_modes.swap(self.sw, self.job1, Mode.parse("sync", 3)))
-        self.assertEqual(boundary, 3)
-        self.round(3, 3, [A, B, C])
+        self.assertEqual(boundary, 4)
+        self.round(4, 4, [A, B, C])
         state = self.call(sync_modes.read_state(self.sw, 1))
         self.assertEqual(
             (str(state.before), str(state.after), state.fence), ("partial 2", "sync", False)
         )
-        self.assertEqual(self.late(), 2)
+        self.assertEqual(self.late(), 3)
         self.assert_no_drops()
 
 
