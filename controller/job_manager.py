@@ -13,6 +13,10 @@ the region is cleared and the kind's entries installed, the job is stored; any f
 rolls all of it back. What differs by kind (``controller/jobs/job_kinds.py``) is delegated:
 how much memory, which entries in which order, what hosts are told. Cancellation removes
 the entries, then clears the region for the next owner.
+
+A clear writes every cell of a region over P4Runtime (minutes for a large one), so it runs
+without the manager's lock: the job's id and region stay held (``_clearing``) until it
+ends, and the other jobs' requests (epochs, swaps, admissions) are served meanwhile.
 """
 
 from __future__ import annotations
@@ -69,6 +73,9 @@ class JobManager:
         # One lock per job id around every change of a job's switch state (a mode swap,
         # cancel, restore): taken after ``_lock`` when both are, never the other way round.
         self._job_locks: dict[int, asyncio.Lock] = {}
+        # Ids whose region is being cleared outside ``_lock`` (a clear of a large region
+        # takes minutes): held, with their memory, so that no new job takes them meanwhile.
+        self._clearing: set[int] = set()
         self.events = events if events is not None else EventLog()
         STAMPS.attach(store.next_run)  # unique across this controller's restarts
         for dev in self.switches:
@@ -166,33 +173,38 @@ class JobManager:
             region = kind.allocate(memory, job_id, req)
             job = kind.make_job(req, job_id, device, region, time.time())
             sw = self.switches[device]
+            self._clearing.add(job_id)
+        try:
             try:
-                await kind.clear(sw, region)
-                await kind.install(sw, job)
-                self.store.add(job)
+                await kind.clear(sw, region)  # without ``_lock``: the id and region are held
+                async with self._lock:
+                    await kind.install(sw, job)
+                    self.store.add(job)
+                    self._jobs[job_id] = job
             except BaseException:
                 kind.free(memory, job_id)
                 await _quietly(kind.uninstall(sw, job))
                 raise
-            self._jobs[job_id] = job
-            self.events.record(
-                "admitted",
-                f"{job.kind} job {job_id} ({job.name}): {job.n_workers} workers,"
-                f" {kind.pool} [{region.offset}, {region.offset + region.size})",
-                job_id,
-                device,
-            )
-            log.info(
-                "admitted %s job %d (%s): %d workers, %s region %s on device %d",
-                job.kind,
-                job_id,
-                job.name,
-                job.n_workers,
-                kind.pool,
-                region,
-                device,
-            )
-            return job
+        finally:
+            self._clearing.discard(job_id)
+        self.events.record(
+            "admitted",
+            f"{job.kind} job {job_id} ({job.name}): {job.n_workers} workers,"
+            f" {kind.pool} [{region.offset}, {region.offset + region.size})",
+            job_id,
+            device,
+        )
+        log.info(
+            "admitted %s job %d (%s): %d workers, %s region %s on device %d",
+            job.kind,
+            job_id,
+            job.name,
+            job.n_workers,
+            kind.pool,
+            region,
+            device,
+        )
+        return job
 
     async def cancel(self, job_id: int) -> Job:
         async with self._lock, self.locked(job_id) as job:
@@ -205,15 +217,22 @@ class JobManager:
             sw = self.switches.get(job.device_id)
             if sw is not None:
                 await kind.uninstall(sw, job)
-                await kind.clear(sw, job.region)
             self.store.remove(job_id)
-            kind.free(self._memory(job.device_id, kind.pool), job_id)
             del self._jobs[job_id]
-            self.events.record(
-                "cancelled", f"job {job_id} ({job.name}): region freed", job_id, job.device_id
-            )
-            log.info("cancelled job %d; region %s is free", job_id, job.region)
-            return job
+            self._clearing.add(job_id)
+        memory = self._memory(job.device_id, kind.pool)
+        try:
+            if sw is not None:  # without ``_lock``: the id and region stay held meanwhile
+                await kind.clear(sw, job.region)
+        finally:
+            # A clear cut short leaves stale tags, which the next owner's admission clears.
+            kind.free(memory, job_id)
+            self._clearing.discard(job_id)
+        self.events.record(
+            "cancelled", f"job {job_id} ({job.name}): region freed", job_id, job.device_id
+        )
+        log.info("cancelled job %d; region %s is free", job_id, job.region)
+        return job
 
     async def restore(self, device_id: int | None = None) -> list[int]:
         """Re-install the stored jobs a switch lost (restarted switch); their ids.
@@ -317,7 +336,9 @@ class JobManager:
 
     def _free_job_id(self) -> int:
         for job_id in range(1, MAX_JOB_ID + 1):
-            if job_id not in self._jobs and job_id not in self.reserved_groups:
+            if job_id in self._jobs or job_id in self._clearing:
+                continue
+            if job_id not in self.reserved_groups:
                 return job_id
         raise OutOfMemory("all job ids are in use")
 

@@ -1,0 +1,89 @@
+"""A region clear (up to minutes over P4Runtime on a large region) holds no lock that other
+jobs need: while one job's region is being cleared, the daemon serves the others (issue
+26, case 7). In-process: daemon -> P4Runtime -> p4sim, the clear held open by an event."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controller.api_client import ControllerApi
+from controller.jobs.job import Region
+from controller.jobs.job_kinds import kind_of
+from controller.p4rt.p4runtime_client import SwitchConnection
+from tests.test_scheduled_jobs import start, submit
+from topologies.local_switch import LocalSwitch, PipelineFiles
+
+WAIT_S = 30.0  # only a bound for a failing run: every wait below ends on an event
+
+
+class HeldClear:
+    """Replaces the netreduce kind's ``clear``: a clear of ``region`` tells ``entered`` and
+    goes on only once ``release`` is set; every other clear runs as before."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.region: Region | None = None
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        kind = type(kind_of("netreduce"))
+        original = kind.clear
+
+        async def clear(kind_self: Any, sw: SwitchConnection, region: Region) -> None:
+            if region == self.region:
+                self.entered.set()
+                await asyncio.get_running_loop().run_in_executor(None, self.release.wait)
+            await original(kind_self, sw, region)
+
+        monkeypatch.setattr(kind, "clear", clear)
+
+
+def in_thread(fn: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = fn()
+        except Exception as err:  # the test reports it
+            out["error"] = err
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+
+def test_another_jobs_epoch_request_is_answered_while_a_cancelled_region_is_cleared(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    held = HeldClear(monkeypatch)
+    daemon = start(switch, files, tmp_path, pool=64, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        scheduled = submit(api, [3, 4], **{"class": "be", "epochs": 3})
+        plain = int(api.submit({"workers": 2, "window": 8, "worker_ports": [1, 2]})["job_id"])
+        region = api.job(plain)["region"]
+        held.region = Region(offset=int(region["offset"]), size=int(region["size"]))
+        cancel, cancelled = in_thread(lambda: api.cancel(plain))
+        assert held.entered.wait(WAIT_S), "the cancel never cleared the region"
+        asked, answer = in_thread(lambda: api.epoch(scheduled, 0, 0))
+        asked.join(WAIT_S)
+        assert "value" in answer, f"the epoch request was not answered during the clear: {answer}"
+        assert cancel.is_alive() and not held.release.is_set()  # the clear was still held
+        assert answer["value"]["epoch"] == 0
+        # meanwhile the job being cleared is gone for the API, and its id is not reused
+        assert plain not in [j["job_id"] for j in api.jobs()]
+        other = int(api.submit({"workers": 2, "window": 4, "worker_ports": [5, 6]})["job_id"])
+        assert other != plain
+        owners = {s["job_id"] for s in api.memory()[0]["segments"]}
+        assert plain in owners  # its memory is held until the clear ends
+        held.release.set()
+        cancel.join(WAIT_S)
+        assert "value" in cancelled, cancelled
+        owners = {s["job_id"] for s in api.memory()[0]["segments"]}
+        assert plain not in owners
+    finally:
+        held.release.set()
+        daemon.stop()
