@@ -122,6 +122,7 @@ DEFAULT_KIND = "netreduce"
 #: option dest -> field of the request, where the two differ or the option is not shared
 BODY_KEYS = {
     "mode": "mode",
+    "round_packets": "round_packets",
     "window": "window",
     "slots": "slots",
     "region_size": "region_size",
@@ -211,6 +212,11 @@ def _aggregation(p: argparse.ArgumentParser, region: bool = True) -> None:
 def _serene(p: argparse.ArgumentParser) -> None:
     _aggregation(p)
     p.add_argument("--mode", help="sync | 'partial K [bound S]' | 'bounded S' | async")
+    p.add_argument(
+        "--round-packets",
+        type=_positive,
+        help="packets per worker and epoch (1): partial K bound S needs a region of (S + 2) x it",
+    )
 
 
 def _atp(p: argparse.ArgumentParser) -> None:

@@ -164,3 +164,42 @@ def test_policy_goes_back_to_sync_once_a_transient_straggler_recovers(
     assert [(m, b) for _, m, b in changes] == [("partial 2", 3), ("sync", 6)]
     state = api.sync_state(job["job_id"])
     assert state["mode"] == "sync" and state["clocks"] == [5, 5, 5]
+
+
+def test_a_partial_mode_gets_the_region_rule_p2_asks_for_at_admission_and_at_a_swap(
+    daemon: ControllerDaemon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """P2 (docs/protocol.md): under partial K bound S the live rounds span S + 2 epochs, so
+    rounds of P packets need a region of (S + 2) P aggregators, or a straggler's late
+    packets meet reused copies (STALE) and it times out. A smaller one is refused in one
+    line, naming what it needs; nothing is admitted or swapped."""
+    u = daemon.url
+    body = {"kind": "serene", "workers": 3, "window": 4, "mode": "partial 2", "round_packets": 2}
+    code, answer = http("POST", f"{u}/jobs", body)
+    assert code == 400 and "\n" not in answer["error"], answer
+    assert "needs a region of 6 aggregators" in answer["error"], answer
+    assert http("POST", f"{u}/jobs", {**body, "mode": "partial 2 bound 2"})[1]["error"].count(
+        "needs a region of 8 aggregators"
+    )
+    argv = ["--controller", u, "job", "submit", "serene", "--workers", "3", "--window", "4",
+            "--mode", "partial 2", "--round-packets", "2"]  # fmt: skip
+    assert incctl.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("incctl: ") and err.count("\n") == 1 and "6 aggregators" in err
+    assert ControllerApi(u).jobs() == []
+    fits = submit(u, capsys, "--kind", "serene", "--workers", "3", "--window", "4",
+                  "--region-size", "6", "--mode", "partial 2", "--round-packets", "2")  # fmt: skip
+    assert fits["params"]["round_packets"] == 2
+    job = submit(u, capsys, "--kind", "serene", "--workers", "3", "--window", "4",
+                 "--round-packets", "2")["job_id"]  # fmt: skip
+    code, answer = http("POST", f"{u}/jobs/{job}/mode", {"mode": "partial 2"})
+    assert code == 400 and "needs a region of 6 aggregators" in answer["error"], answer
+    assert incctl.main(["--controller", u, "job", "mode", str(job), "partial", "2"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("incctl: ") and err.count("\n") == 1 and "6 aggregators" in err
+    api = ControllerApi(u)
+    assert api.sync_state(job)["mode"] == "sync" and api.job(job)["params"]["mode"] == "sync"
+    assert api.set_mode(job, "bounded 2")["mode"] == "bounded 2"  # full quorum: no P2
+    # one packet per round unless told: partial 2 (bound 1) then needs 3 aggregators
+    code, answer = http("POST", f"{u}/jobs", {**body, "window": 2, "round_packets": 1})
+    assert code == 400 and "needs a region of 3 aggregators" in answer["error"], answer

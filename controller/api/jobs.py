@@ -143,6 +143,7 @@ def router() -> APIRouter:
             if job.kind != "serene":
                 raise JobError(f"job {job_id} is a {job.kind} job: only serene jobs have modes")
             mode = sync_modes.Mode.parse(change.mode, job.n_workers)
+            sync_modes.check_region(mode, job.region.size, int(job.params.get("round_packets", 1)))
             conn = ctx.switches.connections.get(job.device_id)
             if conn is None:
                 raise JobError(f"switch {job.device_id} of job {job_id} is not connected")

@@ -16,9 +16,9 @@ the switch holds the modes before and after the boundary.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from controller.jobs.figures import Figure, JobStats
 from controller.jobs.job import Job, JobRequest
@@ -27,6 +27,7 @@ from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import SwitchConnection
 from controller.systems import job_meter, job_region, result_rewrite, sync_modes
 from controller.systems.netreduce import NetReduce, NetReduceRequest
+from wire.header import AGG_POOL_SIZE
 
 
 class SereneRequest(NetReduceRequest):
@@ -34,12 +35,18 @@ class SereneRequest(NetReduceRequest):
 
     kind: Literal["serene"] = "serene"  # type: ignore[assignment]
     mode: str = "sync"
+    # packets of one worker per epoch (a round), for the region rule of partial and async
+    # modes (``sync_modes.check_region``); unknown: 1, the least any round has
+    round_packets: Annotated[int, Field(strict=True, ge=1, le=AGG_POOL_SIZE)] = 1
 
     @model_validator(mode="after")
     def _valid_mode(self) -> SereneRequest:
         if self.scheduled:
             raise ValueError("a serene job has a fixed region (no class)")
-        sync_modes.Mode.parse(self.mode, self.workers)  # JobError is a ValueError
+        mode = sync_modes.Mode.parse(self.mode, self.workers)  # JobError is a ValueError
+        region = self.region_size if self.region_size is not None else self.window
+        assert region is not None  # NetReduceRequest: a window unless scheduled
+        sync_modes.check_region(mode, region, self.round_packets)
         return self
 
 
@@ -53,7 +60,7 @@ class Serene(NetReduce):
         assert isinstance(req, SereneRequest)
         job = super().make_job(req, job_id, device_id, region, created_at)
         mode = sync_modes.Mode.parse(req.mode, req.workers)
-        params = {"mode": str(mode), **req.meter_params()}
+        params = {"mode": str(mode), "round_packets": req.round_packets, **req.meter_params()}
         return Job(**{**job.__dict__, "kind": self.name, "params": params})
 
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:

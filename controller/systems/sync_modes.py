@@ -119,6 +119,38 @@ class Mode:
         return self.kind.name.lower()
 
 
+def region_needed(mode: Mode, round_packets: int) -> int:
+    """Aggregators a region needs under ``mode`` for rounds of ``round_packets`` packets
+    (0: the window rule alone). Partial (rule P2): a worker starts epoch e only once the
+    slowest has started e - L, so S + 2 rounds (L + 1, L = S + 1) are live at once and each
+    keeps its copies; async: a chunk's aggregate per packet of an epoch.
+
+    >>> region_needed(Mode.parse("partial 2", 3), 4), region_needed(Mode.parse("async", 3), 4)
+    (12, 4)
+    """
+    if mode.kind == SyncMode.PARTIAL:
+        return (mode.bound + 2) * round_packets
+    if mode.kind == SyncMode.ASYNC:
+        return round_packets
+    return 0
+
+
+def check_region(mode: Mode, region_size: int, round_packets: int) -> None:
+    """Refuse, in one line, a ``mode`` whose rounds ``region_size`` aggregators cannot hold."""
+    need = region_needed(mode, round_packets)
+    if region_size >= need:
+        return
+    why = (
+        f"rule P2: (bound {mode.bound} + 2) rounds of {round_packets} packets"
+        if mode.kind == SyncMode.PARTIAL
+        else f"one aggregator per packet of a round of {round_packets}"
+    )
+    raise JobError(
+        f"{mode} needs a region of {need} aggregators ({why}), the job has {region_size}:"
+        f" give region_size >= {need}"
+    )
+
+
 def _bound(s: int) -> int:
     if not 0 <= s <= MAX_BOUND:
         raise JobError(f"bound must be in 0..{MAX_BOUND} (the switch tracks {SYNC_RING} epochs)")
