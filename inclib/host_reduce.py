@@ -12,8 +12,9 @@ What inclib uses when the switch cannot serve a key-value aggregation job: each 
 combines its pairs (a ``collections.Counter``) and sends the result over one TCP
 connection to the reducer, as JSON lines of ``[key, value]`` pairs in chunks, then a
 ``{"done": n}`` line with the number of pairs it sent; the reducer adds them up and checks
-the count. Keys are strings or integers (what JSON carries); values are integers, summed
-exactly (Python ints: no overflow).
+the count. Keys are ASK's (str, bytes, int, tuples of them; ``hosts/ask/keys.py``'s form
+on the wire, so they come back as sent); values are integers, summed exactly (Python
+ints: no overflow).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ import time
 from collections import Counter
 from collections.abc import Hashable, Iterable
 from typing import Any
+
+from hosts.ask.keys import decode, encode_counts
 
 HOST_REDUCE_PORT = 20060
 CHUNK = 4096  # pairs per JSON line
@@ -45,7 +48,7 @@ def send_pairs(
     reducer: tuple[str, int], pairs: Iterable[tuple[Hashable, int]], timeout: float = 60.0
 ) -> int:
     """Send a mapper's pairs (combined) to the reducer; returns the pairs sent."""
-    counts = list(combine(pairs).items())
+    counts = encode_counts(combine(pairs))
     deadline = time.monotonic() + timeout
     while True:  # the reducer may not listen yet
         try:
@@ -104,7 +107,7 @@ class HostReducer:
                     raise ReduceError(f"a mapper said it sent {msg.get('done')}, got {got}")
                 return
             for k, v in msg:
-                total[k] += int(v)
+                total[decode(k)] += int(v)
             got += len(msg)
         raise ReduceError("a mapper's connection ended before it was done")
 

@@ -25,11 +25,11 @@ same shapes, as data-parallel training does.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
 from collections.abc import Hashable, Iterable
+from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 import numpy as np
@@ -252,7 +252,8 @@ class ReducerSession:
         """Wait for every mapper and return key -> sum of its values; prints a line with
         "reducer ready" once mappers can connect. Through the switch (ASK:
         ``hosts/ask/run.py``'s reducer, which drains the switch's array; its mappers are
-        ``send_partition``) keys come back as strings; ``timeout`` bounds the host path."""
+        ``send_partition``) as on the hosts, keys come back as they were sent
+        (``hosts/ask/keys.py``); ``timeout`` bounds the host path."""
         if self._host is not None:
             host, port = self._host.address
             print(f"inclib reducer ready: {self.plan.n_workers} mappers, TCP {port}", flush=True)
@@ -266,8 +267,8 @@ class ReducerSession:
                     "--out", out]  # fmt: skip
             if ask_run.run_reducer(ask_run.parser().parse_args(argv)) != 0:
                 raise SessionError(f"the reducer of job {plan.job_id} failed")
-            with open(out) as f:
-                return dict(json.load(f)["result"])
+            result: dict[Hashable, int] = ask_run.read_record(Path(out))["result"]
+            return result
 
     def close(self) -> None:
         if self._host is not None:

@@ -9,7 +9,8 @@ Example (the driver; an ASK job admitted for the RDD's partitions, its reducer r
 
 On the switch path each partition of the RDD is one ASK mapper (partition i is mapper i,
 ``hosts/ask/spark.py``: the executors' tasks send their pairs, the driver waits for the
-reducer's record); keys are strings, values int32 per tuple. On a host-only plan it is
+reducer's record); keys are str, bytes, int or tuples of them (``hosts/ask/keys.py``),
+values int32 per tuple. On a host-only plan it is
 ``rdd.reduceByKey(operator.add)``, Spark's own shuffle, after the one-line notice.
 """
 

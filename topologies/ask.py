@@ -28,6 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from hosts.ask.run import read_record
 from topologies.experiment import (
     Experiment,
     ExperimentConfig,
@@ -131,8 +132,8 @@ def run(
             raise ExperimentError("the reducer wrote no result")
         elapsed = time.perf_counter() - t0
         drops = ex.drop_counters("s1")
-    rec = json.loads(out.read_text())
-    result = Counter({k: int(v) for k, v in rec["result"].items()})
+    rec = read_record(out)
+    result = Counter(rec["result"])
     record = {
         "mappers": mappers, "words": sum(reference.values()), "keys": len(reference),
         "exact": result == reference, "seconds": elapsed, "epochs": rec["epochs"],
@@ -248,7 +249,7 @@ def _standalone(
         if p.returncode != 0:
             raise ExperimentError(f"ASK mapper failed: {' | '.join(lines[-1][-3:])}")
     elapsed = time.perf_counter() - t0
-    rec = json.loads(result.read_text())
+    rec = read_record(result)
     reference = Counter(text.read_text(encoding="utf-8", errors="replace").split())
     return {"ask_s": elapsed, "ask_startup_s": t0 - t_launch,
             "ask_exact": Counter(rec["result"]) == reference,

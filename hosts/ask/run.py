@@ -16,7 +16,8 @@ all are done the reducer drains the last epoch, asks for the exact sums of colli
 fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
 is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end. Keys are
-words (strings).
+any ASK key (str, bytes, int, tuples of them): they cross every connection, and the
+result file, in ``hosts/ask/keys.py``'s form, and come back as they were sent.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.reducer import Reducer
 from hosts.ask.wire import parse
@@ -146,7 +148,7 @@ def send_partition(
             if out:
                 ep.send_many((p, dest) for p in out)
             if not more and m.idle and m.moved and not done_sent:
-                vocab = [[fp, ks] for fp, ks in m.vocab.items()]
+                vocab = [[fp, [encode(k) for k in ks]] for fp, ks in m.vocab.items()]
                 phases["acked"] = time.perf_counter() - t_start
                 ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
                 done_sent = True
@@ -163,7 +165,7 @@ def send_partition(
                         m.start_epoch(int(msg["epoch"]))
                     elif "counts_for" in msg:
                         counts = m.counts_for(int(x) for x in msg["counts_for"])
-                        ctl.send({"counts": list(counts.items())})
+                        ctl.send({"counts": encode_counts(counts)})
                     elif msg.get("bye"):
                         phases["bye"] = time.perf_counter() - t_start
                         return {**m.stats.__dict__, "seconds": time.perf_counter() - t0,
@@ -196,10 +198,18 @@ def wait_record(ctl: Lines, timeout: float = 600.0) -> dict[str, Any]:
         while True:
             for msg in ctl.read():
                 if "record" in msg:
-                    rec: dict[str, Any] = msg["record"]
-                    return rec
+                    return _decoded(msg["record"])
     finally:
         ctl.sock.close()
+
+
+def read_record(path: Path) -> dict[str, Any]:
+    """The record a reducer wrote with ``--out`` (``result``: key -> total, figures)."""
+    return _decoded(json.loads(Path(path).read_text()))
+
+
+def _decoded(record: dict[str, Any]) -> dict[str, Any]:
+    return {**record, "result": decode_counts(record["result"])}
 
 
 def collect(reducer_ip: str, timeout: float = 600.0) -> dict[str, Any]:
@@ -284,11 +294,11 @@ def run_reducer(a: argparse.Namespace) -> int:
                         moved[[w for w, p in peers.items() if p is peer][0]] = int(msg["moved"])
                     elif "done" in msg:
                         w = int(msg["done"])
-                        vocabs[w] = {int(fp): ks for fp, ks in msg["vocab"]}
+                        vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
                         stats[w] = msg.get("stats", {})
                         print(f"ask reducer: mapper {w} done", flush=True)
                     elif "counts" in msg:
-                        counts.append({k: int(v) for k, v in msg["counts"]})
+                        counts.append(decode_counts(msg["counts"]))
             # epochs
             everyone = len(peers) == n
             if moving and everyone and all(moved.get(w) == epoch for w in peers):
@@ -319,7 +329,7 @@ def run_reducer(a: argparse.Namespace) -> int:
         result = red.result(list(vocabs.values()), lambda fps: counts)
         seconds = time.perf_counter() - (t_first or time.perf_counter())
         out = {
-            "result": result, "seconds": seconds, "epochs": epoch,
+            "result": encode_counts(result), "seconds": seconds, "epochs": epoch,
             "reducer": red.stats.__dict__, "mappers": stats,
         }  # fmt: skip
         if a.out:

@@ -10,8 +10,8 @@ Example (a running ASK job with one mapper per partition and its reducer)::
 The executors' tasks (``mapPartitionsWithIndex``) send their partition's pairs with
 ``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined over chunks of
 ``chunk`` pairs, while the driver waits for the reducer's record (``collect``); the result
-comes back as an RDD with as many partitions. Keys are strings (they travel in JSON between
-the hosts), values int32 per tuple.
+comes back as an RDD with as many partitions. Keys are str, bytes, int or tuples of them
+(``hosts/ask/keys.py``: they come back as they were sent), values int32 per tuple.
 
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
 ``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch: every row adds to two
@@ -68,7 +68,7 @@ def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[di
 def _through_switch(
     rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
     controller: str, job_id: int, reducer_ip: str, hot: int,
-) -> tuple[dict[str, int], dict[str, Any]]:  # fmt: skip
+) -> tuple[dict[Hashable, int], dict[str, Any]]:  # fmt: skip
     """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
     returns the reducer's result (key -> total) and the figures."""
     ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
@@ -150,8 +150,9 @@ def group_by_sum_count_via_switch(
 
     pairs = df.select(key, value).rdd
     result, stats = _through_switch(pairs, chunker, controller, job_id, reducer_ip, hot)
-    sums = {k[1:]: v for k, v in result.items() if k[0] == "s"}
-    rows = [(json.loads(k[1:]), sums[k[1:]], n) for k, n in result.items() if k[0] == "c"]
+    named = {str(k): v for k, v in result.items()}  # group_tuples' keys are strings
+    sums = {k[1:]: v for k, v in named.items() if k[0] == "s"}
+    rows = [(json.loads(k[1:]), sums[k[1:]], n) for k, n in named.items() if k[0] == "c"]
     schema = StructType([
         StructField(key, df.schema[key].dataType), StructField(f"sum({value})", LongType()),
         StructField("count(1)", LongType(), False),

@@ -10,7 +10,7 @@ Example:
     >>> h.op == Op.AGG_KV, len(keys)
     (True, 16)
 
-A key (any hashable whose ``repr`` names it: str, bytes, int, tuples of those) travels as
+A key (str, bytes, int, tuples of those: ``hosts/ask/keys.py``) travels as
 a 32-bit *fingerprint*, never 0 (0 marks an empty slot). Two keys may share a fingerprint:
 the switch would merge them, so results never trust it: every mapper tells the reducer
 which keys it sent under which fingerprint, and a fingerprint claimed by two keys is
@@ -30,17 +30,20 @@ from collections.abc import Hashable, Sequence
 
 import numpy as np
 
+from hosts.ask.keys import encode
 from wire.header import ASK_TUPLES, SLOTS, Flag, Header, Op, ProtocolError, pack, unpack
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
 
 def key_bytes(key: Hashable) -> bytes:
+    """What a key's fingerprint hashes; ValueError for a type ASK does not carry
+    (``hosts/ask/keys.py``)."""
     if isinstance(key, str):
         return key.encode("utf-8", "surrogatepass")
     if isinstance(key, bytes):
         return b"b" + key
-    return b"r" + repr(key).encode()
+    return b"r" + repr(encode(key)).encode()
 
 
 def fingerprint(key: Hashable, fp_bits: int = 32) -> int:
