@@ -16,7 +16,9 @@
 // acknowledgements of the job may enter from.
 //
 // Aggregation (first transmissions only; a RETX packet goes to the PS unaggregated):
-//   free aggregator (count 0)             claim: values, bitmap = bit, count 1, tag (j, p)
+//   free aggregator (count 0)             claim: values, bitmap = bit, count 1, tag (j, p);
+//                                          but when the job holds its cap of aggregators
+//                                          already: to the PS unaggregated (CAPPED)
 //   held by (j, p), bit not yet set       add (a sum that would overflow int32 is not
 //                                          added: the packet falls back to the PS)
 //   held by (j, p), bit set or complete   drop, DROP_DUPLICATE
@@ -28,6 +30,11 @@
 // Release: a RESULT or ACK of job j entering from ps_port sets count 0 (tag kept) if the
 // aggregator still holds (j, p); a RESULT is then multicast to the job's members. From any
 // other port it is dropped, DROP_FORGED_RESULT. Invariants: docs/protocol.md, "ATP".
+// Occupancy: atp_held counts the aggregators each job holds (count != 0), cell
+// job_id % JOB_TABLE_SIZE: +1 at a claim of a free one, -1 at a release (a reclaim of the
+// job's own finished use leaves it). A job at its cap claims nothing more, so no tenant,
+// metered or not, holds more of the shared pool than its cap (the controller zeroes the
+// cell with the job's aggregators when it removes the job).
 // Programmed by controller/systems/atp.py.
 #ifndef _ATP_P4_
 #define _ATP_P4_
@@ -65,6 +72,12 @@ control AtpPool(inout headers_t hdr,
     bit<32> ovf;
     USE_STATE
 
+    // Aggregators held per job (count != 0), cell job_id % JOB_TABLE_SIZE.
+    register<bit<32>>(JOB_TABLE_SIZE) atp_held;
+
+    bit<32> held;
+    bit<32> held_cell;
+    bit<32> held_cap;
     bit<9>  ps_port;
     bit<1>  top;
     bit<8>  up_id;
@@ -75,15 +88,17 @@ control AtpPool(inout headers_t hdr,
     // ps_port: towards the job's PS; top: completed aggregates go to the PS (else up, as
     // member up_id of the next level); racks: members are leaves (their packets' bitmap
     // names the workers they hold); all_workers: the job's worker bitmap; gap: the window,
-    // psn distance beyond which a use of the same job is finished (reclaim).
+    // psn distance beyond which a use of the same job is finished (reclaim); cap: the most
+    // aggregators the job may hold at once.
     action set_atp(bit<9> ps, bit<1> is_top, bit<8> up, bit<1> of_racks, bit<32> workers,
-                   bit<32> reclaim_gap, bit<16> mcast_grp) {
+                   bit<32> reclaim_gap, bit<32> cap, bit<16> mcast_grp) {
         ps_port = ps;
         top = is_top;
         up_id = up;
         racks = of_racks;
         all_workers = workers;
         gap = reclaim_gap;
+        held_cap = cap;
         meta.mcast_grp = mcast_grp;
         meta.atp = 1;
     }
@@ -129,6 +144,7 @@ control AtpPool(inout headers_t hdr,
     apply {
         meta.atp = 0;
         atp_jobs.apply();
+        held_cell = ((bit<32>)hdr.inc.job_id) & (JOB_TABLE_SIZE - 1);
         if (meta.atp == 1) {
             if ((hdr.inc.flags & (FLAG_RESULT | FLAG_ACK)) != 0) {
                 // ---- release: results and acknowledgements from the PS side ----
@@ -143,6 +159,10 @@ control AtpPool(inout headers_t hdr,
                         st_count = 0;
                         st_bitmap = 0;
                         store_state();
+                        atp_held.read(held, held_cell);
+                        if (held != 0) {
+                            atp_held.write(held_cell, held - 1);
+                        }
                         atp_events.count((bit<32>)ATP_EV_RELEASED);
                     } else {
                         atp_events.count((bit<32>)ATP_EV_RELEASE_MISSED);
@@ -178,14 +198,22 @@ control AtpPool(inout headers_t hdr,
                     if (st_count == 0 && same_use) {
                         refuse.apply(meta, DROP_STALE);
                     } else if (st_count == 0 || finished) {
-                        if (st_count != 0) {
-                            atp_events.count((bit<32>)ATP_EV_RECLAIMED);
+                        atp_held.read(held, held_cell);
+                        if (st_count == 0 && held >= held_cap) {
+                            fall_back(0, piece);  // the job holds its cap: to the PS
+                            atp_events.count((bit<32>)ATP_EV_CAPPED);
+                        } else {
+                            if (st_count != 0) {
+                                atp_events.count((bit<32>)ATP_EV_RECLAIMED);
+                            } else {
+                                atp_held.write(held_cell, held + 1);
+                            }
+                            st_bitmap = meta.worker_bit;
+                            st_count = 1;
+                            store_values();
+                            store_state();
+                            atp_events.count((bit<32>)ATP_EV_CLAIMED);
                         }
-                        st_bitmap = meta.worker_bit;
-                        st_count = 1;
-                        store_values();
-                        store_state();
-                        atp_events.count((bit<32>)ATP_EV_CLAIMED);
                     } else if (same_use) {
                         if (st_count >= meta.quorum || (st_bitmap & meta.worker_bit) != 0) {
                             refuse.apply(meta, DROP_DUPLICATE);

@@ -17,7 +17,8 @@
 #define KV_CACHE_SIZE 4096       // key-value cache entries shared by all KV jobs (kv_cache.p4)
 #define KV_VALUE_WORDS 8         // a cached value: slots 1..8 (32 bytes); slot 0 is the key
 #define CONS_GROUPS 1024         // sequencer counters (consensus groups), one per job
-#define DROP_REASONS 9           // entries of the inc_drops counter
+#define IPV4_OPTION_WORDS 10     // the most an IPv4 header holds (IHL 15)
+#define DROP_REASONS 10          // entries of the inc_drops counter
 #define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
 #define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
 #define JOB_DROP_CELLS 32768     // JOB_DROP_JOBS * DROP_STRIDE: size of job_drops
@@ -29,7 +30,7 @@
 #define SYNC_CLOCKS 2048         // SYNC_JOBS * MAX_WORKERS: one clock per worker
 #define SYNC_REACHED 512         // SYNC_JOBS * SYNC_RING
 #define ATP_POOL_SIZE 4096       // aggregators of ATP's shared pool (atp.p4, registers of its own)
-#define ATP_EVENTS 9             // entries of ATP's atp_events counter
+#define ATP_EVENTS 10            // entries of ATP's atp_events counter
 
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024
@@ -81,6 +82,7 @@ const bit<8> DROP_DUPLICATE = 5;
 const bit<8> DROP_OLD_EPOCH = 6;
 const bit<8> DROP_FORGED_RESULT = 7;
 const bit<8> DROP_METERED = 8;
+const bit<8> DROP_UNPARSED_IPV4 = 9;
 
 // inc_h.epoch of a key-value reply the switch answered from its cache
 const bit<32> KV_ANSWERED_BY_SWITCH = 1;
@@ -95,6 +97,7 @@ const bit<8> ATP_EV_OVERFLOW = 5;
 const bit<8> ATP_EV_RELEASED = 6;
 const bit<8> ATP_EV_RELEASE_MISSED = 7;
 const bit<8> ATP_EV_RECLAIMED = 8;
+const bit<8> ATP_EV_CAPPED = 9;
 
 // Serial-number arithmetic on 32-bit PSNs: psn - stored >= PSN_HALF means "older".
 const bit<32> PSN_HALF = 0x80000000;

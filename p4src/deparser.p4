@@ -6,6 +6,7 @@ control IncDeparser(packet_out packet, in headers_t hdr) {
     apply {
         packet.emit(hdr.ethernet);
         packet.emit(hdr.ipv4);
+        packet.emit(hdr.ipv4_options);
         packet.emit(hdr.udp);
         packet.emit(hdr.inc);
         packet.emit(hdr.inc_values);

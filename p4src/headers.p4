@@ -28,6 +28,12 @@ header ipv4_h {
     bit<32> dstAddr;
 }
 
+// One 32-bit word of IPv4 options (IHL > 5): parsed so that the UDP header behind them is
+// seen (INC there is refused, UNPARSED_IPV4) and so that the checksum covers them.
+header ipv4_option_h {
+    bit<32> word;
+}
+
 header udp_h {
     bit<16> srcPort;
     bit<16> dstPort;
@@ -66,6 +72,7 @@ header inc_values_h {
 struct headers_t {
     ethernet_h   ethernet;
     ipv4_h       ipv4;
+    ipv4_option_h[IPV4_OPTION_WORDS] ipv4_options;
     udp_h        udp;
     inc_h        inc;
     inc_values_h inc_values;
@@ -73,6 +80,7 @@ struct headers_t {
 
 // Filled by JobRegion, read by Aggregator; drop/drop_reason feed the inc_drops counter.
 struct inc_metadata_t {
+    bit<4>  ipv4_option_words;  // parser: option words still to extract
     bit<32> region_offset;
     bit<32> region_size;
     bit<8>  quorum;        // contributions that complete an aggregation

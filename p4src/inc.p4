@@ -6,15 +6,16 @@
 // JobRegion (admission) and JobMeter (the job's rate, job_meter.p4), then AtpPool for ATP
 // jobs (atp.p4), or, for the others, SyncModes (the job's synchronisation mode,
 // sync_modes.p4) and Aggregator, then SyncModes again (the clocks move only for a packet the
-// aggregator did not drop); results and ACKs of ATP jobs through AtpPool (release,
-// multicast), those of NetReduce jobs this switch aggregates are dropped by ResultGuard
-// (forged); key-value packets (op AGG_KV) through Ask;
-// key-value store requests and replies (KV_READ, KV_WRITE) through KvCache, which answers
-// cached reads itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through
-// Sequencer; everything else, including the op codes reserved for later systems, is
-// forwarded as ordinary traffic by Forwarder. Packets refused by
-// admission or the aggregator are dropped and counted in inc_drops[DROP_*] and, per
-// job, in job_drops.
+// aggregator did not drop); key-value packets (op AGG_KV) through Ask; key-value store
+// requests and replies (KV_READ, KV_WRITE) through KvCache, which answers cached reads
+// itself; consensus requests (CONSENSUS, no RESULT/ACK/FALLBACK flag) through Sequencer.
+// Every other packet of those ops carries result-like flags: ResultGuard (result_guard.p4)
+// lets it pass only from a binding of its job that allows them (an ATP PS's results and
+// ACKs then release their aggregator in AtpPool and are multicast); the rest is dropped.
+// INC behind IPv4 options or in a fragment is dropped (the parser does not reach it).
+// Everything else, including the op codes reserved for later systems, is forwarded as
+// ordinary traffic by Forwarder. Packets refused by admission or the aggregator are dropped
+// and counted in inc_drops[DROP_*] and, per job, in job_drops.
 // Egress: ResultRewrite addresses each multicast copy of a result to its worker; EcnMark
 // marks ECN-capable packets CE when their egress queue is deep (ecn.p4).
 #include <core.p4>
@@ -52,7 +53,7 @@ control IncIngress(inout headers_t hdr,
     action drop_and_count() {
         inc_drops.count((bit<32>)meta.drop_reason);
         bit<32> job = 0;
-        if (hdr.inc.job_id < JOB_DROP_JOBS) {
+        if (hdr.inc.isValid() && hdr.inc.job_id < JOB_DROP_JOBS) {
             job = (bit<32>)hdr.inc.job_id;
         }
         job_drops.count(job * DROP_STRIDE + (bit<32>)meta.drop_reason);
@@ -71,6 +72,7 @@ control IncIngress(inout headers_t hdr,
     Ask() ask;
     KvCache() kv_cache;
     Sequencer() sequencer;
+    Refuse() refuse;
 
     // Each control that holds a table is applied at one place only: BMv2 places a table at
     // one point of the control flow (p4c refuses a table with several successors). So the
@@ -83,9 +85,7 @@ control IncIngress(inout headers_t hdr,
         // an aggregation contribution (not a result, ACK, fallback or wait reply)
         bool agg = inc && op == OP_AGG_SYNC
                 && (flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0;
-        // a result or ACK: an ATP job's releases its aggregator and is multicast (only
-        // from the port towards its PS); one of a NetReduce job this switch aggregates is
-        // forged (result_guard.p4); anything else is forwarded.
+        // a result or ACK: an ATP job's from its PS releases its aggregator and is multicast
         bool release = inc && op == OP_AGG_SYNC && (flags & FLAG_FALLBACK) == 0
                 && (flags & (FLAG_RESULT | FLAG_ACK)) != 0;
         bool kv_agg = inc && op == OP_AGG_KV
@@ -93,16 +93,29 @@ control IncIngress(inout headers_t hdr,
         bool kv = inc && (op == OP_KV_READ || op == OP_KV_WRITE);
         bool consensus = inc && op == OP_CONSENSUS
                 && (flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK)) == 0;
+        // any other packet of those ops: result-like flags, checked against the job's
+        // bindings (release is one of them)
+        bool flagged = inc && (op == OP_AGG_SYNC || op == OP_AGG_KV || op == OP_CONSENSUS)
+                && !(agg || kv_agg || consensus);
+        // INC the parser did not reach: behind IPv4 options, or in a fragment
+        bool unparsed = hdr.udp.isValid() && hdr.udp.dstPort == INC_UDP_PORT
+                && (hdr.ipv4.ihl != 5 || hdr.ipv4.flags[0:0] == 1);
         // everything else, including the op codes reserved for later systems
-        bool forward = !(agg || release || kv_agg || kv || consensus);
+        bool forward = !(agg || kv_agg || kv || consensus);
 
+        if (unparsed) {
+            refuse.apply(meta, DROP_UNPARSED_IPV4);
+        }
+        if (flagged) {
+            result_guard.apply(hdr, meta, standard_metadata);  // may say FORGED_RESULT
+        }
         if (agg) {
             job_region.apply(hdr, meta, standard_metadata);
             if (meta.drop == 0) {
                 job_meter.apply(hdr, meta, standard_metadata);  // may say METERED
             }
         }
-        if (release || (agg && meta.drop == 0)) {
+        if ((release || agg) && meta.drop == 0) {
             atp.apply(hdr, meta, standard_metadata);  // ATP jobs (atp_jobs) end there
         }
         bool synced = agg && meta.drop == 0 && meta.atp == 0;
@@ -132,11 +145,8 @@ control IncIngress(inout headers_t hdr,
         if (consensus) {
             sequencer.apply(hdr, meta, standard_metadata);
         }
-        if (release) {
-            if (meta.atp == 0) {
-                result_guard.apply(hdr, meta, standard_metadata);
-            }
-            forward = meta.atp == 0;
+        if (release && meta.drop == 0) {
+            forward = meta.atp == 0;  // an ATP job's: multicast (RESULT) or ended (ACK)
         }
         if (meta.drop == 1) {
             drop_and_count();

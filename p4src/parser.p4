@@ -14,22 +14,45 @@ parser IncParser(packet_in packet,
         }
     }
 
-    // Only unfragmented, option-less IPv4 reaches the INC parser: the aggregator rewrites
-    // addresses and relies on a fixed 20-byte IPv4 header.
+    // Options are parsed word by word (so that the UDP header behind them is seen, and the
+    // checksum covers them); the UDP header is in the first fragment (offset 0) only. INC is
+    // parsed only in unfragmented IPv4 without options: the aggregator rewrites addresses and
+    // relies on a fixed 20-byte IPv4 header. A UDP packet to INC_UDP_PORT behind options or
+    // in a first fragment is refused by IncIngress (DROP_UNPARSED_IPV4): it is never routed
+    // around admission. Later fragments hold no header; without the first, no host
+    // reassembles them.
     state parse_ipv4 {
         packet.extract(hdr.ipv4);
-        // flags[0:0] is MF: a first fragment (offset 0, more to come) is a fragment too.
-        transition select(hdr.ipv4.ihl, hdr.ipv4.flags[0:0], hdr.ipv4.fragOffset,
-                          hdr.ipv4.protocol) {
-            (4w5, 1w0, 13w0, IP_PROTO_UDP): parse_udp;
+        meta.ipv4_option_words = hdr.ipv4.ihl - 5;
+        transition select(hdr.ipv4.ihl) {
+            4w5: parse_ipv4_payload;
+            4w6 &&& 4w0xE: parse_ipv4_options;  // 6, 7
+            4w8 &&& 4w0x8: parse_ipv4_options;  // 8 .. 15
+            default: accept;                    // below 5: not an IPv4 header
+        }
+    }
+
+    state parse_ipv4_options {
+        packet.extract(hdr.ipv4_options.next);
+        meta.ipv4_option_words = meta.ipv4_option_words - 1;
+        transition select(meta.ipv4_option_words) {
+            4w0: parse_ipv4_payload;
+            default: parse_ipv4_options;
+        }
+    }
+
+    state parse_ipv4_payload {
+        transition select(hdr.ipv4.fragOffset, hdr.ipv4.protocol) {
+            (13w0, IP_PROTO_UDP): parse_udp;
             default: accept;
         }
     }
 
+    // flags[0:0] is MF: a first fragment (offset 0, more to come) is a fragment too.
     state parse_udp {
         packet.extract(hdr.udp);
-        transition select(hdr.udp.dstPort) {
-            INC_UDP_PORT: parse_inc;
+        transition select(hdr.udp.dstPort, hdr.ipv4.ihl, hdr.ipv4.flags[0:0]) {
+            (INC_UDP_PORT, 4w5, 1w0): parse_inc;
             default: accept;
         }
     }

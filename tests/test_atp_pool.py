@@ -41,6 +41,7 @@ from wire.header import (
 INC_P4 = Path(__file__).resolve().parents[1] / "p4src" / "inc.p4"
 PS_PORT = 6
 POOL = Region(0, 4)
+WIDE = Region(0, 32)
 JOB1, JOB2, NR = 1, 2, 3
 PORTS = {JOB1: (1, 2, 3), JOB2: (4, 5), NR: (7, 8)}
 
@@ -98,12 +99,22 @@ class Net:
 
 @pytest.fixture
 def net(tmp_path: Path) -> Iterator[Net]:
+    yield from started(tmp_path, POOL, window=8)
+
+
+@pytest.fixture
+def wide_net(tmp_path: Path) -> Iterator[Net]:
+    """The same jobs, their ATP range [0, 32) and window 2: each may hold 4 aggregators."""
+    yield from started(tmp_path, WIDE, window=2)
+
+
+def started(tmp_path: Path, pool: Region, window: int) -> Iterator[Net]:
     files = compile_pipeline(INC_P4, tmp_path)
     atp, nr = Atp(), NetReduce()
 
     def atp_job(j: int) -> Job:
-        req = AtpRequest(window=8, pool_size=4, ps_port=PS_PORT, **hosts(PORTS[j]))  # type: ignore[arg-type]
-        return atp.make_job(req, j, 0, POOL, 0)
+        req = AtpRequest(window=window, pool_size=pool.size, ps_port=PS_PORT, **hosts(PORTS[j]))  # type: ignore[arg-type]
+        return atp.make_job(req, j, 0, pool, 0)
 
     nr_req = NetReduceRequest(window=4, **hosts(PORTS[NR]))  # type: ignore[arg-type]
     jobs = {
@@ -311,9 +322,10 @@ def test_a_window_of_psns_from_every_worker_aggregates_in_the_switch(net: Net) -
     assert net.events()["COMPLETED"] == slots, net.events()
 
 
-def test_ipv4_fragment_carrying_an_inc_header_is_never_aggregated(net: Net) -> None:
+def test_ipv4_fragment_carrying_an_inc_header_is_dropped_and_counted(net: Net) -> None:
     """A first fragment (MF set, offset 0) of a worker packet, ATP's or NetReduce's, is
-    forwarded as plain IPv4 and touches no aggregator."""
+    never aggregated, nor routed past admission to the PS (whose kernel would reassemble
+    it): dropped and counted as UNPARSED_IPV4."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
@@ -331,6 +343,44 @@ def test_ipv4_fragment_carrying_an_inc_header_is_never_aggregated(net: Net) -> N
             / UDP(sport=INC_UDP_PORT, dport=INC_UDP_PORT, chksum=0)
             / Raw(pack(h, vals(1)))
         )
-        out = net.sw.send(port, bytes(frag))
-        assert [p for p, _ in out] == [PS_PORT]  # routed to the PS's address, unchanged
-    assert net.events()["CLAIMED"] == 0 and sum(net.drops().values()) == 0
+        assert net.sw.send(port, bytes(frag)) == []
+    assert net.events()["CLAIMED"] == 0
+    assert net.drops() == {r.name: 2 * (r == DropReason.UNPARSED_IPV4) for r in DropReason}
+
+
+def held_by(net: Net, job: int) -> int:
+    """Aggregators of the pool that hold a use of ``job`` (count != 0)."""
+    tags = net.sw.extern("IncIngress.atp.atp_job").values
+    counts = net.sw.extern("IncIngress.atp.atp_count").values
+    return sum(1 for t, c in zip(tags, counts, strict=True) if t == job and c != 0)
+
+
+def test_a_job_holds_at_most_its_cap_of_the_shared_pool_the_rest_goes_to_its_ps(
+    wide_net: Net,
+) -> None:
+    """One worker of job 1 (three workers) sends 64 psns that never complete: job 1 holds no
+    more than its cap (two windows: 4) of the 32 aggregators; every further first packet
+    that finds a free aggregator goes to the PS unaggregated, counted as CAPPED, and the
+    PS's results release the held ones, so the job's count returns to 0."""
+    net, cap = wide_net, 4
+    to_ps = []
+    for psn in range(64):
+        for port, h, _ in inc(net.contribution(JOB1, 0, psn, vals(psn))):
+            assert port == PS_PORT and h.flags & Flag.FALLBACK and h.bitmap == 0b001
+            to_ps.append(psn)
+        assert held_by(net, JOB1) <= cap
+    assert held_by(net, JOB1) == cap
+    assert net.sw.extern("IncIngress.atp.atp_held").values[JOB1] == cap
+    ev = net.events()
+    assert ev["CLAIMED"] - ev["RECLAIMED"] == cap and ev["CAPPED"] >= 1, ev  # free ones
+    assert ev["CAPPED"] + ev["COLLISION"] + ev["CLAIMED"] == 64, ev
+    # Job 2 still finds free aggregators: a psn of its own completes in the switch.
+    completed = [h for w in range(2) for _, h, _ in inc(net.contribution(JOB2, w, 5, vals(5)))]
+    assert [h.bitmap for h in completed] == [0b11] and not completed[0].flags & Flag.FALLBACK
+    # The PS's results of job 1's held psns release them, and the count with them.
+    for psn in range(64):
+        idx = atp_index(JOB1, psn, WIDE.offset, WIDE.size)
+        h = Header(job_id=JOB1, psn=psn, agg_idx=idx, flags=Flag.RESULT, bitmap=0b111)
+        net.from_ps(pack(h, vals(psn)))
+    assert held_by(net, JOB1) == 0
+    assert net.sw.extern("IncIngress.atp.atp_held").values[JOB1] == 0

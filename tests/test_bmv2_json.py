@@ -633,3 +633,30 @@ def test_json_of_the_p4c_driver_names_its_preprocessed_file_and_p4sim_runs_it(
     assert find_source(doc, [tmp_path, src.parent]) == src
     with pytest.raises(Bmv2JsonError, match=r"compiled from build/basic\.p4i"):
         find_source(doc, [tmp_path])
+
+
+# -- JSON written by real p4c, checked in: the translation tested in every run ----------
+
+#: ``A__B__C.json`` is p4c's JSON of tests/p4/A/B/C.p4 (README.md there names the p4c).
+P4C_JSON_DIR = ROOT / "tests" / "p4" / "bmv2_json" / "p4c"
+P4C_JSONS = sorted(P4C_JSON_DIR.glob("*.json"))
+
+
+def test_json_written_by_p4c_is_checked_in_for_several_programs() -> None:
+    assert len(P4C_JSONS) >= 4
+    assert "p4c" in (P4C_JSON_DIR / "README.md").read_text()
+
+
+@pytest.mark.parametrize("json_path", P4C_JSONS, ids=lambda p: p.stem)
+def test_p4cs_json_without_its_source_gives_the_stf_outputs_of_the_source(
+    json_path: Path, tmp_path: Path
+) -> None:
+    program = P4_DIR / (json_path.stem.replace("__", "/") + ".p4")
+    stf = program.with_suffix(".stf")
+    from_json, source = switch_from_bmv2_json(json_path.read_bytes(), [tmp_path])
+    assert source.parent != program.parent  # the source was not found: translated
+    from_source = Switch.from_file(str(program), include_dirs=(str(program.parent),))
+    commands = parse_stf(stf.read_text(), str(stf))
+    results = [run_stf(sw, commands) for sw in (from_source, from_json)]
+    assert [r.passed for r in results] == [True, True], results[1].report
+    assert results[0].report == results[1].report

@@ -32,7 +32,7 @@ TABLES = (
     "IncIngress.job_region.jobs",
     "IncIngress.job_region.workers",
     "IncEgress.result_rewrite.result_dst",
-    "IncIngress.result_guard.guarded_jobs",  # no port may bring the job's results in
+    "IncIngress.result_guard.flag_ports",  # none: no port may bring the job's results in
 )
 
 
@@ -126,7 +126,7 @@ def test_submitted_job_is_installed_and_aggregates_packets(
     assert job_entries(switch, job["job_id"]) == dict.fromkeys(TABLES[:1], 1) | {
         TABLES[1]: 3,
         TABLES[2]: 3,
-        TABLES[3]: 1,
+        TABLES[3]: 0,
     }
     groups = observe(switch, P4MulticastGroupEntry())
     assert [(r.port, r.instance) for r in groups[0].replicas] == [(1, 1), (2, 2), (3, 3)]
@@ -223,7 +223,7 @@ def test_jobs_are_reinstalled_on_a_switch_that_lost_its_state(
                 TABLES[0]: 1,
                 TABLES[1]: 2,
                 TABLES[2]: 2,
-                TABLES[3]: 1,
+                TABLES[3]: 0,
             }
         finally:
             d.stop()
@@ -429,7 +429,7 @@ def test_a_restarted_switch_gets_its_jobs_back_while_the_daemon_runs(
                     TABLES[0]: 1,
                     TABLES[1]: 2,
                     TABLES[2]: 2,
-                    TABLES[3]: 1,
+                    TABLES[3]: 0,
                 }:
                     break
                 time.sleep(0.1)

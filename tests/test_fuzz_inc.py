@@ -9,7 +9,8 @@ six hosts; the packets then go through that p4sim switch in-process. A
 stream of valid worker packets drives both jobs through every aggregator state (in
 progress, complete, reused); between them go mutated packets: INC fields set to edge
 values (other jobs, workers, region bounds, psns around the copy's, slot counts, flags,
-ops), bit flips, truncations, extensions, random bytes, and arrivals on the wrong port.
+ops), random flag combinations on every system op, IPv4 options and fragments, bit flips,
+truncations, extensions, random bytes, and arrivals on the wrong port.
 
 Oracle, per packet, over **every register of the program** (whatever systems inc.p4 grows):
 - the pipeline raises nothing, and every output is bytes on a valid port;
@@ -25,6 +26,12 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   an ATP job's packet (``atp_copy``) only ATP's cells of ``agg_idx`` (the hash of (job, psn)
   in its range), tagged with its job; an ATP result or ACK only from its PS's port; an
   ASK mapper's packet (``ask_cells``) only its row copy and seen entry, a drain nothing;
+- a packet of a system op (AGG_SYNC, AGG_KV, CONSENSUS) that is not a contribution or a
+  request carries result-like flags: it passes only from a binding of its job that allows
+  every flag it carries (``flag_binding``: the ATP job's PS port, the ASK job's mappers and
+  reducer, the log's client and replicas), else it leaves nothing and is counted once as
+  ``FORGED_RESULT`` (docs/protocol.md, "Isolation"); a UDP packet to ``INC_UDP_PORT`` behind
+  IPv4 options or in a first fragment leaves nothing and is counted as ``UNPARSED_IPV4``;
 - the ATP job is metered: its meter cell (``meter_cells``) may move on any of its worker
   packets that admission lets through, whatever happens to it next (a packet over the rate
   is counted as ``METERED``, on a switch clock that advances per packet);
@@ -64,7 +71,7 @@ from controller.systems.sync_modes import sync_slot
 from hosts.ask.wire import kv_packet
 from p4sim.switch import Switch
 from topologies.local_switch import LocalSwitch, compile_pipeline
-from wire.framing import FRAME_OVERHEAD, encapsulate
+from wire.framing import FRAME_OVERHEAD, encapsulate, ipv4_checksum
 from wire.header import (
     AGG_POOL_SIZE,
     ASK_ROWS,
@@ -311,11 +318,32 @@ def valid_stream(rng: random.Random) -> list[tuple[int, bytes]]:
         # The ASK job: both mappers (psn sometimes repeated: a retransmission), a drain.
         for w in (0, 1, ASK_REDUCER):
             out.append(ask_frame(w, max(0, psn - ask_rng.randrange(2)), ask_rng))
+        out += bound_flagged(psn, rng)
     return out
 
 
+def bound_flagged(psn: int, rng: random.Random) -> list[tuple[int, bytes]]:
+    """Flagged packets the roles of the ASK job and the log send (forwarded): a mapper's
+    cold keys, the reducer's ACK, a replica's reply, a client's request to a host leader."""
+    vals = np.array([rng.randrange(2**31) for _ in range(SLOTS)])
+    w = psn % 2
+    sends = (
+        (ASK_JOB.ports[w], AGG_HOST, Header(op=Op.AGG_KV, flags=Flag.FALLBACK,
+                                            job_id=ASK_JOB.job_id, worker_id=w, psn=psn)),
+        (AGG_HOST, ASK_JOB.ports[w], Header(op=Op.AGG_KV, flags=Flag.ACK,
+                                            job_id=ASK_JOB.job_id, worker_id=w, psn=psn)),
+        (LOG_REPLICAS[w], LOG.ports[0], Header(op=Op.CONSENSUS, flags=Flag.RESULT,
+                                               job_id=LOG.job_id, psn=psn, agg_idx=psn)),
+        (LOG.ports[0], LOG_REPLICAS[0], Header(op=Op.CONSENSUS, flags=Flag.FALLBACK,
+                                               job_id=LOG.job_id, psn=psn)),
+    )  # fmt: skip
+    return [(src, encapsulate(pack(h, vals), mac(src), mac(dst), ip(src), ip(dst)))
+            for src, dst, h in sends]  # fmt: skip
+
+
 def other_traffic() -> list[tuple[int, bytes]]:
-    """Packets the switch must forward: results, ACKs, reserved ops, plain UDP, non-IP."""
+    """Packets that are not aggregated: forged results, ACKs, fallbacks and WAITs (dropped),
+    reserved ops, plain UDP, non-IP (forwarded)."""
     job, vals = JOBS[0], np.arange(SLOTS)
     frames = [contribution(job, 0, 0, vals, flags=f) for f in NOT_AGGREGATED]
     frames += [contribution(job, 1, 1, vals, op=op) for op in Op if op != Op.AGG_SYNC]
@@ -377,7 +405,15 @@ def edge_values(f: Field, frame: bytearray, rng: random.Random) -> list[int]:
 
 def mutate(frame: bytes, rng: random.Random) -> bytes:
     pkt = bytearray(frame)
-    kind = rng.randrange(8)
+    kind = rng.randrange(11)
+    if kind == 8:  # random flags on a system op: every flagged path
+        set_field(pkt, FIELD["op"], rng.choice((Op.AGG_SYNC, Op.AGG_KV, Op.CONSENSUS)))
+        set_field(pkt, FIELD["flags"], rng.randrange(256))
+        return bytes(pkt)
+    if kind == 9:  # IPv4 options (1..10 words of no-op options) before the UDP header
+        return with_ipv4_options(bytes(pkt), rng.randrange(1, 11))
+    if kind == 10:  # a fragment: MF, or an offset, or both
+        return as_fragment(bytes(pkt), rng.choice((1, 2, 3)))
     if kind <= 2:  # one to three INC fields to edge values
         for _ in range(1 + kind):
             f = rng.choice(FIELDS)
@@ -398,6 +434,34 @@ def mutate(frame: bytes, rng: random.Random) -> bytes:
         pkt[a:b] = rng.randbytes(b - a)
     else:
         return rng.randbytes(rng.randrange(0, 200))
+    return bytes(pkt)
+
+
+FIELD = {f.name: f for f in FIELDS}
+
+
+def with_ipv4_options(frame: bytes, words: int) -> bytes:
+    """``frame`` with ``words`` 32-bit words of no-op options in its IPv4 header (IHL and
+    lengths adjusted, checksum recomputed); unchanged if it is not IPv4 without options."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[14] != 0x45:
+        return frame
+    opts = b"\x01" * (4 * words)
+    ipv4 = bytearray(frame[14:34])
+    ipv4[0] = 0x40 | (5 + words)
+    struct.pack_into("!H", ipv4, 2, struct.unpack_from("!H", ipv4, 2)[0] + len(opts))
+    header = bytes(ipv4[:10]) + b"\0\0" + bytes(ipv4[12:]) + opts
+    header = header[:10] + struct.pack("!H", ipv4_checksum(header)) + header[12:]
+    return frame[:14] + header + frame[34:]
+
+
+def as_fragment(frame: bytes, how: int) -> bytes:
+    """``frame`` marked as a fragment: ``how`` 1 sets MF, 2 an offset, 3 both."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00":
+        return frame
+    pkt = bytearray(frame)
+    word = struct.unpack_from("!H", pkt, 20)[0]
+    word |= (0x2000 if how & 1 else 0) | (0x0010 if how & 2 else 0)
+    struct.pack_into("!H", pkt, 20, word)
     return bytes(pkt)
 
 
@@ -465,6 +529,8 @@ def sync_cells(job: Job) -> tuple[tuple[str, range], ...]:
 
 
 ATP = "IncIngress.atp."
+# The ATP job's count of aggregators it holds (p4src/atp.p4): cell job_id % JOB_TABLE_SIZE.
+ATP_HELD = ((ATP + "atp_held", range(ATP_JOB.job_id, ATP_JOB.job_id + 1)),)
 
 
 def atp_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
@@ -475,14 +541,17 @@ def atp_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     flags = fields["flags"]
     if flags & (Flag.RESULT | Flag.ACK) and not flags & Flag.FALLBACK:
         idx = fields["agg_idx"]
-        ok = port == AGG_HOST and idx < ATP_POOL_SIZE
-        return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP) if ok else None
+        ok = fields["job_id"] == ATP_JOB.job_id and flag_binding(fields, port)
+        ok = ok and idx < ATP_POOL_SIZE
+        return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP, ATP_HELD) if ok else None
     if flags & NOT_AGGREGATED or fields["slot_count"] != SLOTS or len(frame) < FRAME_LEN:
         return None
     if WORKERS.get((fields["job_id"], fields["worker_id"], port)) is not ATP_JOB:
         return None
     idx = atp_index(ATP_JOB.job_id, fields["psn"], ATP_JOB.offset, ATP_JOB.size)
-    return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP) if fields["agg_idx"] == idx else None
+    if fields["agg_idx"] != idx:
+        return None
+    return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP, ATP_HELD)
 
 
 def meter_cells(frame: bytes, port: int) -> range:
@@ -562,6 +631,58 @@ def ask_cells(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     return Target(job, cells, ASK)
 
 
+def is_flagged(fields: dict[str, int]) -> bool:
+    """A packet of a system op that is not a contribution or request: result-like flags."""
+    op, flags = fields["op"], fields["flags"]
+    if op == Op.AGG_SYNC:
+        return bool(flags & NOT_AGGREGATED)
+    if op in (Op.AGG_KV, Op.CONSENSUS):
+        return bool(flags & (Flag.RESULT | Flag.ACK | Flag.FALLBACK))
+    return False
+
+
+def flag_binding(fields: dict[str, int], port: int) -> bool:
+    """Whether a binding of the packet's job allows every flag it carries from ``port``
+    (docs/protocol.md, "Isolation"): the roles of each job, as the controller installs them."""
+    job, op, flags, w = fields["job_id"], fields["op"], fields["flags"], fields["worker_id"]
+    allowed = 0
+    if (job, op) == (ATP_JOB.job_id, Op.AGG_SYNC) and port == AGG_HOST:
+        allowed = Flag.RESULT | Flag.ACK  # its PS
+    elif (job, op) == (ASK_JOB.job_id, Op.AGG_KV):
+        if port == AGG_HOST:
+            allowed |= Flag.ACK  # its reducer
+        if w < len(ASK_JOB.ports) and port == ASK_JOB.ports[w]:
+            allowed |= Flag.FALLBACK | Flag.RETX  # a mapper, by id
+    elif (job, op) == (LOG.job_id, Op.CONSENSUS):
+        if port in LOG_REPLICAS:
+            allowed |= Flag.RESULT | Flag.FALLBACK
+        if (w, port) == (0, LOG.ports[0]):
+            allowed |= Flag.FALLBACK  # its client
+    return flags & ~allowed == 0
+
+
+def unparsed_inc(frame: bytes) -> bool:
+    """UDP to ``INC_UDP_PORT`` behind IPv4 options or in a first fragment."""
+    if len(frame) < 34 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+        return False
+    ihl, frag = frame[14] & 0x0F, struct.unpack_from("!H", frame, 20)[0]
+    if ihl < 5 or frag & 0x1FFF or (ihl == 5 and not frag & 0x2000):
+        return False
+    at = 14 + 4 * ihl
+    return len(frame) >= at + 8 and struct.unpack_from("!H", frame, at + 2)[0] == INC_UDP_PORT
+
+
+def must_refuse(frame: bytes, port: int) -> DropReason | None:
+    """The drop the guards owe this packet whatever else holds: UNPARSED_IPV4, or
+    FORGED_RESULT for a flagged packet no binding allows."""
+    if unparsed_inc(frame):
+        return DropReason.UNPARSED_IPV4
+    fields = inc_fields(frame)
+    if fields is not None and is_flagged(fields) and not flag_binding(fields, port):
+        return DropReason.FORGED_RESULT
+    return None
+
+
 # The ops whose packets may write switch state, with the rule that admits them: what it may
 # write, or None. A system whose packets write state adds its rule here; until then this
 # fuzzer reports its writes as writes by a packet not admitted.
@@ -626,6 +747,11 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
         for out_port, data in outs:
             assert isinstance(data, bytes) and 0 <= out_port < 511, where
         assert sum(after.values()) - sum(before.values()) <= 1, f"{counted}: {where}"
+        owed = must_refuse(frame, port)
+        if owed is not None:
+            assert counted == [owed] and outs == [], f"{owed.name} owed, got {counted}: {where}"
+        elif counted == [DropReason.FORGED_RESULT] or counted == [DropReason.UNPARSED_IPV4]:
+            pytest.fail(f"refused by a guard it passes: {where}")
         target = None if counted else admitted_copy(frame, port)
         if target is not None:
             mine = {n: r for n, r in registers.items() if n.startswith(target.prefix)}

@@ -94,6 +94,9 @@ while True:
             Header(job_id=victim, worker_id=0, psn=psn, agg_idx=idx),  # not its worker
             Header(job_id=victim, psn=psn, agg_idx=idx, flags=Flag.RESULT),  # forged result
             Header(job_id=victim, psn=psn, agg_idx=idx, flags=Flag.ACK),  # forged release
+            # a forged fallback piece holding every worker, and a forged WAIT
+            Header(job_id=victim, psn=psn, agg_idx=idx, flags=Flag.FALLBACK, bitmap=3),
+            Header(job_id=victim, psn=psn, agg_idx=idx, flags=Flag.WAIT),
             Header(job_id=own, psn=psn, agg_idx=5000),  # its own job, out of the pool
             Header(job_id=own, psn=psn, agg_idx=(atp_index(own, psn, 0, size) + 1) % size),
             Header(job_id=own, psn=psn, agg_idx=atp_index(own, psn, 0, size)),  # a noisy tenant
@@ -101,7 +104,7 @@ while True:
             s.sendto(pack(h, junk), (ps_ip, 20050))
         frag = IP(dst=ps_ip, flags="MF") / UDP(sport=20050, dport=20050, chksum=0) / Raw(
             pack(Header(job_id=victim, worker_id=0, psn=psn, agg_idx=idx), junk))
-        raw.sendto(bytes(frag), (ps_ip, 0))  # a first fragment: never aggregated
+        raw.sendto(bytes(frag), (ps_ip, 0))  # a first fragment: dropped, UNPARSED_IPV4
         time.sleep(0.01)
 """
 
@@ -110,7 +113,8 @@ def test_forged_packets_change_no_atp_or_netreduce_result(tmp_path: Path) -> Non
     """A host that is the only worker of ATP job c (sharing the pool) forges, while ATP job a
     and a NetReduce job run: packets of job a from outside it, results and ACKs of job a,
     its own job's packets out of the pool or at a wrong index, first fragments of job a,
-    and a stream of valid packets of its own job that occupy the shared aggregators."""
+    fallback pieces and WAITs of job a, and a stream of valid packets of its own job that
+    occupy the shared aggregators."""
     import subprocess
     import sys
     import time
@@ -130,7 +134,7 @@ def test_forged_packets_change_no_atp_or_netreduce_result(tmp_path: Path) -> Non
         cmd = [sys.executable, "-c", ATP_FORGER, "10.0.0.6", str(a.job_id), str(c.job_id), "8"]
         forger = ex.popen("h5", cmd, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
-        want = ("UNKNOWN_WORKER", "FORGED_RESULT", "OUT_OF_REGION")
+        want = ("UNKNOWN_WORKER", "FORGED_RESULT", "OUT_OF_REGION", "UNPARSED_IPV4")
         while not all(ex.drop_counters().get(k, 0) >= 50 for k in want):
             assert forger.poll() is None, "the forger died"
             assert time.monotonic() < deadline, ex.drop_counters()

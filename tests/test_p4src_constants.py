@@ -24,6 +24,7 @@ P4_ONLY = {
     "EPOCH_SLOT_TABLE_SIZE",
     "PSN_HALF",
     "ECN_THRESHOLD",  # switch configuration; tests/test_ecn.py reads it from here
+    "IPV4_OPTION_WORDS",  # IPv4's own bound (IHL 15), not ours
 }
 
 
@@ -132,3 +133,10 @@ def test_inc_p4_includes_every_p4_file_of_p4src() -> None:
     included = set(re.findall(r'#include\s+"([^"]+)"', (P4SRC / "inc.p4").read_text()))
     on_disk = {p.name for p in P4SRC.glob("*.p4")} - {"inc.p4"}
     assert included == on_disk
+
+
+def test_atp_held_cells_are_the_job_table_size() -> None:
+    """The controller zeroes a removed job's cell of ``atp_held`` at job_id % JOB_TABLE_SIZE."""
+    from controller.systems.atp import JOB_CELLS
+
+    assert p4_constants()["JOB_TABLE_SIZE"] == JOB_CELLS

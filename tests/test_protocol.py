@@ -362,12 +362,17 @@ def test_switch_forwards_other_traffic_and_reserved_ops_by_ipv4_lpm(switch) -> N
         {"dst_mac": int.from_bytes(PS_MAC), "port": ps_port},
     )  # fmt: skip
     unassigned = 0xEE  # an op no system uses (KV_READ, once reserved, has a path of its own)
-    for h in (Header(op=unassigned, job_id=JOB), Header(job_id=JOB, flags=Flag.RESULT)):
-        frame = encapsulate(pack(h, np.ones(SLOTS)), worker_mac(0), PS_MAC, worker_ip(0), PS_IP)
-        out = switch.send(port=1, data=frame)
-        assert [port for port, _ in out] == [ps_port]
-        data = out[0][1]
-        assert data[22] == 63 and ipv4_checksum(data[14:34]) == 0  # routed: TTL 64 -> 63
-        assert unpack(decapsulate(data))[1].tolist() == [1] * SLOTS  # values untouched
+    h = Header(op=unassigned, job_id=JOB)
+    frame = encapsulate(pack(h, np.ones(SLOTS)), worker_mac(0), PS_MAC, worker_ip(0), PS_IP)
+    out = switch.send(port=1, data=frame)
+    assert [port for port, _ in out] == [ps_port]
+    data = out[0][1]
+    assert data[22] == 63 and ipv4_checksum(data[14:34]) == 0  # routed: TTL 64 -> 63
+    assert unpack(decapsulate(data))[1].tolist() == [1] * SLOTS  # values untouched
+    # A result no binding of its job allows is not other traffic: only the switch makes
+    # results (docs/protocol.md, "Isolation").
+    h = Header(job_id=JOB, flags=Flag.RESULT)
+    frame = encapsulate(pack(h, np.ones(SLOTS)), worker_mac(0), PS_MAC, worker_ip(0), PS_IP)
+    assert switch.send(port=1, data=frame) == []
     plain = Ether(dst="02:00:00:00:00:ff") / IP(src="10.0.0.10", dst="10.0.0.254") / UDP(dport=53)
     assert [port for port, _ in switch.send(port=1, data=bytes(plain))] == [ps_port]

@@ -101,8 +101,9 @@ class DropReason(IntEnum):
     STALE = 4  # psn older than the use held by the aggregator copy
     DUPLICATE = 5  # contribution already counted, aggregation still in progress
     OLD_EPOCH = 6  # epoch further below the worker's clock than its mode allows (sync_modes)
-    FORGED_RESULT = 7  # RESULT/ACK: ATP job's not from its PS port; NetReduce job's at its switch
+    FORGED_RESULT = 7  # result-like flags no binding of the job allows from that port
     METERED = 8  # over its job's meter rate (p4src/job_meter.p4)
+    UNPARSED_IPV4 = 9  # UDP to INC_UDP_PORT behind IPv4 options or in a fragment
 
 
 DROP_REASONS = len(DropReason)
@@ -125,6 +126,7 @@ class AtpEvent(IntEnum):
     RELEASED = 6  # a result/ACK freed the aggregator holding its (job, psn)
     RELEASE_MISSED = 7  # a result/ACK found its aggregator holding something else
     RECLAIMED = 8  # a finished use of the same job (psn older by >= window) was taken over
+    CAPPED = 9  # the job held its cap of aggregators: the packet went to the PS instead
 
 
 ATP_EVENTS = len(AtpEvent)

@@ -44,7 +44,8 @@ from controller.jobs.job import Job, JobRequest, Port
 from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
-from wire.header import AGG_VERSIONS, ASK_ROWS, ASK_TUPLES, MAX_WORKERS
+from controller.systems import result_guard
+from wire.header import AGG_VERSIONS, ASK_ROWS, ASK_TUPLES, MAX_WORKERS, Flag, Op
 
 ASK_POOL = "ask"  # rows of p4src/ask.p4's key-value array
 PREFIX = "IncIngress.ask."
@@ -182,6 +183,16 @@ def flow_entries(job: Job) -> list[P4TableEntry]:
     return out
 
 
+def flag_entries(job: Job) -> list[P4TableEntry]:
+    """``result_guard.p4``: a mapper sends its cold keys to the reducer as ``FALLBACK`` (resent
+    with ``RETX``); the reducer acknowledges what it counted (``ACK``). The switch's own ACKs
+    and drained rows are made here and need no binding."""
+    reducer = [int(job.params["reducer_port"])]
+    return result_guard.worker_entries(
+        job, Op.AGG_KV, Flag.FALLBACK | Flag.RETX
+    ) + result_guard.port_entries(job.job_id, Op.AGG_KV, reducer, Flag.ACK)
+
+
 def flow_keys(job: Job) -> list[P4TableEntry]:
     ports = [(w.worker_id, w.port) for w in job.workers]
     ports.append((reducer_id(job), int(job.params["reducer_port"])))
@@ -236,11 +247,13 @@ class Ask(JobKind):
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
         write = sw.upsert if idempotent else sw.insert
         await write(flow_entries(job))
+        await write(flag_entries(job))
         await write([job_entry(job)])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
         await sw.delete([job_key(job.job_id)], strict=False)
         await sw.delete(flow_keys(job), strict=False)
+        await sw.delete(flag_entries(job), strict=False)
 
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
         return bool(await sw.read(job_key(job.job_id)))

@@ -49,8 +49,8 @@ from controller.jobs.job import Job, JobRequest, Port, Scheduling
 from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import MemoryManager, OutOfMemory, Region
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
-from controller.systems import job_meter, job_region, result_rewrite
-from wire.header import ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent
+from controller.systems import job_meter, job_region, result_guard, result_rewrite
+from wire.header import ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent, Flag, Op
 
 ATP_POOL = "atp"  # ATP's shared pool (p4src/atp.p4, ATP_POOL_SIZE aggregators)
 SHARED = "atp-shared"  # owner of the whole ATP pool in the memory manager's view
@@ -61,6 +61,15 @@ ATP_JOB = PREFIX + "atp_job"
 ATP_PSN = PREFIX + "atp_psn"
 ATP_BITMAP = PREFIX + "atp_bitmap"
 ATP_COUNT = PREFIX + "atp_count"
+ATP_HELD = PREFIX + "atp_held"
+JOB_CELLS = 1024  # atp_held's cells (JOB_TABLE_SIZE): job_id % JOB_CELLS
+# A job may hold at most CAP_WINDOWS windows of aggregators at once (atp_held): its window
+# of uses in flight, and as many again for uses whose result has not crossed yet.
+CAP_WINDOWS = 2
+# What the roles of an ATP job bring into the switch: its PS (at a leaf: the uplink) results
+# and ACKs; at a spine, each leaf the pieces it sent to the PS unaggregated.
+PS_FLAGS = Flag.RESULT | Flag.ACK
+LEAF_FLAGS = Flag.FALLBACK | Flag.COLLISION | Flag.RETX
 STATE_REGISTERS = (ATP_JOB, ATP_PSN, ATP_BITMAP, ATP_COUNT)
 
 
@@ -236,6 +245,7 @@ class Atp(JobKind):
             # addresses them to its workers.
             await write(result_rewrite.result_entries(job))
         await write(job_region.worker_entries(job))
+        await write(flag_entries(job))
         await write([atp_entry(job)])
         await write(job_meter.meter_entries(job))
         await free_held(sw, job.job_id)  # left by an earlier job with this id, if any
@@ -246,6 +256,7 @@ class Atp(JobKind):
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
         await sw.delete([atp_key(job.job_id)], strict=False)
         await sw.delete([job_meter.meter_key(job.job_id)], strict=False)
+        await sw.delete(flag_entries(job), strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
         await sw.delete(result_rewrite.result_entries(job), strict=False)
         await sw.delete_multicast_group(job.mcast_grp, strict=False)
@@ -284,7 +295,8 @@ def on_wire(job: Job) -> Job:
 
 
 def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
-    """The job's ``atp_jobs`` entry; its reclaim gap is ``window`` (default the job's)."""
+    """The job's ``atp_jobs`` entry; its reclaim gap is ``window`` (default the job's), and
+    it may hold CAP_WINDOWS such windows of the shared pool."""
     p = job.params
     all_workers = int(p.get("all_workers", job.n_workers))
     role = p.get("role", "single")
@@ -301,8 +313,19 @@ def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
         of_racks=1 if role == "spine" else 0,
         workers=members,
         reclaim_gap=max(job.window if window is None else window, 1),
+        cap=CAP_WINDOWS * max(job.window if window is None else window, 1),
         mcast_grp=job.mcast_grp,
     )
+
+
+def flag_entries(job: Job) -> list[P4TableEntry]:
+    """``result_guard.p4``: the PS's port brings results and ACKs; at a spine, the leaves'
+    ports bring their fallback pieces."""
+    out = result_guard.port_entries(job.job_id, Op.AGG_SYNC, [int(job.params["ps_port"])], PS_FLAGS)
+    if job.params.get("role") == "spine":
+        leaves = [w.port for w in job.workers]
+        out += result_guard.port_entries(job.job_id, Op.AGG_SYNC, leaves, LEAF_FLAGS)
+    return out
 
 
 def atp_key(job_id: int) -> P4TableEntry:
@@ -343,6 +366,8 @@ async def free_held(sw: SwitchConnection, job_id: int) -> int:
     mine = sorted(i for i, j in jobs.items() if j == job_id and counts.get(i, 0) != 0)
     for reg in STATE_REGISTERS:
         await sw.registers.fill(sw.register_name(reg), mine, 0)  # type: ignore[arg-type]
+    cell = job_id % JOB_CELLS
+    await sw.fill_register(ATP_HELD, range(cell, cell + 1), 0)  # it holds none now
     return len(mine)
 
 

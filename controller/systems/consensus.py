@@ -32,7 +32,8 @@ from controller.jobs.job import Ipv4, Job, JobRequest, Mac, Port, host_ip, host_
 from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
-from wire.header import CONS_GROUPS, SLOTS
+from controller.systems import result_guard
+from wire.header import CONS_GROUPS, SLOTS, Flag, Op
 
 SEQ_POOL = "seq"
 PREFIX = "IncIngress.sequencer."
@@ -124,11 +125,13 @@ class Consensus(JobKind):
         await sw.set_multicast_group(job.mcast_grp, replicas)
         write = sw.upsert if idempotent else sw.insert
         await write(client_entries(job))
+        await write(flag_entries(job))
         await write([group_entry(job, session_number())])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
         await sw.delete([group_key(job.job_id)], strict=False)
         await sw.delete(client_entries(job), strict=False)
+        await sw.delete(flag_entries(job), strict=False)
         await sw.delete_multicast_group(job.mcast_grp, strict=False)
 
     async def installed(self, sw: SwitchConnection, job: Job) -> bool:
@@ -143,6 +146,16 @@ class Consensus(JobKind):
         return super().worker_config(job, worker_id, switch_address) | {
             "group_ip": job.params["group_ip"]
         }
+
+
+def flag_entries(job: Job) -> list[P4TableEntry]:
+    """``result_guard.p4``: replicas reply to clients (``RESULT``) and, as a host sequencer's
+    leader, pass requests on (``FALLBACK``); a client sends to a host sequencer
+    (``FALLBACK``). Nobody else brings a flagged ``CONSENSUS`` packet in."""
+    replicas = [int(r["port"]) for r in job.params["replicas"]]
+    return result_guard.port_entries(
+        job.job_id, Op.CONSENSUS, replicas, Flag.RESULT | Flag.FALLBACK
+    ) + result_guard.worker_entries(job, Op.CONSENSUS, Flag.FALLBACK)
 
 
 def group_entry(job: Job, session: int) -> P4TableEntry:

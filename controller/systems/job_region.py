@@ -10,8 +10,6 @@ Example::
 ``epoch_slots``: ``(job_id, epoch parity)`` -> ``set_slot(offset, size, quorum)``, overriding
 the region and quorum of the ``jobs`` entry for that epoch's packets; only jobs whose layout
 changes while they run have them (``controller/sched/switchover.py``).
-``guarded_jobs`` (``p4src/result_guard.p4``): NetReduce jobs whose results no port may bring
-into the switch (it makes them itself); written before the ``jobs`` entry.
 ``workers``: ``(job_id, worker_id, ingress_port)`` -> ``set_worker(bit_index)``; the bit is
 the worker id, so the result's bitmap names the contributors by rank. Binding the ingress
 port means a host cannot contribute in another worker's (or job's) name.
@@ -33,7 +31,6 @@ from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 JOBS = "IncIngress.job_region.jobs"
 WORKERS = "IncIngress.job_region.workers"
 EPOCH_SLOTS = "IncIngress.job_region.epoch_slots"
-GUARDED_JOBS = "IncIngress.result_guard.guarded_jobs"
 
 
 def job_entry(job: Job) -> P4TableEntry:
@@ -51,19 +48,6 @@ def job_entry(job: Job) -> P4TableEntry:
 def job_key(job_id: int) -> P4TableEntry:
     """The ``jobs`` entry of ``job_id`` as a read or delete key."""
     return P4TableEntry(JOBS, match=P4TableMatch({"hdr.inc.job_id": job_id}))
-
-
-def guard_entry(job: Job) -> P4TableEntry:
-    """``guarded_jobs`` (p4src/result_guard.p4): a RESULT or ACK naming this NetReduce job
-    that enters the switch aggregating it is forged (the switch makes the job's results
-    itself), dropped as ``FORGED_RESULT``."""
-    return table_entry(
-        GUARDED_JOBS, {"hdr.inc.job_id": job.job_id}, "IncIngress.result_guard.guarded"
-    )
-
-
-def guard_key(job_id: int) -> P4TableEntry:
-    return P4TableEntry(GUARDED_JOBS, match=P4TableMatch({"hdr.inc.job_id": job_id}))
 
 
 def worker_entries(job: Job) -> list[P4TableEntry]:

@@ -109,14 +109,12 @@ class NetReduce(JobKind):
         write = sw.upsert if idempotent else sw.insert
         await write(result_rewrite.result_entries(job))
         await write(job_region.worker_entries(job))
-        await write([job_region.guard_entry(job)])
         await write(job_meter.meter_entries(job))
         await write([job_region.job_entry(job)])
 
     async def uninstall(self, sw: SwitchConnection, job: Job) -> None:
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
         await sw.delete([job_meter.meter_key(job.job_id)], strict=False)
-        await sw.delete([job_region.guard_key(job.job_id)], strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
         await sw.delete(result_rewrite.result_entries(job), strict=False)
         await sw.delete_multicast_group(job.mcast_grp, strict=False)

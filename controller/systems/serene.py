@@ -69,7 +69,6 @@ class Serene(NetReduce):
         write = sw.upsert if idempotent else sw.insert
         await write(result_rewrite.result_entries(job))
         await write(job_region.worker_entries(job))
-        await write([job_region.guard_entry(job)])
         await write(job_meter.meter_entries(job))
         mode = sync_modes.Mode.parse(str(job.params.get("mode", "sync")), job.n_workers)
         await sync_modes.install(sw, job, mode, idempotent=idempotent)

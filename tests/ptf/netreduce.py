@@ -222,25 +222,28 @@ class NonIncTrafficIsForwarded(NetReduceTest):
 OWN_PATH = (Op.AGG_SYNC, Op.AGG_KV, Op.KV_READ, Op.KV_WRITE, Op.CONSENSUS)
 
 
-class FallbacksAndReservedOpsAreForwardedNotAggregated(NetReduceTest):
-    """INC packets that are not worker contributions (FALLBACK flag, an op reserved for
-    other systems, a RESULT or ACK of a job this switch does not aggregate) go to their
-    IPv4 destination and leave the aggregator they name untouched."""
+class ReservedOpsAreForwardedFlaggedPacketsWithoutABindingDropped(NetReduceTest):
+    """INC packets of an op reserved for other systems go to their IPv4 destination; a
+    FALLBACK of job 1, or a RESULT or ACK of a job this switch does not serve, has no
+    binding that allows it (docs/protocol.md, "Isolation"): dropped as FORGED_RESULT. None
+    touches the aggregator it names."""
 
     def runTest(self) -> None:
-        passing = [
-            self.contribution(self.job1, 0, 0, A, flags=Flag.FALLBACK),
-            self.contribution(self.job1, 0, 0, A, job_id=9, flags=Flag.RESULT),
-            self.contribution(self.job1, 0, 0, A, job_id=9, flags=Flag.ACK),
-            *(self.contribution(self.job1, 0, 0, A, op=op) for op in Op if op not in OWN_PATH),
-        ]
+        passing = [self.contribution(self.job1, 0, 0, A, op=op) for op in Op if op not in OWN_PATH]
         for pkt in passing:
             self.send(1, pkt)
             testutils.verify_packet(self, self.routed(pkt, 4), 4)
+        self.send(
+            1,
+            self.contribution(self.job1, 0, 0, A, flags=Flag.FALLBACK),
+            self.contribution(self.job1, 0, 0, A, job_id=9, flags=Flag.RESULT),
+            self.contribution(self.job1, 0, 0, A, job_id=9, flags=Flag.ACK),
+        )
         testutils.verify_no_other_packets(self)
+        self.assert_drops(FORGED_RESULT=3)
         # Had any of them been added, this aggregation would not complete with these sums.
         self.complete(0, [B, B, C])
-        self.assert_no_drops()
+        self.assert_drops(FORGED_RESULT=3)
 
 
 class ResultOrAckOfTheJobEnteringItsSwitchIsForged(NetReduceTest):

@@ -263,23 +263,25 @@ class FencedEpochWaitsUntilTheSwapCompletes(SyncModeTest):
 
 class ForgedPacketsCannotChangeAMode(SyncModeTest):
     """Only the controller's entry sets a mode: a packet of another job's worker with any
-    epoch is dropped at admission and moves no clock; a forged WAIT packet is forwarded,
-    not aggregated; a far-future epoch only waits; an epoch older than any round the
-    worker can need (one that could select another mode) is dropped as OLD_EPOCH."""
+    epoch is dropped at admission and moves no clock; a forged WAIT packet (only the switch
+    makes them) is dropped as FORGED_RESULT; a far-future epoch only waits; an epoch older
+    than any round the worker can need (one that could select another mode) is dropped as
+    OLD_EPOCH."""
 
     def runTest(self) -> None:
         outsider = self.contribution(self.job1, 0, 0, A, epoch=7)
         self.send(5, outsider)  # worker 0's id from a host outside the job
         self.assert_drops(UNKNOWN_WORKER=1)
-        forged = self.contribute(1, 0, B, epoch=0, flags=Flag.WAIT)
-        testutils.verify_packet(self, self.routed(forged, 4), 4)
+        self.contribute(1, 0, B, epoch=0, flags=Flag.WAIT)
+        self.assert_drops(UNKNOWN_WORKER=1, FORGED_RESULT=1)
+        self.assert_nothing_out(4)
         future = self.contribute(2, 0, C, epoch=5)
         self.expect_wait(future, 3)
         self.assertEqual(self.clocks(), (2**32 - 1,) * 3)
         self.round(0, 0, [A, B, C])  # still sync: all three, nothing of the forgeries
         self.round(1, 1, [A, B, C])
         self.contribute(0, 2, A, epoch=2**32 - 3)  # 4 epochs below its clock
-        self.assert_drops(UNKNOWN_WORKER=1, OLD_EPOCH=1)
+        self.assert_drops(UNKNOWN_WORKER=1, FORGED_RESULT=1, OLD_EPOCH=1)
         self.assert_nothing_out(1)
         self.assertEqual(self.clocks(), (1, 1, 1))
         state = self.call(sync_modes.read_state(self.sw, 1))
