@@ -17,7 +17,7 @@ PROG = Path(__file__).parent / "compiler_programs" / "lang.p4"
 
 @pytest.fixture(scope="module")
 def sw() -> Switch:
-    return Switch.from_file(str(PROG))
+    return Switch.from_file(str(PROG), target="p4sim")
 
 
 def run(sw: Switch, op: int, arg: int, extra: bytes = b"") -> bytes:
@@ -77,7 +77,7 @@ def test_two_instances_of_a_control_have_their_own_tables(sw: Switch) -> None:
 def test_name_annotations_on_tables_and_actions(sw: Switch) -> None:
     assert "global_table" in [t.name for t in sw.tables()]
     assert "Ing.renamed_action" in sw.actions()
-    s = Switch.from_file(str(PROG))
+    s = Switch.from_file(str(PROG), target="p4sim")
     s.table_add("global_table", {"hdr.ab.a.isValid()": 1}, "set_r4", {"x": 3})
     assert run(s, 1, 0, b"\x05")[3] == 0x80  # r4 overwritten later in the union branch
     assert run(s, 3, 1)[3] == 0x80

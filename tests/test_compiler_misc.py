@@ -21,7 +21,7 @@ PROG = Path(__file__).parent / "compiler_programs" / "misc.p4"
 
 @pytest.fixture(scope="module")
 def sw() -> Switch:
-    return Switch.from_file(str(PROG))
+    return Switch.from_file(str(PROG), target="p4sim")
 
 
 def run(sw: Switch, op: int, i: int, good_csum: bool = True) -> bytes:

@@ -128,7 +128,7 @@ def decode(data: bytes) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def sw() -> Switch:
-    return Switch.from_file(str(PROG))
+    return Switch.from_file(str(PROG), target="p4sim")
 
 
 def run(sw: Switch, a: int, b: int, sa: int, sb: int) -> dict[str, int]:
@@ -171,5 +171,5 @@ _SW: list[Switch] = []
 
 def _shared() -> Switch:
     if not _SW:
-        _SW.append(Switch.from_file(str(PROG)))
+        _SW.append(Switch.from_file(str(PROG), target="p4sim"))
     return _SW[0]

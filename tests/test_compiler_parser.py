@@ -20,7 +20,7 @@ PROG = Path(__file__).parent / "compiler_programs" / "parse.p4"
 
 @pytest.fixture(scope="module")
 def prog_sw() -> Switch:
-    return Switch.from_file(str(PROG))
+    return Switch.from_file(str(PROG), target="p4sim")
 
 
 def run(sw: Switch, data: bytes) -> tuple[dict[str, int], bytes]:
@@ -71,7 +71,7 @@ def test_lookahead_does_not_consume(prog_sw: Switch) -> None:
 
 
 def test_value_set_matches_after_control_plane_add() -> None:
-    sw = Switch.from_file(str(PROG))
+    sw = Switch.from_file(str(PROG), target="p4sim")
     assert run(sw, bytes([5, 7]))[0]["path"] == 0
     sw.value_set_add("pvs", [7])
     assert run(sw, bytes([5, 7]))[0]["path"] == 5

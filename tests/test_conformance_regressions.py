@@ -87,7 +87,7 @@ def test_action_with_directional_parameter_unbound_in_table_is_an_error() -> Non
     bad = src.replace("actions = { put(h.d.lo); bump(h.d.hi); }", "actions = { put; }")
     bad = bad.replace("default_action = put(h.d.lo, 0x77);", "")
     with pytest.raises(P4Error, match="must bind them"):
-        Switch.from_source(bad)
+        Switch.from_source(bad, target="p4sim")
 
 
 # -- p4c-compatible STF reading (`p4sim stf --p4c-compat`) -------------------------------
@@ -131,17 +131,19 @@ def _loop_program(body: str) -> str:
 
 def test_break_outside_a_loop_is_an_error() -> None:
     with pytest.raises(P4Error, match="'break' is only allowed inside a for loop"):
-        Switch.from_source(_loop_program("        break;"))
+        Switch.from_source(_loop_program("        break;"), target="p4sim")
 
 
 def test_continue_outside_a_loop_is_an_error() -> None:
     with pytest.raises(P4Error, match="'continue' is only allowed inside a for loop"):
-        Switch.from_source(_loop_program("        if (h.i.n == 1) { continue; }"))
+        Switch.from_source(_loop_program("        if (h.i.n == 1) { continue; }"), target="p4sim")
 
 
 def test_for_in_over_a_scalar_is_an_error() -> None:
     with pytest.raises(P4Error, match="cannot iterate over bit<8>"):
-        Switch.from_source(_loop_program("        for (bit<8> x in h.i.n) { h.o.r0 = x; }"))
+        Switch.from_source(
+            _loop_program("        for (bit<8> x in h.i.n) { h.o.r0 = x; }"), target="p4sim"
+        )
 
 
 # -- generic functions and lookahead of structs --------------------------------------------
@@ -155,7 +157,7 @@ def test_generic_function_type_parameter_only_in_result_must_be_written() -> Non
     src = (REG_DIR / "generic_functions.p4").read_text()
     bad = src.replace("widen<bit<8>, bit<16>>(twice(h.h.b))", "widen(twice(h.h.b))")
     with pytest.raises(P4Error, match="cannot infer type parameter R of widen"):
-        Switch.from_source(bad)
+        Switch.from_source(bad, target="p4sim")
 
 
 def test_lookahead_of_a_struct_reads_fields_without_consuming_bits() -> None:
@@ -179,7 +181,7 @@ def test_instance_passed_by_name_is_shared_and_inline_instance_is_new() -> None:
 def test_control_parameter_needs_an_instance() -> None:
     src = (REG_DIR / "control_instances.p4").read_text()
     with pytest.raises(P4Error, match="'s' needs a parser or control instance"):
-        Switch.from_source(src.replace("Twice(inc) t1;", "Twice(3) t1;"))
+        Switch.from_source(src.replace("Twice(inc) t1;", "Twice(3) t1;"), target="p4sim")
 
 
 def test_error_key_takes_p4cs_error_numbers_from_the_control_plane() -> None:
@@ -193,7 +195,7 @@ def test_error_key_takes_p4cs_error_numbers_from_the_control_plane() -> None:
 """,
         "",
     )
-    sw = Switch.from_source(src)
+    sw = Switch.from_source(src, target="p4sim")
     sw.table_add("by_error", {"sm.parser_error": 1}, "set1", {"v": 0x10})  # NoError
     sw.table_add("by_error", {"sm.parser_error": 8}, "set1", {"v": 0xEE})  # first user error
     assert sw.send(0, bytes.fromhex("090107000000"))[0][1][3] == 0x10

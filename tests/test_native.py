@@ -242,7 +242,8 @@ def test_header_stacks_and_range_keys_run_native_with_pythons_outputs() -> None:
     """Every op of the program on stacks of 1 to 5 items (5: StackOutOfBounds), indices
     in and out of range, ports inside, on and outside the range entries' bounds."""
     path = str(ROOT / "tests/p4/native/stacks_and_ranges.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     for sw in (py, nat):
         sw.table_add("by_port", {"hdr.ctl.port": (100, 199), "hdr.ctl.op": (0, 0)},
@@ -274,7 +275,8 @@ def test_signed_ints_run_native_with_pythons_outputs() -> None:
     """tests/p4/native/signed_ops.p4 on operands at the edges of int<8> and int<64>
     (most negative, -1, 0, 1, most positive) and random ones, every shift from 0 to 70."""
     path = str(ROOT / "tests/p4/native/signed_ops.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     rng = random.Random(5)
     edges8 = [0x80, 0x81, 0xFF, 0, 1, 0x7F, 0xFD]
@@ -306,7 +308,8 @@ def test_hash_identity_and_xor16_run_native_with_pythons_outputs() -> None:
     from p4sim.runtime.hashes import v1model_hash
 
     path = str(ROOT / "tests/p4/native/hash_algos.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     rng = random.Random(9)
     frames = [(1, bytes(9)), (1, b"\xff" * 9)] + [(1, rng.randbytes(9)) for _ in range(300)]
@@ -323,7 +326,8 @@ def test_header_unions_and_plain_enums_run_native_with_pythons_outputs() -> None
     """tests/p4/native/unions_enums.p4: every parse path into the union (neither member,
     a, b, a then b) with every op (setValid of b, of a, setInvalid of a, drop by enum)."""
     path = str(ROOT / "tests/p4/native/unions_enums.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     rng = random.Random(3)
     frames = [
@@ -347,7 +351,8 @@ def test_sub_control_out_parameters_start_from_their_default_on_native() -> None
     before writing them (0 and an invalid header, whatever the arguments held); exit in a
     sub-control and a sub-parser's reject write no out/inout scalar argument back."""
     path = str(ROOT / "tests/p4/native/subcontrol_params.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     rng = random.Random(4)
     frames = [(1, rng.randbytes(rng.randrange(0, 8))) for _ in range(200)]
@@ -366,7 +371,8 @@ def test_action_out_inout_and_in_header_parameters_run_native_as_copies() -> Non
     (copy-out overwrites a direct write to the argument), an out one starting from 0, an
     in header taken at the call, one header passed as in and inout."""
     path = str(ROOT / "tests/p4/native/action_params.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     rng = random.Random(6)
     frames = [
@@ -385,7 +391,8 @@ def test_error_keys_take_p4cs_error_numbers_on_native() -> None:
     """tests/p4/native/error_keys.p4: entries written with p4c's error numbers (NoError 1,
     the program's first own error 8) match on both back ends."""
     path = str(ROOT / "tests/p4/native/error_keys.p4")
-    py, nat = Switch.from_file(path), Switch.from_file(path, backend="native")
+    py = Switch.from_file(path, target=target_of(path))
+    nat = Switch.from_file(path, backend="native", target=target_of(path))
     assert nat.backend == "native", nat.backend_notice
     for sw in (py, nat):
         sw.table_add("by_error", {"sm.parser_error": 1}, "set1", {"v": 0x10})  # NoError

@@ -21,7 +21,7 @@ def test_unknown_table_name_lists_known_tables() -> None:
 
 
 def test_ambiguous_suffix_is_rejected() -> None:
-    sw = Switch.from_file(LANG)
+    sw = Switch.from_file(LANG, target="p4sim")
     with pytest.raises(SwitchError, match="ambiguous table 't'"):
         sw.table_info("t")
     assert sw.table_info("adder1.t").name == "Ing.adder1.t"
@@ -85,7 +85,7 @@ def test_counter_read_unknown_name() -> None:
 
 
 def test_program_info_keeps_annotations_and_scopes() -> None:
-    info = Switch.from_file(LANG).info
+    info = Switch.from_file(LANG, target="p4sim").info
     t = info.table("global_table")
     assert t.annotations == ('@name(".global_table")',)
     assert info.action("Ing.renamed_action").annotations == ('@name("renamed_action")',)

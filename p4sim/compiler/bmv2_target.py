@@ -45,17 +45,84 @@ def add_target_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check_bmv2(program: ast.Program, main_blocks: Iterable[ast.Decl], types: Iterable[Any]) -> None:
+def check_bmv2(
+    program: ast.Program,
+    main_blocks: Iterable[ast.Decl],
+    types: Iterable[Any],
+    found: Iterable[P4Error] = (),
+) -> None:
     """Raise ``P4ErrorList`` with every construct of ``program`` that p4c's BMv2 back end
     refuses. ``main_blocks`` are the parser and controls given to ``V1Switch``; ``types``
-    the resolved types of their parameters (headers, metadata)."""
+    the resolved types of their parameters (headers, metadata); ``found`` what the code
+    generator met on the way (division at run time, header stack members)."""
     errors = [
         *_duplicate_declarations(program),
+        *_keywords_as_names(program),
+        *_loops_without_a_condition(program),
+        *_error_values_in_entries(program),
         *_unaligned_headers(program, types),
         *_tables_with_several_successors(program, main_blocks),
+        *found,
     ]
     if errors:
+        errors.sort(key=lambda e: (e.loc.file, e.loc.line, e.loc.col))
         raise P4ErrorList(errors)
+
+
+# ---- what p4c's front end reads differently -------------------------------------------
+
+#: Words of P4_16 that p4c's lexer takes as keywords wherever they stand; p4sim's grammar
+#: lets some of them name a field or a variable.
+KEYWORDS = frozenset({"in", "out", "inout"})
+
+
+def _nodes(node: Any) -> Iterator[ast.Node]:
+    if isinstance(node, ast.Node):
+        yield node
+        for value in vars(node).values():
+            for item in value if isinstance(value, list) else [value]:
+                yield from _nodes(item)
+
+
+def _keywords_as_names(program: ast.Program) -> Iterator[P4Error]:
+    for decl in program.declarations:
+        if decl.loc.file.endswith(("core.p4", "v1model.p4")):
+            continue
+        for n in _nodes(decl):
+            name = getattr(n, "name", None)
+            if isinstance(n, (ast.StructField, ast.Param, ast.Decl)) and name in KEYWORDS:
+                yield P4Error(
+                    n.loc,
+                    f"'{name}' is a keyword of P4_16 (p4c: \"syntax error, unexpected "
+                    f'{name.upper()}"); choose another name',
+                )
+
+
+def _loops_without_a_condition(program: ast.Program) -> Iterator[P4Error]:
+    for n in _nodes(program):
+        if isinstance(n, ast.For) and n.cond is None:
+            yield P4Error(
+                n.loc,
+                'a for loop without a condition (p4c: "syntax error, unexpected ;"): P4_16 '
+                "asks for one; write true and leave the loop with break",
+            )
+
+
+def _error_values_in_entries(program: ast.Program) -> Iterator[P4Error]:
+    for n in _nodes(program):
+        if not isinstance(n, ast.TableEntry):
+            continue
+        for key in n.keyset:
+            if isinstance(key, ast.ErrorMember) or (
+                isinstance(key, ast.Member)
+                and isinstance(key.expr, ast.Name)
+                and key.expr.name == "error"
+            ):
+                yield P4Error(
+                    key.loc,
+                    'an error value as a key of a table entry (p4c: "unsupported exact key '
+                    'expression"): BMv2 has no entries keyed by error',
+                )
 
 
 # ---- duplicate declarations ----------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from p4sim.compiler.typecheck import Scope, T, name_annotation
 from p4sim.frontend import ast
+from p4sim.frontend.diagnostics import P4Error
 
 if TYPE_CHECKING:
     from p4sim.compiler.cg_expr import EV
@@ -73,6 +74,9 @@ class CompilerBase:
 
     genv: GlobalEnv
     trace: bool
+    #: what p4sim runs but p4c refuses for BMv2, found while generating code; raised by
+    #: ``compile_program`` for target bmv2 (``bmv2_target``), ignored for target p4sim
+    beyond_bmv2: list[P4Error]
 
     def expr(self, e: ast.Expr, fn: Fn, expect: T | None = None) -> EV:
         raise NotImplementedError

@@ -212,7 +212,23 @@ class ExprMixin(CompilerBase):
         st: TStack = base.type  # type: ignore[assignment]
         if e.name == "size":
             return lit(st.size, TBit(32))
-        if e.name in ("nextIndex",):
+        if e.name == "nextIndex":
+            self.beyond_bmv2.append(
+                P4Error(
+                    e.loc,
+                    "a header stack's 'nextIndex' (p4c: \"Cannot extract field "
+                    'nextIndex"): p4c knows no such member',
+                )
+            )
+        elif e.name in ("last", "lastIndex", "next") and not in_parser:
+            self.beyond_bmv2.append(
+                P4Error(
+                    e.loc,
+                    f"a header stack's '{e.name}' outside a parser (p4c: \"'last', "
+                    "and 'next' for stacks can only be used in a parser\")",
+                )
+            )
+        if e.name == "nextIndex":
             return EV(f"{base.code}.nextIndex", TBit(32))
         if e.name == "lastIndex":
             return EV(f"(({base.code}.nextIndex - 1) & 0xffffffff)", TBit(32))
@@ -358,6 +374,16 @@ class ExprMixin(CompilerBase):
 
     def arith(self, op: str, a: EV, b: EV, t: TBit, e: ast.Node) -> EV:
         m, w = mask(t.width), t.width
+        if op in ("/", "%") and not (a.is_const and b.is_const):
+            said = ("Cannot operate on signed values" if t.signed
+                    else "could not evaluate expression at compilation time")  # fmt: skip
+            self.beyond_bmv2.append(
+                P4Error(
+                    e.loc,
+                    f"'{op}' of values known only at run time (p4c: \"{said}\"): "
+                    "p4c divides only constants",
+                )
+            )
         x, y = a.code, b.code
         if t.signed and op in ("<", ">", "<=", ">=", "/", "%"):
             x, y = f"signed({x}, {w})", f"signed({y}, {w})"

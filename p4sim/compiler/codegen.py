@@ -62,6 +62,7 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
     def __init__(self, program: ast.Program, trace: bool = False) -> None:
         self.program = program
         self.trace = trace
+        self.beyond_bmv2: list[P4Error] = []
         self.genv = GlobalEnv(program)
         self.types = TypeClasses()
         self.src: list[str] = []
@@ -709,7 +710,7 @@ def compile_program(
     compiled = compiler.compile()
     if target == "bmv2":
         blocks = [decl for decl, _ in compiler.main_blocks(compiler.find_main())]
-        check_bmv2(program, blocks, (compiler.hdr_type, compiler.meta_type))
+        check_bmv2(program, blocks, (compiler.hdr_type, compiler.meta_type), compiler.beyond_bmv2)
     return compiled
 
 
