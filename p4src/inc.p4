@@ -65,6 +65,7 @@ control IncIngress(inout headers_t hdr,
     Aggregator() aggregator;
     SyncModeTable() sync_mode_table;
     SyncModes() sync_modes;
+    SyncClocks() sync_clocks;
     SyncLate() sync_late;
     AtpPool() atp;
     ResultGuard() result_guard;
@@ -121,7 +122,7 @@ control IncIngress(inout headers_t hdr,
         bool synced = agg && meta.drop == 0 && meta.atp == 0;
         if (synced) {
             sync_mode_table.apply(hdr, meta);
-            sync_modes.apply(hdr, meta, standard_metadata, false);  // may say wait
+            sync_modes.apply(hdr, meta, standard_metadata);  // may say wait
         }
         if (synced && meta.drop == 0 && meta.sync_wait == 0
                 && meta.sync_async == 0) {  // async: answered by sync_modes
@@ -130,7 +131,7 @@ control IncIngress(inout headers_t hdr,
         }
         if (agg && meta.drop == 0 && meta.sync_advance == 1) {
             // The clocks move only once the aggregator took the packet.
-            sync_modes.apply(hdr, meta, standard_metadata, true);
+            sync_clocks.apply(hdr, meta);
         }
         if (kv_agg) {
             // ASK: a reply (ACK, drained row) goes back by itself; the rest to the reducer.

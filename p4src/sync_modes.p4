@@ -22,8 +22,8 @@
 // A worker's clock moves one epoch at a time (epoch clock + 1 starts its next epoch; a
 // packet further ahead is told to wait until its earlier epoch is in), and the slowest
 // epoch moves when the last worker reaches min + 1: O(1) register accesses per packet,
-// no scan over the workers. The clocks are written after the aggregator (the second,
-// `commit` application), so a packet it drops moves none. Packets of an epoch at or below the worker's clock
+// no scan over the workers. The clocks are written after the aggregator (SyncClocks), so a
+// packet it drops moves none. Packets of an epoch at or below the worker's clock
 // (retransmissions, late contributions) pass unchanged, unless the epoch is more than the
 // mode's lead below it: no round the worker can still need, dropped as DROP_OLD_EPOCH.
 //
@@ -87,18 +87,19 @@ control SyncModeTable(inout headers_t hdr, inout inc_metadata_t meta) {
     }
 }
 
-// Applied twice per aggregation packet of a job with a mode (SyncModeTable found its
-// entry): with commit = false before the aggregator (the checks; may say wait or drop),
-// with commit = true after it, only when the packet starts the worker's next epoch and the
-// aggregator did not drop it: a dropped packet changes no clock (docs/protocol.md), so
-// the clocks are written last.
+// The clocks the check reads and SyncClocks writes: top-level instances, shared by the two
+// controls (each applied once: p4c's BMv2 back end mislabels the metadata of a control
+// applied twice whose actions write it, and BMv2 then cannot load the program).
+register<bit<32>>(SYNC_CLOCKS) sync_clock;    // (sync slot, worker): newest epoch admitted
+register<bit<32>>(SYNC_JOBS) sync_min;        // sync slot: the slowest worker's epoch
+
+// Before the aggregator, for a packet of a job with a mode (SyncModeTable found its entry):
+// the checks (may say wait or drop); the clocks move later (SyncClocks), only when the
+// packet starts the worker's next epoch and the aggregator did not drop it: a dropped
+// packet changes no clock (docs/protocol.md).
 control SyncModes(inout headers_t hdr,
                   inout inc_metadata_t meta,
-                  inout standard_metadata_t standard_metadata,
-                  in bool commit) {
-    register<bit<32>>(SYNC_CLOCKS) sync_clock;    // (sync slot, worker): newest epoch admitted
-    register<bit<32>>(SYNC_JOBS) sync_min;        // sync slot: the slowest worker's epoch
-    register<bit<8>>(SYNC_REACHED) sync_reached;  // (sync slot, epoch % SYNC_RING): workers there
+                  inout standard_metadata_t standard_metadata) {
     counter(SYNC_JOBS, CounterType.packets) sync_waits;  // packets told to wait, per job
     // async: per worker, the newest psn added (ASYNC_UNSET: none yet in this async period);
     // per aggregator of the job's region (one per chunk of an epoch), the running aggregate.
@@ -184,32 +185,11 @@ control SyncModes(inout headers_t hdr,
         meta.sync_async = 1;
     }
 
-    // The worker meta.worker_index starts epoch hdr.inc.epoch: its clock, the ring cell.
-    action advance_clocks() {
-        bit<32> e = hdr.inc.epoch;
-        sync_clock.write(meta.sync_slot * MAX_WORKERS + (bit<32>)meta.worker_index, e);
-        if (meta.sync_mode != SYNC_MODE_ASYNC) {  // async epochs are not counted
-            bit<32> cell = meta.sync_slot * SYNC_RING + (e & (SYNC_RING - 1));
-            bit<8> reached;
-            sync_reached.read(reached, cell);
-            reached = reached + 1;
-            if (reached == meta.sync_workers && meta.sync_lead == 1) {
-                // The last worker left the slowest epoch: e is the new slowest, and its
-                // ring cell is free for epoch e + SYNC_RING.
-                sync_min.write(meta.sync_slot, e);
-                reached = 0;
-            }
-            sync_reached.write(cell, reached);
-        }
-    }
-
     ReturnToSender() return_to_sender;
     Refuse() refuse;
 
     apply {
-        if (commit) {
-            advance_clocks();
-        } else if (meta.sync_on == 1) {
+        if (meta.sync_on == 1) {
             bit<32> e = hdr.inc.epoch;
             bit<32> max_lead = (bit<32>)meta.sync_max_lead;
             bit<32> idx = meta.sync_slot * MAX_WORKERS + (bit<32>)meta.worker_index;
@@ -250,7 +230,7 @@ control SyncModes(inout headers_t hdr,
                         add_mask = 0xFFFFFFFF;
                         async_last.write(idx, hdr.inc.psn);
                         if (ahead == 1) {
-                            meta.sync_advance = 1;  // the clock only (commit)
+                            meta.sync_advance = 1;  // the clock only (SyncClocks)
                         }
                     }
                     async_answer();
@@ -266,10 +246,39 @@ control SyncModes(inout headers_t hdr,
                 wait_reply();
                 return_to_sender.apply(hdr, standard_metadata, FLAG_WAIT);
             } else {
-                meta.sync_advance = 1;  // written after the aggregator (commit)
+                meta.sync_advance = 1;  // written after the aggregator (SyncClocks)
                 meta.sync_lead = lead;
             }
         }
+    }
+}
+
+// After the aggregator, for a packet that starts its worker's next epoch and was not
+// dropped: the worker's clock, the ring cell of its epoch, and the slowest epoch.
+control SyncClocks(inout headers_t hdr, inout inc_metadata_t meta) {
+    register<bit<8>>(SYNC_REACHED) sync_reached;  // (sync slot, epoch % SYNC_RING): workers there
+
+    // The worker meta.worker_index starts epoch hdr.inc.epoch: its clock, the ring cell.
+    action advance_clocks() {
+        bit<32> e = hdr.inc.epoch;
+        sync_clock.write(meta.sync_slot * MAX_WORKERS + (bit<32>)meta.worker_index, e);
+        if (meta.sync_mode != SYNC_MODE_ASYNC) {  // async epochs are not counted
+            bit<32> cell = meta.sync_slot * SYNC_RING + (e & (SYNC_RING - 1));
+            bit<8> reached;
+            sync_reached.read(reached, cell);
+            reached = reached + 1;
+            if (reached == meta.sync_workers && meta.sync_lead == 1) {
+                // The last worker left the slowest epoch: e is the new slowest, and its
+                // ring cell is free for epoch e + SYNC_RING.
+                sync_min.write(meta.sync_slot, e);
+                reached = 0;
+            }
+            sync_reached.write(cell, reached);
+        }
+    }
+
+    apply {
+        advance_clocks();
     }
 }
 

@@ -522,9 +522,9 @@ def sync_cells(job: Job) -> tuple[tuple[str, range], ...]:
     its slowest epoch and its ring of reached counts, nothing of another job's."""
     slot = sync_slot(job.job_id)
     return (
-        (SYNC + "sync_clock", range(slot * MAX_WORKERS, slot * MAX_WORKERS + len(job.ports))),
-        (SYNC + "sync_min", range(slot, slot + 1)),
-        (SYNC + "sync_reached", range(slot * SYNC_RING, (slot + 1) * SYNC_RING)),
+        ("sync_clock", range(slot * MAX_WORKERS, slot * MAX_WORKERS + len(job.ports))),
+        ("sync_min", range(slot, slot + 1)),
+        ("IncIngress.sync_clocks.sync_reached", range(slot * SYNC_RING, (slot + 1) * SYNC_RING)),
     )
 
 

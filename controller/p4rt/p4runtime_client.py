@@ -212,16 +212,28 @@ class SwitchConnection:
 
     async def connect(self, timeout: float = 10.0, force_pipeline: bool = False) -> None:
         """Open the channel, become primary (or backup) and make sure the pipeline is ours."""
-        self._client = P4Client(self.spec.address, wait_for_ready=False)
-        # gRPC allows one write at a time on a stream: PacketOuts and digest acks (sent
-        # from their own tasks) must not overlap, or the write fails with INTERNAL.
-        self._send_lock = asyncio.Lock()
-        await self._client.open(schema=None)
-        try:
-            await asyncio.wait_for(self._arbitrate(), timeout)
-        except (TimeoutError, P4ClientError, OSError) as err:
-            await self.close()
-            raise SwitchError(f"{self._where()}: cannot connect: {_describe(err)}") from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        held_until = loop.time() + min(timeout, HELD_ID_WAIT_S)
+        delay = 0.05
+        while True:
+            self._client = P4Client(self.spec.address, wait_for_ready=False)
+            # gRPC allows one write at a time on a stream: PacketOuts and digest acks (sent
+            # from their own tasks) must not overlap, or the write fails with INTERNAL.
+            self._send_lock = asyncio.Lock()
+            await self._client.open(schema=None)
+            try:
+                await asyncio.wait_for(self._arbitrate(), max(deadline - loop.time(), 0.1))
+                break
+            except (TimeoutError, P4ClientError, OSError) as err:
+                await self.close()
+                # Our own previous stream with this election id may not be gone from the
+                # switch yet (BMv2 frees the id only once it sees that stream end): retry.
+                if _election_id_held(err) and loop.time() + delay < held_until:
+                    await asyncio.sleep(delay)
+                    delay = min(2 * delay, 0.5)
+                    continue
+                raise SwitchError(f"{self._where()}: cannot connect: {_describe(err)}") from None
         self._reader = asyncio.create_task(self._read_stream(), name=f"p4rt-{self.spec.label}")
         try:
             await self._fetch_version()
@@ -624,6 +636,20 @@ class SwitchSet:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+#: How long connect() waits for the switch to free an election id that our own previous
+#: stream held (a client really using the id is refused after that).
+HELD_ID_WAIT_S = 2.0
+
+
+def _election_id_held(err: BaseException) -> bool:
+    """The switch refused our election id as still used by another stream."""
+    return (
+        isinstance(err, P4ClientError)
+        and err.code.name == "INVALID_ARGUMENT"
+        and "already" in err.message.lower()
+    )
 
 
 def _describe(err: BaseException) -> str:

@@ -49,9 +49,9 @@ from wire.serial import distance, oldest, wrap
 
 SYNC_MODES = "IncIngress.sync_mode_table.sync_modes"
 SET_MODES = "IncIngress.sync_mode_table.set_modes"
-CLOCK = "IncIngress.sync_modes.sync_clock"
-SLOWEST = "IncIngress.sync_modes.sync_min"
-REACHED = "IncIngress.sync_modes.sync_reached"
+CLOCK = "sync_clock"  # top-level: read by SyncModes, written by SyncClocks
+SLOWEST = "sync_min"
+REACHED = "IncIngress.sync_clocks.sync_reached"
 WAITS = "IncIngress.sync_modes.sync_waits"
 LATE = "IncIngress.sync_late.sync_late"
 ASYNC_LAST = "IncIngress.sync_modes.async_last"

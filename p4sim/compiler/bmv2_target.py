@@ -16,7 +16,13 @@ it. The classes, each found by compiling programs with real p4c:
   puts that table at two nodes; they merge only when both go on to the same next steps.
 - two top-level declarations with one name (p4c: "X duplicates X."), except overloads of
   a function or extern function;
-- a header whose fields total a width that is not a multiple of 8 bits.
+- a header whose fields total a width that is not a multiple of 8 bits;
+- a control with actions and the user metadata among its parameters, applied at two
+  places: p4c's JSON then names a copy of the metadata that simple_switch cannot load
+  ("No field 'userMetadata.x' can be found");
+- what p4c's front end refuses that p4sim's grammar and types let through: in/out/inout as
+  names, a for loop without a condition, '/' and '%' of values known only at run time,
+  header stack members outside a parser, error values as entry keys.
 """
 
 from __future__ import annotations
@@ -220,6 +226,8 @@ class _Graph:
             and t.name in self.controls
         }
         self.nodes: list[_Node] = []
+        #: instance path -> (its control, where the top control applies it, each time)
+        self.applied: dict[str, tuple[ast.ControlDecl, list[ast.SourceLoc]]] = {}
 
     def node(self, live: list[_Node], table: str | None, loc: ast.SourceLoc, sc: _Scope) -> _Node:
         n = _Node(table, loc, sc.site or loc)
@@ -316,6 +324,7 @@ class _Graph:
             return None
         if target.name in sc.instances:
             decl, path = sc.instances[target.name], f"{sc.path}.{target.name}"
+            self.applied.setdefault(path, (decl, []))[1].append(sc.site or call.loc)
         elif target.name in self.controls:  # MyControl.apply(...): an instance of its own
             decl, path = self.controls[target.name], f"{sc.path}.{target.name}@{call.loc}"
         else:
@@ -415,6 +424,21 @@ def _tables_with_several_successors(
             continue
         graph = _Graph(program)
         graph.control(block, block.name, {}, [])
+        # v1model's ingress and egress take the user metadata second
+        meta = block.params[1].type if len(block.params) > 1 else None
+        for path, (decl, sites) in graph.applied.items():
+            actions = [d.name for d in decl.locals if isinstance(d, ast.ActionDecl)]
+            takes_meta = any(p.type == meta for p in decl.params if isinstance(meta, ast.NamedType))
+            if len(sites) > 1 and actions and takes_meta:
+                yield P4Error(
+                    sites[1],
+                    f"{path}, a control with actions ({', '.join(actions)}), is applied here "
+                    f"and at {sites[0]}: p4c then writes a BMv2 JSON whose actions name a "
+                    "copy of the control's parameters that BMv2 cannot load (simple_switch: "
+                    "\"No field 'userMetadata....' can be found\"); apply it at one place, "
+                    f"or split it, or {BEYOND_BMV2}",
+                    notes=[(sites[0], f"{path} is also applied here")],
+                )
         by_table: dict[str, list[_Node]] = {}
         for n in graph.nodes:
             if n.table is not None:

@@ -93,6 +93,7 @@ class CGen:
         self.tables: list[str] = []  # fq names, index = C table number
         self.registers: list[tuple[str, int, int]] = []  # (fq, width, size)
         self.counters: list[tuple[str, int]] = []  # (fq, size)
+        self.global_scope: dict[str, V] = {}  # top-level registers and counters
         self.vsets: list[str] = []  # parser value sets: fq names, index = C value set
         self.errors = list(self.genv.errors)
         self.table_names = {t.name: t for t in compiled.tables}
@@ -195,6 +196,8 @@ class CGen:
                 return sc[name]
         if self.cur is not None and name in self.cur.scope:
             return self.cur.scope[name]
+        if name in self.global_scope:
+            return self.global_scope[name]
         sym = self.genv.const_sym(name)
         if sym is not None and sym.kind == "const":
             v = sym.value
@@ -214,9 +217,17 @@ class CGen:
         main = next((d for d in self.genv.instantiations if d.name == "main"), None)
         if main is None or len(main.args) != 6:
             raise Unsupported("no V1Switch main")
+        # top-level registers and counters: one instance each, shared by every control
+        top = Ctl(decl=None, path="", ident=-1, scope=self.global_scope)
         for inst in self.genv.instantiations:
-            if inst.name != "main":
-                raise Unsupported("top-level extern instances")
+            if inst.name == "main":
+                continue
+            if not isinstance(inst.type, ast.NamedType) or inst.type.name not in (
+                "register",
+                "counter",
+            ):
+                raise Unsupported("top-level instances other than registers and counters")
+            self.local_instance(inst, top)
         roles = []
         for a in main.args:
             e = a.value

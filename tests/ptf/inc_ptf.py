@@ -116,7 +116,7 @@ class IncTest(P4RuntimeTest):
     def admit(self, request: JobRequest, job_id: int, offset: int) -> Job:
         """Admit ``request`` as job ``job_id`` at ``offset`` of its kind's memory pool, written
         by the kind's own ``install`` (the controller's code, in its order) and removed by its
-        ``uninstall`` in ``tearDown``. The region needs no clearing: the pipeline is new."""
+        ``uninstall`` after the test. The region needs no clearing: the pipeline is new."""
         kind = kind_of(request.kind)
         region = Region(offset, kind.region_size(request))
         job = kind.make_job(request, job_id, self.spec.device_id, region, created_at=0.0)

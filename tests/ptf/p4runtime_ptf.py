@@ -15,7 +15,7 @@ Example (a PTF test module next to this file)::
 the pipeline (P4Info + device config: p4sim's bundle or BMv2's JSON) with
 VERIFY_AND_COMMIT, which gives every test fresh tables, registers and counters, the way
 PTF users program BMv2. What a test writes through :meth:`insert` and
-:meth:`set_multicast_group` is deleted again in ``tearDown``.
+:meth:`set_multicast_group` is deleted again after the test (a cleanup).
 
 Test parameters (``ptf --test-params "grpcaddr='127.0.0.1:50051';p4info='...';..."``):
 ``grpcaddr``, ``device_id`` (default 0), ``p4info`` and ``config`` (files), and, for
@@ -87,19 +87,21 @@ class P4RuntimeTest(BaseTest):
         pipeline = Pipeline.from_files(_param("p4info"), _param("config"))
         self.sw = SwitchConnection(self.spec, pipeline)
         self._undo: list[Callable[[], Coroutine[Any, Any, None]]] = []
+        # a cleanup, not tearDown: it runs also when setUp (here or in a subclass) fails
+        # half-way, so the stream never outlives its test and keeps the election id
+        self.addCleanup(self._undo_and_close)
         _Loop.run(self.sw.connect(force_pipeline=True))
         if not self.sw.is_primary:
             raise RuntimeError(f"another P4Runtime client (election {self.sw.primary_id}) rules")
 
-    def tearDown(self) -> None:
+    def _undo_and_close(self) -> None:
         try:
             for undo in reversed(self._undo):
                 _Loop.run(undo())
         finally:
             _Loop.run(self.sw.close())
-            super().tearDown()
 
-    # -- writing (undone in tearDown) ------------------------------------------------------
+    # -- writing (undone after the test) ---------------------------------------------------
 
     def insert(self, entities: Iterable[Any]) -> None:
         """Insert table entries (finsy entities, e.g. ``table_entry(...)``)."""
