@@ -584,6 +584,10 @@ class _P4RuntimeRegisters:
     async def fill(self, name: str, indices: range, value: int) -> None:
         await self.conn.modify(P4RegisterEntry(name, index=i, data=value) for i in indices)
 
+    async def read_all(self, name: str) -> dict[int, int]:
+        got = await self.conn.read(P4RegisterEntry(name))
+        return {int(e.index): int(e.data or 0) for e in got if e.index is not None}
+
 
 class SwitchSet:
     """Several switches at once, by device id; connects and closes them concurrently.

@@ -36,6 +36,10 @@ class RegisterAccess(Protocol):
 
     async def fill(self, name: str, indices: range, value: int) -> None: ...
 
+    async def read_all(self, name: str) -> dict[int, int]:
+        """Every cell of register array ``name``: index -> value."""
+        ...
+
 
 def thrift_cli_available() -> bool:
     return shutil.which(CLI) is not None
@@ -80,6 +84,14 @@ class ThriftRegisters:
 
     async def write(self, name: str, index: int, value: int) -> None:
         await self._run([f"register_write {name} {index} {value}"])
+
+    async def read_all(self, name: str) -> dict[int, int]:
+        # without an index the CLI prints the whole array: "NAME= v0, v1, ..."
+        text = await self._run([f"register_read {name}"])
+        m = re.search(rf"{re.escape(name)}\s*=\s*([-\d,\s]+)", text)
+        if m is None:
+            raise SwitchError(f"{self.cli}: no values for {name} in {text.strip()[:200]!r}")
+        return {i: int(v) for i, v in enumerate(m.group(1).replace(",", " ").split())}
 
     async def fill(self, name: str, indices: range, value: int) -> None:
         await self._run([f"register_write {name} {i} {value}" for i in indices])

@@ -41,7 +41,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Annotated, Any, Literal
 
-from finsy import P4RegisterEntry, P4TableEntry, P4TableMatch
+from finsy import P4TableEntry, P4TableMatch
 from pydantic import Field, model_validator
 
 from controller.jobs.figures import PROGRESS, Figure, JobStats
@@ -335,11 +335,7 @@ def atp_key(job_id: int) -> P4TableEntry:
 async def read_tags(sw: SwitchConnection, region: Region) -> dict[int, tuple[int, int, int]]:
     """Per aggregator of ``region`` that holds a use: ``index -> (job, psn, count)``."""
     names = [sw.register_name(n) for n in (ATP_JOB, ATP_PSN, ATP_COUNT)]
-    cells: list[dict[int, int]] = []
-    for name in names:
-        got = await sw.read(P4RegisterEntry(name))
-        cells.append({int(e.index): int(e.data or 0) for e in got if e.index is not None})
-    jobs, psns, counts = cells
+    jobs, psns, counts = [await sw.registers.read_all(name) for name in names]
     return {
         i: (jobs.get(i, 0), psns.get(i, 0), counts.get(i, 0))
         for i in range(region.offset, region.end)
@@ -358,11 +354,7 @@ async def free_held(sw: SwitchConnection, job_id: int) -> int:
     workers' retransmissions reach the PS (A3); a scheduled job's ranges are cleared
     whole (``Atp.clear_owned``)."""
     names = [sw.register_name(n) for n in (ATP_JOB, ATP_COUNT)]
-    jobs, counts = [
-        {int(e.index): int(e.data or 0) for e in await sw.read(P4RegisterEntry(name))
-         if e.index is not None}
-        for name in names
-    ]  # fmt: skip
+    jobs, counts = [await sw.registers.read_all(name) for name in names]
     mine = sorted(i for i, j in jobs.items() if j == job_id and counts.get(i, 0) != 0)
     for reg in STATE_REGISTERS:
         await sw.registers.fill(sw.register_name(reg), mine, 0)  # type: ignore[arg-type]
