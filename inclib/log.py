@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from controller.api_client import ControllerApi
-from hosts.consensus.replicated_log import LogClient, LogConfig, Replica
+from hosts.consensus.replicated_log import HOST_PLAN_PORT, LogClient, LogConfig, Replica
 from inclib.plan import Plan
 
 if TYPE_CHECKING:
@@ -44,7 +44,9 @@ class LogHandle:
             )
         else:
             me = _ip(plan.peers[session.worker_id])
-            config = LogConfig(HOST_JOB_ID, session.worker_id, me, "", plan.replicas, True)
+            config = LogConfig(
+                HOST_JOB_ID, session.worker_id, me, "", plan.replicas, True, port=HOST_PLAN_PORT
+            )
         self.client = LogClient(config)
 
     def append(self, data: bytes) -> tuple[int, int]:
@@ -72,7 +74,9 @@ class LogReplica:
             )
         else:
             reps = [{"id": i, "ip": ip} for i, ip in enumerate(plan.replicas)]
-            self.replica = Replica(HOST_JOB_ID, replica_id, reps, clients, None)
+            self.replica = Replica(
+                HOST_JOB_ID, replica_id, reps, clients, None, port=HOST_PLAN_PORT
+            )
 
     def run(self, stop: list[bool]) -> None:
         """Serve until ``stop[0]`` becomes true."""

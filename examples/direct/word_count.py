@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["reducer", "--controller", plan["controller"], "--job-id", str(plan["job_id"])]
         if ask_run.run_reducer(ask_run.parser().parse_args([*argv, "--out", out])) != 0:
             return 1
-        counts: dict[str, int] = json.loads(Path(out).read_text())["result"]
+        counts: dict[str, int] = ask_run.read_record(Path(out))["result"]
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:5]
     print(f"{len(counts)} distinct words, {sum(counts.values())} in all; top: {top}")
     if a.out:

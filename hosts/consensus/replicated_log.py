@@ -63,6 +63,9 @@ from wire.header import INC_UDP_PORT, SLOTS, Flag, Header, Op, ProtocolError, pa
 from wire.serial import newer, wrap
 
 CTL_PORT = INC_UDP_PORT + 1  # replica <-> replica and client -> leader (read) messages
+#: A log on hosts alone (no job on the switch) sends its requests here: plain UDP that the
+#: switch forwards, where INC_UDP_PORT traffic of a job it does not serve is dropped.
+HOST_PLAN_PORT = INC_UDP_PORT + 2
 LEADER = 0
 MAX_DATA = (SLOTS - 1) * 4
 GAP_WAIT = 0.01  # a gap may be reordering: wait this long before asking
@@ -137,6 +140,7 @@ class Replica:
     group_ip: str | None  # None: --sequencer host
     log: list[Entry] = field(default_factory=list)
     session: int | None = None
+    port: int = INC_UDP_PORT  # requests and votes (HOST_PLAN_PORT for a log on hosts alone)
     base: int = 0
     next_seq: int = 1
     view: int = 0  # the leader is replica view % n
@@ -156,7 +160,7 @@ class Replica:
 
     def __post_init__(self) -> None:
         me = self.replicas[self.rid]["ip"]
-        self.req = udp_socket(INC_UDP_PORT, self.group_ip, me)
+        self.req = udp_socket(self.port, self.group_ip, me)
         self.ctl = udp_socket(CTL_PORT)
         self.n = len(self.replicas)
         self.f = self.n // 2
@@ -196,7 +200,7 @@ class Replica:
                    worker_id=entry.client, psn=entry.req, agg_idx=index,
                    epoch=self.session or 0,
                    bitmap=(self.view << VIEW_SHIFT) | (1 << self.rid))  # fmt: skip
-        self.req.sendto(pack(h, np.zeros(SLOTS, np.int32)), (ip, INC_UDP_PORT))
+        self.req.sendto(pack(h, np.zeros(SLOTS, np.int32)), (ip, self.port))
 
     # -- the log ------------------------------------------------------------------
     def start_session(self, session: int) -> None:
@@ -528,7 +532,7 @@ class Replica:
                               epoch=HOST_SESSION)  # fmt: skip
             frame = pack(numbered, v)
             for r in self.others():
-                self.req.sendto(frame, (self.replicas[r]["ip"], INC_UDP_PORT))
+                self.req.sendto(frame, (self.replicas[r]["ip"], self.port))
             self.sequenced(HOST_SESSION, self.host_seq, entry)
             return
         if h.agg_idx == 0:
@@ -577,6 +581,7 @@ class LogConfig:
     host_sequencer: bool = False
     rto: float = 0.05
     tries: int = 60
+    port: int = INC_UDP_PORT  # as Replica.port
 
     @classmethod
     def from_controller(
@@ -597,7 +602,7 @@ class LogClient:
 
     def __init__(self, config: LogConfig) -> None:
         self.config = config
-        self.sock = udp_socket(INC_UDP_PORT, ip=config.ip)
+        self.sock = udp_socket(config.port, ip=config.ip)
         self.ctl = udp_socket(CTL_PORT)
         self.req = wrap(int(time.time() * 1000) << 8)
         self.f = len(config.replicas) // 2
@@ -616,7 +621,7 @@ class LogClient:
         for attempt in range(self.config.tries):
             if attempt:
                 self.retransmissions += 1
-            self.sock.sendto(pack(h, values), (dest, INC_UDP_PORT))
+            self.sock.sendto(pack(h, values), (dest, self.config.port))
             deadline = time.monotonic() + rto
             while (left := deadline - time.monotonic()) > 0:
                 ready, _, _ = select.select([self.sock], [], [], left)
