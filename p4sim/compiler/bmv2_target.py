@@ -299,7 +299,7 @@ class _Graph:
             branch = s.then if known else s.other
             return self.stmt(branch, live, sc) if branch is not None else live
         live = self.tables_in(s.cond, live, sc)
-        if not _is_table_test(s.cond, sc):
+        if not _table_of(s.cond, sc):
             live = [self.node(live, None, s.loc, sc)]
         then = self.stmt(s.then, live, sc)
         other = self.stmt(s.other, live, sc) if s.other is not None else live
@@ -372,10 +372,6 @@ def _table_of(e: Any, sc: _Scope) -> str | None:
     ):
         return e.expr.func.expr.name
     return None
-
-
-def _is_table_test(e: ast.Expr, sc: _Scope) -> bool:
-    return _table_of(e, sc) is not None
 
 
 def _applied_tables(node: Any, sc: _Scope) -> Iterator[tuple[str, ast.SourceLoc]]:
