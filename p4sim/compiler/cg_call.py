@@ -310,6 +310,8 @@ class CallMixin(CompilerBase):
         py, fq, d = self.action_ref(name, fn.ctl, e.loc)
         if fq in self.actions:
             self.actions[fq].called_directly = True
+            if fn.kind == "control":
+                self.actions[fq].called_from_control = True
         ptypes = [self.genv.resolve(p.type) for p in d.params]
         args = self.bind(d.params, e, f"action {name}")
         return self.call_with_dirs(

@@ -549,7 +549,12 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         self.src.append(head + "\n" + ("\n".join(fn.lines) or "    pass") + "\n")
         if fq not in self.actions:
             self.actions[fq] = ActionInfo(
-                fq, [(n, w) for n, w, _ in infos], d, annotations=d.annotations
+                fq,
+                [(n, w) for n, w, _ in infos],
+                d,
+                annotations=d.annotations,
+                owner=inst.path.split(".")[0] if inst is not None else "",
+                top_level=not path,
             )
         if inst is not None:
             inst.actions[d.name] = (pyfn, fq)

@@ -77,7 +77,7 @@ def program_info(prog: CompiledProgram) -> pi.ProgramInfo:
     """Build the ProgramInfo of ``prog`` from the compiler's metadata."""
     out = pi.ProgramInfo(source=prog.main_file)
     in_tables = {a for t in prog.tables for a in (*t.actions, t.default_action)}
-    for a in prog.actions.values():
+    for a in _p4c_action_order(prog, in_tables):
         decl = a.decl
         data = [p for p in (decl.params if decl is not None else []) if not p.direction]
         if a.called_directly and a.name not in in_tables:
@@ -128,6 +128,23 @@ def program_info(prog: CompiledProgram) -> pi.ProgramInfo:
         )
     out.serializable_enums = list(enums.values())
     return out
+
+
+def _p4c_action_order(prog: CompiledProgram, in_tables: set[str]) -> list[Any]:
+    """The actions P4Info lists, in p4c's order. p4c's mid end inlines every action called
+    from another action and drops the actions nothing uses any more (an action listed by
+    no table and called by no apply block), and places a copy of each top-level action a
+    control uses at the start of that control, in the order of first use; P4Info then
+    lists the actions control by control, each name once."""
+    used = [a for a in prog.actions.values() if a.name in in_tables or a.called_from_control]
+    owners = list(dict.fromkeys(a.owner for a in used))
+    return [
+        a
+        for owner in owners
+        for top_level in (True, False)
+        for a in used
+        if a.owner == owner and a.top_level == top_level
+    ]
 
 
 def _table(t: Any) -> pi.TableInfo:

@@ -36,6 +36,11 @@ class ActionInfo:
     decl: Any = None
     annotations: list = field(default_factory=list)
     called_directly: bool = False  # some control or action body calls it by name
+    called_from_control: bool = False  # an apply block (not only other actions) calls it
+    # the top-level control that first uses it (top-level actions: p4c localises a copy
+    # of them at the start of each control that uses them) and whether it is top-level
+    owner: str = ""
+    top_level: bool = False
 
 
 @dataclass
