@@ -4,8 +4,10 @@
 deparser, pipelines, actions, checksum calculations, register and counter arrays say, with
 every table, action and extern under the JSON's own name (``@name(".X")``), so that the
 P4Info p4c wrote for the JSON fits the program p4sim compiles from it. BMv2's expressions
-are unbounded integers masked where p4c wants them to wrap; here each operation runs at the
-width of its widest operand, which gives the same bits for what p4c emits.
+are unbounded signed integers masked where p4c wants them to wrap; here each operation runs
+in an int<> wide enough for its exact result (``two_comp_mod``, ``usat_cast`` and
+``sat_cast`` included), and int<> fields and ``parser_error`` compare as BMv2 compares them.
+A select that matches no case ends the parser with error.NoMatch, as in BMv2.
 
 Covered: headers, header stacks (extract into next, ``last`` in select keys, push/pop,
 elements by index), header unions (members extracted, assigned, emitted, ``valid_union``)
@@ -42,6 +44,15 @@ _BIN = {"+", "-", "*", "&", "|", "^", "<<", ">>", "%", "/"}
 _CMP = {"==", "!=", "<", ">", "<=", ">="}
 _HASHES = {"crc16", "crc32", "crc16_custom", "crc32_custom", "identity", "csum16", "xor16"}
 _EXTERN_PARAMS = {"register_array", "counter_array", "meter_array"}
+
+
+#: the widest int<> an operation is computed in (its exact result would need more)
+_MAX_BITS = 512
+
+
+class Signed(int):
+    """The width of an expression's value held as int<W> (signed), where an int width
+    means bit<W>: BMv2's arithmetic is on unbounded signed integers."""
 
 
 def _ident(name: str) -> str:
@@ -86,17 +97,20 @@ class _Translator:
 
     # -- names and widths ------------------------------------------------------------
 
-    def field_ref(self, ref: list[str]) -> tuple[str, int]:
+    def field_ref(self, ref: list[str], lvalue: bool = True) -> tuple[str, int]:
         header, field = ref
         h = self.headers.get(header)
         if h is None:
             raise Bmv2JsonError(f"BMv2 JSON names an unknown header {header}")
         if field == "$valid$":
             return f"((bit<1>)({self.header_ref(header)}.isValid()))", 1
-        widths = {f[0]: f[1] for f in self.types[h["header_type"]]["fields"]}
-        if field not in widths:
+        fields = {f[0]: f for f in self.types[h["header_type"]]["fields"]}
+        if field not in fields:
             raise Bmv2JsonError(f"BMv2 JSON names an unknown field {header}.{field}")
-        return f"{self.header_ref(header)}.{_ident(field)}", int(widths[field])
+        code, w = f"{self.header_ref(header)}.{_ident(field)}", int(fields[field][1])
+        if not lvalue and len(fields[field]) > 2 and fields[field][2] is True:
+            return f"((int<{w}>)({code}))", Signed(w)  # an int<W> field, declared bit<W>
+        return code, w
 
     def header_name(self, hid: int) -> str:
         for name, h in self.headers.items():
@@ -124,10 +138,10 @@ class _Translator:
 
     # -- expressions: (code, width); width 0 = unsized integer, -1 = bool --------------
 
-    def expr(self, e: Any, rd: list[tuple[str, int]]) -> tuple[str, int]:
+    def expr(self, e: Any, rd: list[tuple[str, int]], lvalue: bool = False) -> tuple[str, int]:
         t, v = e.get("type"), e.get("value")
         if t == "field":
-            return self.field_ref(v)
+            return self.field_ref(v, lvalue)
         if t == "hexstr":
             return str(int(v, 16)), 0
         if t == "bool":
@@ -154,23 +168,55 @@ class _Translator:
         raise Bmv2JsonError(f"p4sim cannot translate BMv2 expression of type {t}")
 
     def sized(self, code: str, w: int, to: int) -> str:
+        if isinstance(w, Signed):  # sign-extended or cut to `to` bits, then unsigned
+            return f"((bit<{to}>)((int<{to}>)({code})))"
         if w == 0:
             return f"{to}w{code}" if not code.startswith("-") else f"(bit<{to}>)({code})"
         if w == -1:
             return f"((bit<{to}>)(bit<1>)({code}))" if to > 1 else f"((bit<1>)({code}))"
         return code if w == to else f"((bit<{to}>)({code}))"
 
+    def unsigned(self, code: str, w: int) -> tuple[str, int]:
+        """A value of an expression as bit<W> (a signed result as its two's complement)."""
+        if isinstance(w, Signed):
+            return f"((bit<{int(w)}>)({code}))", int(w)
+        return code, w
+
+    def signed(self, code: str, w: int, to: int) -> str:
+        """An operand as int<to> (to > its width): the unbounded integer BMv2 computes with."""
+        if isinstance(w, Signed):
+            return code if w == to else f"((int<{to}>)({code}))"
+        if w == 0:
+            return f"((int<{to}>)({code}))"
+        if w == -1:
+            return f"((int<{to}>)((bit<{to}>)((bit<1>)({code}))))"
+        return f"((int<{to}>)((bit<{to}>)({code})))"
+
+    def operand(self, e: Any, rd: list[tuple[str, int]]) -> tuple[str, int, int]:
+        """(code, width as expr gives it, bits an int<> needs to hold its value)."""
+        code, w = self.expr(e, rd)
+        if w == -2:
+            raise Bmv2JsonError("p4sim cannot translate a header used as a number")
+        if isinstance(w, Signed):
+            return code, w, int(w)
+        if w == 0:
+            v = int(code)
+            return code, 0, (v if v >= 0 else ~v).bit_length() + 1
+        return code, w, (2 if w == -1 else w + 1)
+
     def op(self, v: dict[str, Any], rd: list[tuple[str, int]]) -> tuple[str, int]:
+        """BMv2 computes with unbounded signed integers and p4c masks (``&``) or wraps
+        (``two_comp_mod``) where P4 wants a width: each operation here runs in an int<>
+        wide enough for its exact result, up to _MAX_BITS (wider results keep their low
+        bits, which is all a mask or a narrower field then takes)."""
         o = v["op"]
         if o == "?":
             c = self.boolean(v["cond"], rd)
-            (a, wa), (b, wb) = self.expr(v["left"], rd), self.expr(v["right"], rd)
+            (a, wa, ka), (b, wb, kb) = self.operand(v["left"], rd), self.operand(v["right"], rd)
             if wa == wb == -1:
                 return f"({c} ? {a} : {b})", -1
-            w = max(wa, wb)
-            if w <= 0:
-                w = 32
-            return f"({c} ? {self.sized(a, wa, w)} : {self.sized(b, wb, w)})", w
+            k = max(ka, kb)
+            return f"({c} ? {self.signed(a, wa, k)} : {self.signed(b, wb, k)})", Signed(k)
         if o in ("and", "or"):
             a, b = self.boolean(v["left"], rd), self.boolean(v["right"], rd)
             return f"({a} {'&&' if o == 'and' else '||'} {b})", -1
@@ -185,25 +231,56 @@ class _Translator:
             code, w = self.expr(v["right"], rd)
             return (f"((bit<1>)({code}))" if w == -1 else code), (1 if w == -1 else w)
         if o == "~":
-            code, w = self.expr(v["right"], rd)
-            return f"(~{self.sized(code, w, max(w, 1))})", max(w, 1)
-        if o == "two_comp_mod":
-            code, w = self.expr(v["left"], rd)
+            code, w, k = self.operand(v["right"], rd)
+            return f"(~{self.signed(code, w, k)})", Signed(k)
+        if o in ("two_comp_mod", "usat_cast", "sat_cast"):
+            code, w, k = self.operand(v["left"], rd)
             width = int(self.expr(v["right"], rd)[0])
-            return f"((bit<{width}>)({code}))", width
+            k = max(k, width + 1)
+            x = self.signed(code, w, k)
+            if o == "two_comp_mod":  # the low `width` bits as a signed number
+                return f"((int<{width}>)((bit<{width}>)((bit<{k}>)({x}))))", Signed(width)
+            lo, hi = (0, (1 << width) - 1) if o == "usat_cast" else (
+                -(1 << (width - 1)), (1 << (width - 1)) - 1)  # fmt: skip
+            lo_c, hi_c = f"((int<{k}>)({lo}))", f"((int<{k}>)({hi}))"
+            return f"({x} > {hi_c} ? {hi_c} : ({x} < {lo_c} ? {lo_c} : {x}))", Signed(k)
+        if o in ("==", "!=") and (err := self.error_compare(v, o)):
+            return err, -1
         if o in _BIN or o in _CMP:
-            (a, wa), (b, wb) = self.expr(v["left"], rd), self.expr(v["right"], rd)
+            (a, wa, ka), (b, wb, kb) = self.operand(v["left"], rd), self.operand(v["right"], rd)
             if wa == 0 and wb == 0:
                 val = eval(f"{a} {o.replace('/', '//')} {b}")  # noqa: S307 - two integers
                 return (str(val), 0) if o in _BIN else (("true" if val else "false"), -1)
+            if o in _CMP and wa == wb == -1:
+                return f"({a} {o} {b})", -1
             if o in ("<<", ">>"):
-                w = max(wa, 1) if wa != 0 else 32
-                amount = b if wb == 0 else self.sized(b, wb, max(wb, 1))  # 4, not 1w4
-                return f"({self.sized(a, wa, w)} {o} {amount})", w
-            w = max(wa, wb, 1)
-            code = f"({self.sized(a, wa, w)} {o} {self.sized(b, wb, w)})"
-            return (code, -1) if o in _CMP else (code, w)
+                if wb == 0:
+                    amount, most = b, int(b)
+                else:
+                    amount = self.unsigned(b, wb)[0] if isinstance(wb, Signed) else b
+                    most = (1 << max(wb, 1)) - 1
+                k = min(ka + most, _MAX_BITS) if o == "<<" else ka
+                return f"({self.signed(a, wa, k)} {o} {amount})", Signed(k)
+            k = {"+": max(ka, kb) + 1, "-": max(ka, kb) + 1, "*": ka + kb}.get(o, max(ka, kb))
+            k = min(k, _MAX_BITS)
+            if o in ("/", "%"):  # p4c only divides non-negative values
+                x, y = (f"((bit<{k}>)({self.signed(c, w, k)}))" for c, w in ((a, wa), (b, wb)))
+                return f"((int<{k}>)({x} {o} {y}))", Signed(k)
+            code = f"({self.signed(a, wa, k)} {o} {self.signed(b, wb, k)})"
+            return (code, -1) if o in _CMP else (code, Signed(k))
         raise Bmv2JsonError(f"p4sim cannot translate BMv2 operator {o!r}")
+
+    def error_compare(self, v: dict[str, Any], o: str) -> str | None:
+        """``sm.parser_error == error.X``: p4c compares the error's code, P4 the error."""
+        sides = [v.get("left") or {}, v.get("right") or {}]
+        fields = [x for x in sides if x.get("value") == ["standard_metadata", "parser_error"]]
+        codes = [x for x in sides if x.get("type") == "hexstr"]
+        if len(fields) != 1 or len(codes) != 1:
+            return None
+        name = self.errors.get(int(codes[0]["value"], 16))
+        if name is None:
+            raise Bmv2JsonError("BMv2 JSON compares parser_error with an unknown error code")
+        return f"(sm.parser_error {o} error.{name})"
 
     def boolean(self, e: Any, rd: list[tuple[str, int]]) -> str:
         code, w = self.expr(e, rd)
@@ -214,7 +291,7 @@ class _Translator:
     def primitive(self, p: dict[str, Any], rd: list[tuple[str, int]]) -> str:
         op, params = p["op"], p.get("parameters") or []
         if op in ("assign", "modify_field"):
-            dst, w = self.expr(params[0], rd)
+            dst, w = self.expr(params[0], rd, lvalue=True)
             src, ws = self.expr(params[1], rd)
             if ws == -2:  # a whole header
                 return f"{dst} = {src};"
@@ -399,6 +476,9 @@ class _Translator:
                     raise Bmv2JsonError(f"p4sim cannot translate the parser op {op['op']!r}")
             body.append(self.transition(st, p["init_state"]))
             lines.append(f"    state {name} {{ {' '.join(body)} }}")
+        lines.append(
+            "    state no_match_error { verify(false, error.NoMatch); transition reject; }"
+        )
         if p["init_state"] not in {s["name"] for s in p["parse_states"]}:
             raise Bmv2JsonError(f"the parser's init_state {p['init_state']} is not a state")
         lines.append("}")
@@ -410,7 +490,7 @@ class _Translator:
         return "start" if name == init else f"s_{_ident(name)}"
 
     def transition(self, st: dict[str, Any], init: str) -> str:
-        keys = [self.expr(k, []) for k in st.get("transition_key") or []]
+        keys = [self.unsigned(*self.expr(k, [])) for k in st.get("transition_key") or []]
         trans = st.get("transitions") or []
         if not keys:
             nxt = next((t["next_state"] for t in trans if t["type"] == "default"), None)
@@ -459,7 +539,7 @@ class _Translator:
                 label = parts[0] if len(parts) == 1 else f"({', '.join(parts)})"
             cases.append(f"{label}: {self._state(t['next_state'], init)};")
         if not any(c.startswith("default") for c in cases):
-            cases.append("default: reject;")
+            cases.append("default: no_match_error;")  # BMv2: no case matches, error NoMatch
         key = " ++ ".join(k for k, _ in keys) if joined else ", ".join(k for k, _ in keys)
         return f"transition select({key}) {{ {' '.join(cases)} }}"
 
