@@ -22,11 +22,6 @@ BEYOND_BMV2: dict[str, str] = {
     "tests/compiler_programs/ops.p4": "/ and % of values known at run time",
     "tests/compiler_programs/parse.p4": "a stack's nextIndex",
     "tests/parser_programs/stacks_pvs.p4": "a stack's lastIndex outside the parser",
-}
-
-#: Programs p4c refuses that p4sim's BMv2 check does not refuse yet (a gap, not a choice):
-#: they, too, load with ``target="p4sim"``.
-NOT_YET_REFUSED: dict[str, str] = {
     "tests/p4/conformance/regressions/generic_functions.p4": "a cast to a type variable",
     "tests/p4/conformance/regressions/table_empty_parens.p4": "table t() { ... }",
 }
@@ -36,4 +31,4 @@ def target_of(program: str | Path) -> str:
     """``"p4sim"`` for a program listed above, else ``"bmv2"``."""
     path = Path(program).resolve()
     rel = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
-    return "p4sim" if rel in BEYOND_BMV2 or rel in NOT_YET_REFUSED else "bmv2"
+    return "p4sim" if rel in BEYOND_BMV2 else "bmv2"

@@ -66,6 +66,8 @@ def check_bmv2(
         *_keywords_as_names(program),
         *_loops_without_a_condition(program),
         *_error_values_in_entries(program),
+        *_tables_with_parameter_lists(program),
+        *_operations_on_type_variables(program),
         *_unaligned_headers(program, types),
         *_tables_with_several_successors(program, main_blocks),
         *found,
@@ -112,6 +114,58 @@ def _loops_without_a_condition(program: ast.Program) -> Iterator[P4Error]:
                 'a for loop without a condition (p4c: "syntax error, unexpected ;"): P4_16 '
                 "asks for one; write true and leave the loop with break",
             )
+
+
+def _tables_with_parameter_lists(program: ast.Program) -> Iterator[P4Error]:
+    for n in _nodes(program):
+        if isinstance(n, ast.TableDecl) and n.empty_params is not None:
+            yield P4Error(
+                n.empty_params,
+                f'table {n.name}: P4_16 gives a table no parameter list (p4c: "syntax '
+                'error, unexpected (, expecting {"); write `table NAME {`',
+            )
+
+
+def _operations_on_type_variables(program: ast.Program) -> Iterator[P4Error]:
+    """p4c checks a generic function's body once, with its type variables unknown: a
+    value of a type variable may be copied, passed and returned, nothing more."""
+    for fn in program.declarations:
+        if not isinstance(fn, ast.FunctionDecl) or not fn.type_params or fn.body is None:
+            continue
+        tvars = set(fn.type_params)
+        names = {p.name for p in fn.params if _of_type_variable(p.type, tvars)}
+        names |= {
+            d.name
+            for d in _nodes(fn.body)
+            if isinstance(d, ast.VarDecl) and _of_type_variable(d.type, tvars)
+        }
+        for n in _nodes(fn.body):
+            if isinstance(n, ast.Cast) and _of_type_variable(n.type, tvars):
+                what = f"a cast to the type variable {n.type.name}"  # type: ignore[attr-defined]
+            elif isinstance(n, (ast.Binary, ast.Unary, ast.Slice, ast.Member, ast.Cast)):
+                operands = [n.left, n.right] if isinstance(n, ast.Binary) else [n.expr]
+                used = [o.name for o in operands if isinstance(o, ast.Name) and o.name in names]
+                if not used:
+                    continue
+                what = f"{_operation(n)} on {used[0]}, a value of a type variable"
+            else:
+                continue
+            yield P4Error(
+                n.loc,
+                f"{what} in the generic function {fn.name}: p4c type-checks its body once, "
+                "with the type variables unknown, and refuses it (p4sim runs it with "
+                "--target p4sim)",
+            )
+
+
+def _of_type_variable(t: Any, tvars: set[str]) -> bool:
+    return isinstance(t, ast.NamedType) and t.name in tvars and not t.type_args
+
+
+def _operation(n: ast.Node) -> str:
+    if isinstance(n, (ast.Binary, ast.Unary)):
+        return f"'{n.op}'"
+    return {ast.Slice: "a bit slice", ast.Member: "a member access", ast.Cast: "a cast"}[type(n)]
 
 
 def _error_values_in_entries(program: ast.Program) -> Iterator[P4Error]:

@@ -687,6 +687,7 @@ class TableDecl(Decl):
     entries: list[TableEntry] = field(default_factory=list)
     entries_const: bool = False
     properties: list[TableProperty] = field(default_factory=list)
+    empty_params: SourceLoc | None = None  # where `table t() {` wrote its parentheses
 
 
 @dataclass

@@ -894,9 +894,13 @@ class _AstBuilder(Transformer_NonRecursive):
             loc=self._loc(meta),
         )
 
+    def empty_params(self, meta: Any, ch: list) -> ast.SourceLoc:
+        return self._loc(meta)
+
     def table_declaration(self, meta: Any, ch: list) -> ast.TableDecl:
-        annos, name, *props = ch
+        annos, name, parens, *props = ch
         table = ast.TableDecl(name, [], [], annotations=_annos(annos), loc=self._loc(meta))
+        table.empty_params = parens
         for prop in props:
             self._add_table_property(table, prop)
         return table

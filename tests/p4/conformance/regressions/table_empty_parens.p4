@@ -1,4 +1,4 @@
-// `table t() { ... }`: an empty parameter list after a table name (accepted by p4c).
+// `table t() { ... }`: an empty parameter list (p4c refuses it, as P4_16's grammar; p4sim runs it with --target p4sim).
 #include <core.p4>
 #include <v1model.p4>
 
