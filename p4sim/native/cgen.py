@@ -763,8 +763,22 @@ class CGen:
                 return pre + [f"{cfn}({', '.join(vals)});"] + post
             raise Unsupported(f"call of {f.name}")
         if isinstance(f, ast.Member):
+            if f.name == "extract" and len(args) == 1 and isinstance(args[0], ast.DontCare):
+                return [self.skip_header(call)]
             return [self.method(f, args) + ";"]
         raise Unsupported("call")
+
+    def skip_header(self, call: ast.Call) -> str:
+        """``pk.extract<H>(_)``: the bits of an H are checked to be there and skipped."""
+        t = self.genv.resolve(call.type_args[0]) if len(call.type_args) == 1 else None
+        if not (isinstance(t, TComposite) and t.kind == "header"):
+            raise Unsupported("extract of _ without a header type")
+        w = sum(_width(ft) for _, ft in t.fields)
+        short = self.error_code("PacketTooShort")
+        return (
+            f"{{ if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }} "
+            f"p4n_off += {w}; }}"
+        )
 
     def field_list(self, data: ast.Expr, what: str) -> str:
         """C statements filling ``u64 fv_[]; int fw_[]; int fn_`` with the fields of a
@@ -992,11 +1006,11 @@ class CGen:
         parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
         fast, slow = [], []
         off = 0
-        for n, ft in t.fields:
+        for n, ft in _leaves(t):
             fw = _width(ft)
-            slow.append(f"{h.code}.f_{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
+            slow.append(f"{h.code}.{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
-                fast.append(f"{h.code}.f_{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
+                fast.append(f"{h.code}.{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
             else:
                 fast.append(slow[-1])
             off += fw
@@ -1035,11 +1049,11 @@ class CGen:
         t: TComposite = h.type
         fast, slow = [], []
         off = 0
-        for n, ft in t.fields:
+        for n, ft in _leaves(t):
             fw = _width(ft)
-            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.f_{n}, {fw});")
+            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.{n}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:
-                fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.f_{n}, {fw // 8});")
+                fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.{n}, {fw // 8});")
             else:
                 fast.append(slow[-1])
             off += fw
@@ -1453,7 +1467,21 @@ def _width(t: T) -> int:
         return 1
     if isinstance(t, TEnum) and t.underlying is not None:
         return t.underlying.width  # type: ignore[no-any-return]
+    if isinstance(t, TComposite) and t.kind == "struct":
+        return sum(_width(ft) for _, ft in t.fields)
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _leaves(t: TComposite, prefix: str = "") -> list[tuple[str, T]]:
+    """(C member path, type) of every scalar field of a header, in wire order: a struct
+    field's own fields in place of it (``f_row.f_e``)."""
+    out: list[tuple[str, T]] = []
+    for n, ft in t.fields:
+        if isinstance(ft, TComposite) and ft.kind == "struct":
+            out += _leaves(ft, f"{prefix}f_{n}.")
+        else:
+            out.append((f"{prefix}f_{n}", ft))
+    return out
 
 
 def _walk(n: Any) -> Any:
