@@ -48,7 +48,9 @@ def test_action_list_binds_directional_parameters(backend: str) -> None:
     _run("bound_action_args", backend)
 
 
-def test_lhs_index_is_evaluated_before_rhs_side_effects_and_short_circuit_skips_calls(backend: str) -> None:
+def test_lhs_index_is_evaluated_before_rhs_side_effects_and_short_circuit_skips_calls(
+    backend: str,
+) -> None:
     _run("eval_order", backend)
 
 
@@ -64,11 +66,15 @@ def test_exit_in_action_still_copies_out_inout_parameters(backend: str) -> None:
     _run("exit_copy_out", backend)
 
 
-def test_inout_and_in_parameters_are_copies_also_when_the_callee_writes_the_argument(backend: str) -> None:
+def test_inout_and_in_parameters_are_copies_also_when_the_callee_writes_the_argument(
+    backend: str,
+) -> None:
     _run("copy_in_copy_out", backend)
 
 
-def test_operands_and_arguments_are_evaluated_left_to_right_around_inout_calls(backend: str) -> None:
+def test_operands_and_arguments_are_evaluated_left_to_right_around_inout_calls(
+    backend: str,
+) -> None:
     _run("eval_order_calls", backend)
 
 
@@ -108,7 +114,13 @@ def test_header_fields_of_struct_and_typedef_types_extract_match_and_emit(backen
     _run("struct_in_header", backend)
 
 
-def test_newtype_fields_error_keys_enum_entry_keys_and_dont_care_arguments_are_accepted(backend: str) -> None:
+def test_a_conditional_takes_its_width_from_its_branches_not_from_a_cast(backend: str) -> None:
+    _run("ternary_width", backend)
+
+
+def test_newtype_fields_error_keys_enum_entry_keys_and_dont_care_arguments_are_accepted(
+    backend: str,
+) -> None:
     _run("accepted_constructs", backend)
 
 
