@@ -17,69 +17,115 @@ from tests.beyond_bmv2 import target_of
 REG_DIR = Path(__file__).parent / "p4" / "conformance" / "regressions"
 
 
-def _run(name: str) -> None:
+@pytest.fixture(params=["python", "native"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each STF regression runs on both back ends (native runs Python where it says so)."""
+    return request.param
+
+
+def _run(name: str, backend: str) -> None:
     """Run ``name.stf`` against ``name.p4`` and fail with the runner's report."""
     p4 = REG_DIR / f"{name}.p4"
     stf = REG_DIR / f"{name}.stf"
-    switch = Switch.from_file(str(p4), target=target_of(p4))
+    switch = Switch.from_file(str(p4), target=target_of(p4), backend=backend)
     result = run_stf(switch, parse_stf(stf.read_text(), str(stf)))
-    assert result.passed, result.report
+    assert result.passed, f"{switch.backend}: {result.report}"
 
 
-def test_core_and_v1model_define_p4c_guard_macros() -> None:
-    _run("guard_macros")
+def test_core_and_v1model_define_p4c_guard_macros(backend: str) -> None:
+    _run("guard_macros", backend)
 
 
-def test_table_declaration_accepts_empty_parentheses() -> None:
-    _run("table_empty_parens")
+def test_table_declaration_accepts_empty_parentheses(backend: str) -> None:
+    _run("table_empty_parens", backend)
 
 
-def test_unaligned_header_is_extracted_and_emitted_as_whole_bytes() -> None:
-    _run("unaligned_header")
+def test_unaligned_header_is_extracted_and_emitted_as_whole_bytes(backend: str) -> None:
+    _run("unaligned_header", backend)
 
 
-def test_action_list_binds_directional_parameters() -> None:
-    _run("bound_action_args")
+def test_action_list_binds_directional_parameters(backend: str) -> None:
+    _run("bound_action_args", backend)
 
 
-def test_lhs_index_is_evaluated_before_rhs_side_effects_and_short_circuit_skips_calls() -> None:
-    _run("eval_order")
+def test_lhs_index_is_evaluated_before_rhs_side_effects_and_short_circuit_skips_calls(
+    backend: str,
+) -> None:
+    _run("eval_order", backend)
 
 
-def test_priority_annotation_on_const_entries_lowest_value_wins() -> None:
-    _run("priority_annotation")
+def test_priority_annotation_on_const_entries_lowest_value_wins(backend: str) -> None:
+    _run("priority_annotation", backend)
 
 
-def test_assignment_to_slice_of_slice_sets_the_composed_bits() -> None:
-    _run("nested_slice_assign")
+def test_assignment_to_slice_of_slice_sets_the_composed_bits(backend: str) -> None:
+    _run("nested_slice_assign", backend)
 
 
-def test_exit_in_action_still_copies_out_inout_parameters() -> None:
-    _run("exit_copy_out")
+def test_exit_in_action_still_copies_out_inout_parameters(backend: str) -> None:
+    _run("exit_copy_out", backend)
 
 
-def test_inout_and_in_parameters_are_copies_also_when_the_callee_writes_the_argument() -> None:
-    _run("copy_in_copy_out")
+def test_inout_and_in_parameters_are_copies_also_when_the_callee_writes_the_argument(
+    backend: str,
+) -> None:
+    _run("copy_in_copy_out", backend)
 
 
-def test_operands_and_arguments_are_evaluated_left_to_right_around_inout_calls() -> None:
-    _run("eval_order_calls")
+def test_operands_and_arguments_are_evaluated_left_to_right_around_inout_calls(
+    backend: str,
+) -> None:
+    _run("eval_order_calls", backend)
 
 
-def test_compound_assignment_evaluates_its_target_once() -> None:
-    _run("compound_assign_once")
+def test_compound_assignment_evaluates_its_target_once(backend: str) -> None:
+    _run("compound_assign_once", backend)
 
 
-def test_bit_slice_as_out_or_inout_argument_is_written_back_to_its_bits() -> None:
-    _run("inout_slice_argument")
+def test_bit_slice_as_out_or_inout_argument_is_written_back_to_its_bits(backend: str) -> None:
+    _run("inout_slice_argument", backend)
 
 
-def test_newtype_fields_error_keys_enum_entry_keys_and_dont_care_arguments_are_accepted() -> None:
-    _run("accepted_constructs")
+def test_push_and_pop_of_a_stack_with_invalid_elements_through_a_sub_control(
+    backend: str,
+) -> None:
+    _run("stack_push_pop", backend)
 
 
-def test_header_unions_in_a_stack_extract_validate_and_assign() -> None:
-    _run("union_stack")
+def test_direct_writes_to_an_inout_argument_are_undone_by_its_copy_out(backend: str) -> None:
+    _run("indirect_header_assign", backend)
+
+
+def test_operand_and_initialiser_reads_come_before_a_later_calls_side_effects(
+    backend: str,
+) -> None:
+    _run("eval_order_side_effects", backend)
+
+
+def test_extract_into_dont_care_skips_a_header_and_checks_its_length(backend: str) -> None:
+    _run("extract_dont_care", backend)
+
+
+def test_serializable_enum_members_with_a_mask_in_const_entries(backend: str) -> None:
+    _run("enum_mask_entries", backend)
+
+
+def test_header_fields_of_struct_and_typedef_types_extract_match_and_emit(backend: str) -> None:
+    _run("struct_in_header", backend)
+
+
+def test_a_conditional_takes_its_width_from_its_branches_not_from_a_cast(backend: str) -> None:
+    _run("ternary_width", backend)
+
+
+def test_newtype_fields_error_keys_enum_entry_keys_and_dont_care_arguments_are_accepted(
+    backend: str,
+) -> None:
+    _run("accepted_constructs", backend)
+
+
+def test_header_unions_in_a_stack_extract_validate_and_assign(backend: str) -> None:
+    _run("union_stack", backend)
 
 
 def test_action_with_directional_parameter_unbound_in_table_is_an_error() -> None:
@@ -117,8 +163,8 @@ def test_p4c_compat_reads_a_lone_last_hex_digit_as_a_byte() -> None:
 # -- P4_16 v1.2.5 loops (p4c sample forloop-bmv2) ----------------------------------------
 
 
-def test_for_loops_run_break_continue_ranges_lists_and_stacks() -> None:
-    _run("for_loops")
+def test_for_loops_run_break_continue_ranges_lists_and_stacks(backend: str) -> None:
+    _run("for_loops", backend)
 
 
 def _loop_program(body: str) -> str:
@@ -149,8 +195,8 @@ def test_for_in_over_a_scalar_is_an_error() -> None:
 # -- generic functions and lookahead of structs --------------------------------------------
 
 
-def test_generic_functions_infer_or_take_type_arguments() -> None:
-    _run("generic_functions")
+def test_generic_functions_infer_or_take_type_arguments(backend: str) -> None:
+    _run("generic_functions", backend)
 
 
 def test_generic_function_type_parameter_only_in_result_must_be_written() -> None:
@@ -160,15 +206,15 @@ def test_generic_function_type_parameter_only_in_result_must_be_written() -> Non
         Switch.from_source(bad, target="p4sim")
 
 
-def test_lookahead_of_a_struct_reads_fields_without_consuming_bits() -> None:
-    _run("lookahead_struct")
+def test_lookahead_of_a_struct_reads_fields_without_consuming_bits(backend: str) -> None:
+    _run("lookahead_struct", backend)
 
 
 # -- instances as constructor arguments, direct type invocation (p4c issue1566-bmv2) ----
 
 
-def test_control_instances_as_constructor_arguments_and_direct_apply() -> None:
-    _run("control_instances")
+def test_control_instances_as_constructor_arguments_and_direct_apply(backend: str) -> None:
+    _run("control_instances", backend)
 
 
 def test_instance_passed_by_name_is_shared_and_inline_instance_is_new() -> None:

@@ -6,7 +6,7 @@
 * inc.p4 with both jobs installed by the controller's own code: the inc.p4 fuzzer's
   stream (valid contributions and mutations of them) gives identical outputs, registers
   and counters on both back ends;
-* every STF script passes on a switch asked for the native back end;
+* (every STF script runs on both back ends in tests/test_stf_programs.py);
 * the control plane keeps working: direct counters, register and counter reads and
   writes, entries changed between packets, multicast groups.
 """
@@ -21,11 +21,10 @@ import numpy as np
 import pytest
 
 from p4sim.runtime.tables import Entry
-from p4sim.stf import parse_stf, run_stf
 from p4sim.switch import Switch, SwitchError
 from tests.bench.programs import CASES
 from tests.beyond_bmv2 import target_of
-from tests.test_stf_programs import STF_FILES, program_for
+from tests.test_native_coverage import MUST_RUN_NATIVE
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = sorted(
@@ -35,8 +34,6 @@ PROGRAMS = sorted(
     ).stdout.split()
     if "frontend/include" not in p and "V1Switch(" in (ROOT / p).read_text()
 )
-#: The programs whose speed matters: the native back end must cover them.
-MUST_RUN_NATIVE = {"p4src/inc.p4", "topologies/basic/basic.p4", "tests/bench/register_heavy.p4"}
 
 
 def fuzz_frames(rng: random.Random, n: int, seeds: list[bytes]) -> list[bytes]:
@@ -128,12 +125,6 @@ def test_native_matches_python_on_every_program(path: str) -> None:
     assert state(py) == state(nat)
 
 
-def test_native_covers_the_aggregation_and_forwarding_programs() -> None:
-    for path in sorted(MUST_RUN_NATIVE):
-        sw = Switch.from_file(str(ROOT / path), backend="native")
-        assert sw.backend == "native", sw.backend_notice
-
-
 def test_inc_fuzz_stream_is_identical_on_both_back_ends(tmp_path: Path) -> None:
     from tests import test_fuzz_inc as fz
 
@@ -156,19 +147,6 @@ def test_inc_fuzz_stream_is_identical_on_both_back_ends(tmp_path: Path) -> None:
             assert got == [tuple(e.counter) for e in py.table(info.name).entries()], info.name
     finally:
         gen.close()
-
-
-@pytest.mark.parametrize(
-    "stf", STF_FILES, ids=[str(p.relative_to(ROOT / "tests/p4")) for p in STF_FILES]
-)
-def test_stf_script_passes_on_native(stf: Path) -> None:
-    commands = parse_stf(stf.read_text(), str(stf))
-    prog = program_for(stf)
-    sw = Switch.from_file(
-        str(prog), include_dirs=(str(stf.parent),), backend="native", target=target_of(prog)
-    )
-    result = run_stf(sw, commands)
-    assert result.passed, f"{sw.backend}: {result.report}"
 
 
 def test_control_plane_changes_between_packets_reach_native() -> None:

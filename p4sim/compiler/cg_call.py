@@ -445,7 +445,12 @@ class CallMixin(CompilerBase):
     def _m_packet_in_extract(self, base: EV, t: TExtern, e: ast.Call, fn: Fn) -> EV:
         self.nargs(e, 1, 2)
         target = e.args[0].value
-        hv = self.expr(target, fn)
+        if isinstance(target, ast.DontCare) and len(e.type_args) == 1:
+            # extract<H>(_): the bits are read and checked as for an H, then dropped
+            dropped = self.genv.resolve(e.type_args[0])
+            hv = EV(self.default(dropped), dropped)
+        else:
+            hv = self.expr(target, fn)
         ht = hv.type
         if not (isinstance(ht, TComposite) and ht.kind == "header"):
             raise P4Error(target.loc, f"extract needs a header, got {ht.show()}")

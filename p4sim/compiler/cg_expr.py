@@ -64,6 +64,12 @@ class EV:
         return self.const is not NOCONST
 
 
+def _is_value(ev: EV) -> bool:
+    """A run-time value (a variable or parameter included), not the name of a table,
+    action, instance or type."""
+    return ev.sym is None or getattr(ev.sym, "kind", None) in ("var", "param")
+
+
 def mask(w: int) -> int:
     return (1 << w) - 1
 
@@ -591,7 +597,7 @@ class ExprMixin(CompilerBase):
             evs.append(self.value(x, fn, t) if coerce and t is not None else self.expr(x, fn, t))
             ends.append(len(fn.lines))
         for i in range(len(evs) - 2, -1, -1):  # right to left: insertions keep marks valid
-            if ends[i] < len(fn.lines) and not evs[i].is_const and evs[i].sym is None:
+            if ends[i] < len(fn.lines) and not evs[i].is_const and _is_value(evs[i]):
                 evs[i] = self.pin(evs[i], fn, ends[i])
         return evs
 

@@ -384,26 +384,14 @@ class TableMixin(CompilerBase):
                 "optional": None,
             }[kind]
         if isinstance(x, ast.Mask):
-            v = int(self.value(x.value, fn, t).const)
-            m = int(self.value(x.mask, fn, t).const)
+            v, m = self.key_const(x.value, t, fn), self.key_const(x.mask, t, fn)
             if kind == "lpm":
                 plen = bin(m).count("1")
                 return (v & m, plen)
             return (v & m, m)
         if isinstance(x, ast.Range):
-            return (int(self.value(x.lo, fn, t).const), int(self.value(x.hi, fn, t).const))
-        named = self.expr(x, fn) if isinstance(x, (ast.Member, ast.ErrorMember)) else None
-        if named is not None and named.is_const and isinstance(named.type, TError):
-            v = self.genv.errors.index(named.const) + 1  # p4c's error number
-        elif named is not None and named.is_const and isinstance(named.type, TEnum):
-            if named.type.underlying is None:
-                raise P4Error(x.loc, f"enum {named.type.name} has no bit<W> values to match")
-            v = int(named.const)  # a serializable enum's member: its value
-        else:
-            ev = self.value(x, fn, t) if not isinstance(x, ast.BoolLit) else lit(int(x.value), t)
-            if not ev.is_const:
-                raise P4Error(x.loc, "entry key values must be constants")
-            v = int(ev.const)
+            return (self.key_const(x.lo, t, fn), self.key_const(x.hi, t, fn))
+        v = self.key_const(x, t, fn)
         return {
             "exact": v,
             "lpm": (v, k.width),
@@ -411,6 +399,21 @@ class TableMixin(CompilerBase):
             "range": (v, v),
             "optional": v,
         }[kind]
+
+    def key_const(self, x: ast.Expr, t: TBit, fn: Fn) -> int:
+        """The number a constant in an entry's key stands for: an error's p4c number, a
+        serializable enum member's value, or a constant of the key's width."""
+        named = self.expr(x, fn) if isinstance(x, (ast.Member, ast.ErrorMember)) else None
+        if named is not None and named.is_const and isinstance(named.type, TError):
+            return self.genv.errors.index(named.const) + 1  # p4c's error number
+        if named is not None and named.is_const and isinstance(named.type, TEnum):
+            if named.type.underlying is None:
+                raise P4Error(x.loc, f"enum {named.type.name} has no bit<W> values to match")
+            return int(named.const)  # a serializable enum's member: its value
+        ev = self.value(x, fn, t) if not isinstance(x, ast.BoolLit) else lit(int(x.value), t)
+        if not ev.is_const:
+            raise P4Error(x.loc, "entry key values must be constants")
+        return int(ev.const)
 
     def table_function(
         self,

@@ -28,6 +28,7 @@ from p4sim.compiler.typecheck import (
     TStack,
     TTuple,
     TVarbit,
+    fixed_bits,
     type_width,
 )
 
@@ -126,6 +127,8 @@ class TypeClasses:
         out += self._emit(t, fields)
         if t.kind == "header":
             out += self._ext_pack(t, fields)
+        elif t.kind == "struct" and fixed_bits(t):
+            out += self._struct_bits(fields)
         out.append("    def __repr__(self):")
         parts = " + ', ' + ".join(f"'{f}=' + repr(self.{f})" for f, _ in fields) or "''"
         valid = " + ('' if self._v else ' (invalid)')" if t.kind == "header" else ""
@@ -189,6 +192,28 @@ class TypeClasses:
                 body.append(f"        for e in self.{f}.h: e._emit(po)")
         return out + (body or ["        pass"])
 
+    def _struct_bits(self, fields: list[tuple[str, T]]) -> list[str]:
+        """``_ext(v)`` and ``_pack()`` of a struct that can be a header's field: its
+        fields laid out in order, first field in the high bits."""
+        ext, pack = ["    def _ext(self, v):"], []
+        shift = sum(type_width(ft) for _, ft in fields)
+        for f, ft in fields:
+            w = type_width(ft)
+            shift -= w
+            get = f"(v >> {shift}) & {(1 << w) - 1}"
+            if isinstance(ft, TComposite):
+                ext.append(f"        self.{f}._ext({get})")
+                pack.append(f"(self.{f}._pack() << {shift})")
+            elif isinstance(ft, TBool):
+                ext.append(f"        self.{f} = bool({get})")
+                pack.append(f"((1 if self.{f} else 0) << {shift})")
+            else:
+                ext.append(f"        self.{f} = {get}")
+                pack.append(f"(self.{f} << {shift})")
+        if len(ext) == 1:
+            ext.append("        pass")
+        return ext + ["    def _pack(self):", f"        return {' | '.join(pack) or '0'}"]
+
     def _ext_pack(self, t: TComposite, fields: list[tuple[str, T]]) -> list[str]:
         """``_ext(v[, n])`` sets the fields from an int; ``_pack()`` builds that int.
         With a varbit field its width ``n`` shifts the fields before it."""
@@ -215,6 +240,9 @@ class TypeClasses:
             if isinstance(ft, TBool):
                 ext.append(f"        self.{f} = bool({get})")
                 pack.append(f"((1 if self.{f} else 0) << {shift})")
+            elif isinstance(ft, TComposite):  # a struct of bit fields
+                ext.append(f"        self.{f}._ext({get})")
+                pack.append(f"(self.{f}._pack() << {shift})")
             else:
                 ext.append(f"        self.{f} = {get}")
                 pack.append(f"(self.{f} << {shift})" if shift != "0" else f"self.{f}")

@@ -380,7 +380,23 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         head = [f"def {inst.pyfn}({params}):"]
         if self.trace:
             head.append(f"    LOG({'Parser ' + repr(inst.path) + ': start'!r})")
-        self.src.append("\n".join(head + fn.lines) + "\n")
+        body = fn.lines
+        if inst.top:
+            keep = self.rebound_params(decl.params)
+            head += [f"    a_{n} = v_{n}" for n in keep]
+            body = _written_back(body, [(f"a_{n}", f"v_{n}") for n in keep])
+        self.src.append("\n".join(head + body) + "\n")
+
+    def rebound_params(self, params: list[ast.Param]) -> list[str]:
+        """The out/inout header, struct and stack parameters of a top-level parser or
+        control: the pipeline passes them by reference and ignores results, so a body that
+        rebinds one (an assignment to it, the copy-out of a call) writes it back."""
+        return [
+            p.name
+            for p in params
+            if p.direction in ("out", "inout")
+            and isinstance(self.genv.resolve(p.type), (TComposite, TStack))
+        ]
 
     def transition(self, s: ast.ParserState, states: dict[str, int], fn: Fn) -> None:
         tr = s.transition
@@ -487,7 +503,11 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         lines += [f"    F.v_{p.name} = a_{p.name}" for p in decl.params]
         if self.trace:
             lines.append(f"    LOG({'Pipeline ' + repr(inst.path) + ': start'!r})")
-        lines += init.lines + body.lines
+        if inst.top:
+            keep = [(f"a_{n}", f"F.v_{n}") for n in self.rebound_params(decl.params)]
+            lines += _written_back(init.lines + body.lines, keep)
+        else:
+            lines += init.lines + body.lines
         if outs:
             lines.append("    " + body.ret)
         self.src.append("\n".join(lines) + "\n")
@@ -628,6 +648,17 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
 MAX_PARSER_STEPS = 4096
 
 
+def _written_back(body: list[str], pairs: list[tuple[str, str]]) -> list[str]:
+    """``body`` (lines of a function, indented once) run so that on every way out each
+    (argument, variable) pair whose variable was rebound writes its value into the
+    argument object."""
+    pairs = [(a, v) for a, v in pairs if any(ln.lstrip().startswith(v + " = ") for ln in body)]
+    if not pairs:
+        return body
+    back = [f"        if {v} is not {a}: _write_back({a}, {v})" for a, v in pairs]
+    return ["    try:"] + ["    " + line for line in body or ["    pass"]] + ["    finally:"] + back
+
+
 def _has_cycle(states: list[ast.ParserState]) -> bool:
     """True when the parser's state graph has a loop (header stacks, TLV options ...)."""
     succ: dict[str, set[str]] = {}
@@ -659,6 +690,10 @@ from p4sim.compiler.rt import (ParserErr, ExitSignal, P4AssertionError, Stack, s
 import random as _random
 import struct as _struct
 _new = object.__new__
+
+def _write_back(obj, val):
+    for s in type(obj).__slots__:
+        setattr(obj, s, getattr(val, s))
 
 def _copy_tuple(t):
     return tuple(x.copy() if hasattr(x, "copy") else x for x in t)

@@ -208,6 +208,18 @@ def is_composite(t: T) -> bool:
     return isinstance(t, (TComposite, TStack, TTuple))
 
 
+def fixed_bits(t: T) -> bool:
+    """A type a header field may have besides varbit (P4_16 7.2.2): bit<W>, int<W>, bool,
+    a serializable enum, or a struct of these (nested structs too)."""
+    if isinstance(t, (TBit, TBool)):
+        return True
+    if isinstance(t, TEnum):
+        return t.underlying is not None
+    if isinstance(t, TComposite) and t.kind == "struct":
+        return all(fixed_bits(ft) for _, ft in t.fields)
+    return False
+
+
 def type_width(t: T) -> int:
     """Width in bits of a fixed-size type (``sizeInBits``); varbit counts 0 (dynamic)."""
     if isinstance(t, TBit):
@@ -493,11 +505,11 @@ class GlobalEnv:
                 raise P4Error(f.loc, f"duplicate field '{f.name}' in {d.name}")
             seen.add(f.name)
             ft = self.resolve(f.type, sub)
-            if kind == "header" and not isinstance(ft, (TBit, TVarbit, TEnum, TBool)):
+            if kind == "header" and not (isinstance(ft, TVarbit) or fixed_bits(ft)):
                 raise P4Error(
                     f.loc,
-                    f"header field '{f.name}' has type {ft.show()}; "
-                    "headers hold bit<W>, int<W>, varbit or serializable enums",
+                    f"header field '{f.name}' has type {ft.show()}; headers hold bit<W>, "
+                    "int<W>, bool, varbit, serializable enums and structs of these",
                 )
             if kind == "union" and not is_header(ft):
                 raise P4Error(f.loc, f"header union member '{f.name}' must be a header")

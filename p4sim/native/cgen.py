@@ -39,31 +39,12 @@ from p4sim.compiler.typecheck import (
     TExtern,
     TInfInt,
     TStack,
+    type_width,
 )
 from p4sim.frontend import ast
+from p4sim.native.cg_functions import FunctionsMixin
+from p4sim.native.cvalues import Unsupported, V, _lit, _mask
 from p4sim.runtime.tables import MATCH_KINDS
-
-
-class Unsupported(Exception):
-    """A construct the C generator does not cover (the program runs on Python)."""
-
-
-def _mask(w: int) -> int:
-    return (1 << w) - 1
-
-
-def _lit(v: int) -> str:
-    return f"{v:#x}ULL" if v > 9 else f"{v}ULL"
-
-
-@dataclass
-class V:
-    """A compiled expression: C code and P4 type; ``const`` for compile-time values."""
-
-    code: str
-    type: Any
-    const: int | None = None
-    obj: Any = None  # non-values: ("table", TableGen) | ("extern", ...) | ("instance", ...)
 
 
 @dataclass
@@ -78,7 +59,7 @@ class Ctl:
     fn: str = ""
 
 
-class CGen:
+class CGen(FunctionsMixin):
     """Generates the C source of one program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
@@ -604,6 +585,13 @@ class CGen:
     def stmt(self, s: ast.Stmt) -> list[str]:
         if isinstance(s, ast.Block):
             return self.block(s)
+        called = self.function_stmt(s)  # a user function with out/inout parameters
+        if called is not None:
+            return called
+        if isinstance(s, ast.Return):
+            returned = self.return_stmt(s)
+            if returned is not None:
+                return returned
         if isinstance(s, ast.Empty):
             return []
         if isinstance(s, ast.Assign) and isinstance(s.target, ast.Slice):
@@ -754,17 +742,31 @@ class CGen:
                     tmp = self.new("arg")
                     self.decls.append(f"static {self.ctype(t)} {tmp};")
                     vals.append(f"&{tmp}")
-                    if p.direction == "out":
+                    if p.direction == "out" or isinstance(a, ast.DontCare):
                         pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
                     else:
                         pre.append(f"{tmp} = {self.value(a, t).code};")
-                    if not composite_in:
+                    if not composite_in and not isinstance(a, ast.DontCare):
                         post.append(f"{self.expr(a).code} = {tmp};")
                 return pre + [f"{cfn}({', '.join(vals)});"] + post
             raise Unsupported(f"call of {f.name}")
         if isinstance(f, ast.Member):
+            if f.name == "extract" and len(args) == 1 and isinstance(args[0], ast.DontCare):
+                return [self.skip_header(call)]
             return [self.method(f, args) + ";"]
         raise Unsupported("call")
+
+    def skip_header(self, call: ast.Call) -> str:
+        """``pk.extract<H>(_)``: the bits of an H are checked to be there and skipped."""
+        t = self.genv.resolve(call.type_args[0]) if len(call.type_args) == 1 else None
+        if not (isinstance(t, TComposite) and t.kind == "header"):
+            raise Unsupported("extract of _ without a header type")
+        w = sum(_width(ft) for _, ft in t.fields)
+        short = self.error_code("PacketTooShort")
+        return (
+            f"{{ if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }} "
+            f"p4n_off += {w}; }}"
+        )
 
     def field_list(self, data: ast.Expr, what: str) -> str:
         """C statements filling ``u64 fv_[]; int fw_[]; int fn_`` with the fields of a
@@ -992,11 +994,11 @@ class CGen:
         parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
         fast, slow = [], []
         off = 0
-        for n, ft in t.fields:
+        for n, ft in _leaves(t):
             fw = _width(ft)
-            slow.append(f"{h.code}.f_{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
+            slow.append(f"{h.code}.{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
-                fast.append(f"{h.code}.f_{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
+                fast.append(f"{h.code}.{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
             else:
                 fast.append(slow[-1])
             off += fw
@@ -1035,11 +1037,11 @@ class CGen:
         t: TComposite = h.type
         fast, slow = [], []
         off = 0
-        for n, ft in t.fields:
+        for n, ft in _leaves(t):
             fw = _width(ft)
-            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.f_{n}, {fw});")
+            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.{n}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:
-                fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.f_{n}, {fw // 8});")
+                fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.{n}, {fw // 8});")
             else:
                 fast.append(slow[-1])
             off += fw
@@ -1084,6 +1086,29 @@ class CGen:
         if isinstance(v.type, TBit) and v.type.width > 64:
             raise Unsupported(f"values of type {v.type.show()}")
         return v
+
+    def _e_ListExpr(self, e: ast.ListExpr, expect: T | None) -> V:
+        """``{a, b}`` for a header or struct: a C compound literal (a header is valid)."""
+        if not (isinstance(expect, TComposite) and expect.kind in ("header", "struct")):
+            raise Unsupported("a list expression other than a header or struct initialiser")
+        if len(e.elems) != len(expect.fields):
+            raise Unsupported("an initialiser of the wrong length")
+        return self.composite_literal(
+            expect, list(zip([n for n, _ in expect.fields], e.elems, strict=True))
+        )
+
+    def _e_StructInit(self, e: ast.StructInit, expect: T | None) -> V:
+        t = self.genv.resolve(e.type) if e.type is not None else expect
+        if not (isinstance(t, TComposite) and t.kind in ("header", "struct")):
+            raise Unsupported("a struct initialiser of an unknown type")
+        return self.composite_literal(t, e.fields)
+
+    def composite_literal(self, t: TComposite, given: list[tuple[str, ast.Expr]]) -> V:
+        types = dict(t.fields)
+        parts = [f".f_{n} = {self.value(x, types[n]).code}" for n, x in given]
+        if t.kind == "header":
+            parts.append(".valid_ = 1")
+        return V(f"(({self.ctype(t)}){{ {', '.join(parts)} }})", t)
 
     def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
         if e.width is not None:  # int<W> values are W-bit two's-complement patterns
@@ -1239,6 +1264,19 @@ class CGen:
                 return V(f"{b.code}.valid_", TBool())
             if isinstance(b.type, TComposite) and b.type.kind == "union":
                 return V(self.method(f, []), TBool())
+        if isinstance(f, ast.Name) and f.name in ("sizeInBits", "sizeInBytes") and len(e.args) == 1:
+            a = e.args[0].value
+            if isinstance(a, ast.TypeExpr) or (
+                isinstance(a, ast.Name) and self.lookup(a.name) is None
+            ):
+                n = self.genv.size_of(e)  # of a type: the compiler's constant
+                return V(_lit(n), TInfInt(), n)
+            bits = type_width(self.expr(a).type)
+            n = bits if f.name == "sizeInBits" else (bits + 7) // 8
+            return V(_lit(n), TInfInt(), n)
+        d = self.user_function(e)
+        if d is not None:
+            return self.function_value(d, e)
         raise Unsupported("call in an expression")
 
     def _e_Slice(self, e: ast.Slice, expect: T | None) -> V:
@@ -1291,14 +1329,19 @@ class CGen:
 
     def _e_Ternary(self, e: ast.Ternary, expect: T | None) -> V:
         c = self.value(e.cond, TBool())
-        a = self.expr(e.then, expect)
-        b = self.expr(e.other, expect)
+        # each branch typed on its own first: `c ? 2 : 3w1` is a bit<3>, whatever is expected
+        a = self.expr(e.then)
+        b = self.expr(e.other)
+        if isinstance(a.type, TInfInt) and isinstance(b.type, TInfInt) and isinstance(expect, TBit):
+            a, b = self.expr(e.then, expect), self.expr(e.other, expect)
         if isinstance(a.type, TInfInt) and isinstance(b.type, TBit):
             a = self.coerce(a, b.type)
         if isinstance(b.type, TInfInt) and isinstance(a.type, TBit):
             b = self.coerce(b, a.type)
         if type(a.type) is not type(b.type) or isinstance(a.type, TComposite):
             raise Unsupported("conditional expression types")
+        if isinstance(a.type, TBit) and a.type.width != b.type.width:
+            raise Unsupported("conditional expression of two widths")
         return V(f"({c.code} ? {a.code} : {b.code})", a.type)
 
     def _e_Binary(self, e: ast.Binary, expect: T | None) -> V:
@@ -1453,7 +1496,21 @@ def _width(t: T) -> int:
         return 1
     if isinstance(t, TEnum) and t.underlying is not None:
         return t.underlying.width  # type: ignore[no-any-return]
+    if isinstance(t, TComposite) and t.kind == "struct":
+        return sum(_width(ft) for _, ft in t.fields)
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _leaves(t: TComposite, prefix: str = "") -> list[tuple[str, T]]:
+    """(C member path, type) of every scalar field of a header, in wire order: a struct
+    field's own fields in place of it (``f_row.f_e``)."""
+    out: list[tuple[str, T]] = []
+    for n, ft in t.fields:
+        if isinstance(ft, TComposite) and ft.kind == "struct":
+            out += _leaves(ft, f"{prefix}f_{n}.")
+        else:
+            out.append((f"{prefix}f_{n}", ft))
+    return out
 
 
 def _walk(n: Any) -> Any:

@@ -1,0 +1,186 @@
+"""User functions (``bit<8> max8(in bit<8> a, in bit<8> b) { ... }``) as C functions.
+
+A function's ``in`` parameters are passed by value (headers and structs too: C copies
+them), its ``out`` and ``inout`` parameters as pointers to temporaries that the caller
+fills before the call (``inout``) and copies back after it, in argument order, as P4's
+copy-in/copy-out says. A call with out/inout arguments is a statement, or the whole right
+side of an assignment or a variable's initialiser; C does not fix the order in which it
+evaluates operands, so such a call inside a larger expression stays on Python. Calls of
+functions with only ``in`` parameters have no side effects and go anywhere.
+
+Example: ``h.x = max8(h.a, h.b);`` → ``h.f_x = fun_3_max8(h.f_a, h.f_b);``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from p4sim.frontend import ast
+from p4sim.native.cvalues import Unsupported, V
+
+if TYPE_CHECKING:
+    from p4sim.compiler.typecheck import GlobalEnv
+
+#: (pre statements, the C call, copy-out statements after it)
+Call = tuple[list[str], str, list[str]]
+
+
+class FunctionsMixin:
+    """The C generator's user functions (see the module docstring)."""
+
+    fn_ret: list[Any]  # return types of the functions being generated, innermost last
+
+    if TYPE_CHECKING:  # the C generator's own (p4sim/native/cgen.py)
+        genv: GlobalEnv
+        out: list[str]
+        decls: list[str]
+        locals: list[dict[str, V]]
+
+        def lookup(self, name: str) -> V | None: ...
+        def new(self, base: str) -> str: ...
+        def ctype(self, t: Any) -> str: ...
+        def block(self, b: ast.Stmt) -> list[str]: ...
+        def value(self, e: ast.Expr, t: Any) -> V: ...
+        def expr(self, e: ast.Expr, expect: Any = None) -> V: ...
+        def coerce(self, v: V, t: Any) -> V: ...
+
+    def user_function(self, e: ast.Expr) -> ast.FunctionDecl | None:
+        """The declaration of the user function ``e`` calls, None for anything else."""
+        if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name)):
+            return None
+        if self.lookup(e.func.name) is not None:
+            return None
+        decls = [d for d in self.genv.functions.get(e.func.name, []) if d.body is not None]
+        if not decls:
+            return None
+        if len(decls) > 1 or decls[0].type_params:
+            raise Unsupported(f"generic or overloaded function {e.func.name}")
+        if any(a.name is not None for a in e.args) or len(e.args) != len(decls[0].params):
+            raise Unsupported(f"call of {e.func.name} with named or default arguments")
+        return decls[0]
+
+    def function_ref(self, d: ast.FunctionDecl) -> str:
+        """The C function of ``d``, generated on first use."""
+        memo: dict[int, str] = self.__dict__.setdefault("_functions", {})
+        if id(d) in memo:
+            return memo[id(d)]
+        cfn = self.new(f"fun_{re.sub(r'[^A-Za-z0-9_]', '_', d.name)}")
+        memo[id(d)] = cfn
+        ret = self.genv.resolve(d.return_type)
+        cret = "void" if _is_void(d) else self.ctype(ret)
+        params, scope = [], {}
+        for p in d.params:
+            t = self.genv.resolve(p.type)
+            ct = self.ctype(t)
+            if p.direction in ("out", "inout"):
+                params.append(f"{ct} *p_{p.name}")
+                scope[p.name] = V(f"(*p_{p.name})", t)
+            else:
+                params.append(f"{ct} a_{p.name}")
+                scope[p.name] = V(f"a_{p.name}", t)
+        sig = f"static {cret} {cfn}({', '.join(params) or 'void'})"
+        self.decls.append(sig + ";")
+        saved, self.locals = self.locals, [scope]
+        self.__dict__.setdefault("fn_ret", []).append(None if _is_void(d) else ret)
+        try:
+            assert d.body is not None
+            body = self.block(d.body)
+        finally:
+            self.locals = saved
+            self.fn_ret.pop()
+        self.out.append(sig + " {\n" + "\n".join("    " + x for x in body) + "\n}")
+        return cfn
+
+    def function_call(self, d: ast.FunctionDecl, e: ast.Call) -> Call:
+        """Copy-in, the call and copy-out of a user function (module docstring)."""
+        cfn = self.function_ref(d)
+        vals: list[str] = []
+        pre: list[str] = []
+        post: list[str] = []
+        for p, arg in zip(d.params, e.args, strict=True):
+            t = self.genv.resolve(p.type)
+            a = arg.value
+            if p.direction not in ("out", "inout"):
+                vals.append(self.value(a, t).code)
+                continue
+            if isinstance(a, ast.Slice):
+                raise Unsupported("a bit slice as an out/inout argument")
+            tmp = self.new("arg")
+            self.decls.append(f"static {self.ctype(t)} {tmp};")
+            vals.append(f"&{tmp}")
+            if p.direction == "out" or isinstance(a, ast.DontCare):
+                pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
+            else:
+                pre.append(f"{tmp} = {self.value(a, t).code};")
+            if not isinstance(a, ast.DontCare):
+                if _run_time_index(a):
+                    raise Unsupported("an out/inout argument at a run-time index")
+                post.append(f"{self.expr(a).code} = {tmp};")
+        return pre, f"{cfn}({', '.join(vals)})", post
+
+    def function_value(self, d: ast.FunctionDecl, e: ast.Call) -> V:
+        """A call inside an expression: only of a function without out/inout parameters."""
+        if any(p.direction in ("out", "inout") for p in d.params):
+            raise Unsupported(f"call of {d.name} (out/inout parameters) inside an expression")
+        if _is_void(d):
+            raise Unsupported(f"value of void function {d.name}")
+        _, call, _ = self.function_call(d, e)
+        return V(call, self.genv.resolve(d.return_type))
+
+    def function_stmt(self, s: ast.Stmt) -> list[str] | None:
+        """``f(...);``, ``x = f(...);`` or ``T x = f(...);`` of a user function with
+        out/inout parameters, else None (the statement is compiled as any other)."""
+        if isinstance(s, ast.CallStmt):
+            d = self.user_function(s.call)
+            if d is None:
+                return None
+            pre, call, post = self.function_call(d, s.call)
+            return pre + [f"{call};"] + post
+        if isinstance(s, ast.Assign) and not isinstance(s.target, ast.Slice):
+            target, value = s.target, s.value
+        elif isinstance(s, ast.VarDeclStmt) and s.decl.init is not None:
+            target, value = None, s.decl.init
+        else:
+            return None
+        d = self.user_function(value)
+        if d is None or not any(p.direction in ("out", "inout") for p in d.params):
+            return None
+        assert isinstance(value, ast.Call)
+        if target is not None and _run_time_index(target):
+            raise Unsupported("assignment at a run-time index from a call with out/inout")
+        t = self.genv.resolve(d.return_type)
+        pre, call, post = self.function_call(d, value)
+        r = self.new("ret")
+        lines = [f"{self.ctype(t)} {r};", *pre, f"{r} = {call};", *post]
+        if target is None:  # a declaration: the variable is declared after the call
+            assert isinstance(s, ast.VarDeclStmt)
+            vt = self.genv.resolve(s.decl.type)
+            n = self.new(f"v_{s.decl.name}")
+            lines += [f"{self.ctype(vt)} {n};", f"{n} = {self.coerce(V(r, t), vt).code};"]
+            self.locals[-1][s.decl.name] = V(n, vt)
+            return lines
+        tgt = self.expr(target)
+        return lines + [f"{tgt.code} = {self.coerce(V(r, t), tgt.type).code};"]
+
+    def return_stmt(self, s: ast.Return) -> list[str] | None:
+        """``return`` inside a function, else None."""
+        if not self.__dict__.get("fn_ret"):
+            return None
+        ret = self.fn_ret[-1]
+        if s.value is None or ret is None:
+            return ["return;"]
+        return [f"return {self.value(s.value, ret).code};"]
+
+
+def _is_void(d: ast.FunctionDecl) -> bool:
+    return isinstance(d.return_type, ast.VoidType)
+
+
+def _run_time_index(e: ast.Expr) -> bool:
+    """Whether the l-value ``e`` indexes a stack by something other than a literal."""
+    while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
+        if isinstance(e, ast.Index) and not isinstance(e.index, ast.IntLit):
+            return True
+        e = e.expr
+    return False
