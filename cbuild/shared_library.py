@@ -7,9 +7,9 @@ Example::
 
 The library lands in ``cache/PREFIX-DIGEST.so`` (the digest covers the source, the
 compiler and the flags), with the source kept beside it to read. Builds of the same source
-by several processes at once each write their own temporary files and move the result into
-place atomically, so a reader never loads half a library. ``CC`` names the compiler (gcc
-by default). Failures raise ``BuildError`` with one line a user can act on.
+by several processes (or threads) at once each write their own temporary files and move the
+result into place atomically, so a reader never loads half a library. ``CC`` names the
+compiler (gcc by default). Failures raise ``BuildError`` with one line a user can act on.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -44,8 +45,9 @@ def build(source: str, prefix: str, cache: Path, flags: Sequence[str] = DEFAULT_
     so = cache / f"{prefix}-{digest}.so"
     if so.exists():
         return so
-    src = cache / f"{prefix}-{digest}.{os.getpid()}.c"  # per process: builds may race
-    tmp = cache / f".{prefix}-{digest}-{os.getpid()}.so"
+    me = f"{os.getpid()}-{threading.get_ident()}"  # per process and thread: builds may race
+    src = cache / f"{prefix}-{digest}.{me}.c"
+    tmp = cache / f".{prefix}-{digest}-{me}.so"
     try:
         cache.mkdir(parents=True, exist_ok=True)
         src.write_text(source)

@@ -40,8 +40,10 @@ switch worker then reports its progress to the daemon once a second (the dashboa
 ``--timeout`` retransmission timeout and ``--total-timeout`` bound of one all-reduce
 (seconds);
 ``--epochs``, ``--batch-size``, ``--lr``, ``--momentum``, ``--hidden``, ``--seed``,
-``--target`` training settings (identical on all workers and methods); ``--json PATH``
-writes the history. Progress goes to stdout, one line per epoch.
+``--target`` training settings (identical on all workers and methods); ``--host-backend``
+native|python the packet loop (default ``$INC_HOST_BACKEND``, else native: C, see
+hosts/transport/native_window.py); ``--json PATH`` writes the history. Progress goes to
+stdout, one line per epoch.
 """
 
 from __future__ import annotations
@@ -202,6 +204,11 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--hidden", type=int, default=32)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.9, help="target test accuracy")
+    ap.add_argument(
+        "--host-backend",
+        choices=["native", "python"],
+        help="the packet loop: native (C) or python; default $INC_HOST_BACKEND, else native",
+    )
     ap.add_argument("--json", help="write the history as JSON to this path")
     return ap
 
@@ -268,6 +275,7 @@ def _make_allreduce(
         c = AllReduceClient(
             a.job_id, a.worker_id, a.workers, a.offset, a.size, a.window, dest=dest,
             slots=a.slots, timeout=a.timeout, total_timeout=a.total_timeout, bind=bind,
+            backend=a.host_backend,
         )  # fmt: skip
         if a.controller and progress is not None and a.method == "switch":
             from controller.api_client import ControllerApi
@@ -303,7 +311,7 @@ def _make_allreduce(
     r = RingAllReduce(
         a.worker_id, peers, job_id=a.job_id, slots=a.slots, window=a.window,
         timeout=a.timeout, total_timeout=a.total_timeout,
-        bind=_addr(a.bind, peers[a.worker_id][1]) if a.bind else None,
+        bind=_addr(a.bind, peers[a.worker_id][1]) if a.bind else None, backend=a.host_backend,
     )  # fmt: skip
     return r.allreduce, r.close
 

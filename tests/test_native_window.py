@@ -14,6 +14,7 @@ import pytest
 
 from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout
 from hosts.netreduce.ps import ParameterServer
+from hosts.netreduce.ring import RingAllReduce
 from hosts.transport import native_window
 from hosts.transport.udp import Address, Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
@@ -190,3 +191,108 @@ def test_an_impaired_test_endpoint_keeps_the_python_loop() -> None:
     c = AllReduceClient(1, 0, 1, 0, 4, 4, dest=("127.0.0.1", 9), endpoint=ep, backend="native")
     with c:
         assert not c._native_applies()
+
+
+# --- the ring baseline's native loop ----------------------------------------------------------
+class ForwardingRelay:
+    """Everything sent to ``address`` goes on to ``target``, impaired (one rank's inbox)."""
+
+    def __init__(self, loss: float, dup: float, reorder: float, seed: int) -> None:
+        kw = dict(loss=loss, dup=dup, reorder=reorder)
+        self.ep = ImpairedEndpoint(Endpoint(LOCAL), seed=seed, **kw)  # type: ignore[arg-type]
+        self.target: Address | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def address(self) -> Address:
+        return self.ep.address
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            got = self.ep.recv_many()
+            if got and self.target is not None:
+                self.ep.send_many([(p, self.target) for p, _ in got])
+            self.ep.flush()
+            self.ep.wait(0.001)
+
+    def start(self) -> ForwardingRelay:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+        self.ep.close()
+
+
+def ring_through_relays(
+    backends: list[str], calls: list[list[np.ndarray]], impair: tuple[float, float, float]
+) -> tuple[list[list[np.ndarray]], list[RingAllReduce]]:
+    n = len(backends)
+    relays = [ForwardingRelay(*impair, seed=10 + r).start() for r in range(n)]
+    peers = [r.address for r in relays]
+    ranks = [
+        RingAllReduce(
+            r,
+            peers,
+            job_id=3,
+            slots=8,
+            window=8,
+            timeout=0.02,
+            max_retries=200,
+            bind=LOCAL,
+            backend=backends[r],
+        )  # fmt: skip
+        for r in range(n)
+    ]
+    for relay, rank in zip(relays, ranks, strict=True):
+        relay.target = rank.endpoint.address
+    try:
+
+        def worker(r: int) -> list[np.ndarray]:
+            out = [ranks[r].allreduce_int(xs[r]) for xs in calls]
+            ranks[r].close(linger=0.5)  # acknowledges a neighbour's late resends, as a worker
+            return out
+
+        return run_threads(n, worker), ranks  # type: ignore[return-value]
+    finally:
+        for relay in relays:
+            relay.stop()
+
+
+@pytest.mark.parametrize("impair", [(0.0, 0.0, 0.0), (0.1, 0.05, 0.1)])
+def test_native_and_python_rings_give_bit_identical_sums_under_loss_dup_and_reorder(
+    impair: tuple[float, float, float],
+) -> None:
+    calls = vectors(3, [1, 40, 700], seed=4)
+    expected = [np.sum(np.stack(xs).astype(np.int64), axis=0).astype(np.int32) for xs in calls]
+    got = {}
+    for name, backends in {
+        "python": ["python"] * 3,
+        "native": ["native"] * 3,
+        "mixed": ["python", "native", "native"],
+    }.items():
+        results, ranks = ring_through_relays(backends, calls, impair)
+        assert [r.backend for r in ranks] == backends
+        got[name] = results
+        for r in range(3):
+            for k, want in enumerate(expected):
+                np.testing.assert_array_equal(results[r][k], want, err_msg=f"{name} r{r} #{k}")
+        if any(impair):
+            assert sum(r.stats.retransmissions for r in ranks) > 0
+            assert sum(r.stats.duplicates for r in ranks) > 0
+    for r in range(3):
+        for k in range(len(calls)):
+            assert got["native"][r][k].tobytes() == got["python"][r][k].tobytes()
+
+
+def test_native_ring_names_the_missing_rows_when_the_right_neighbour_is_gone() -> None:
+    with Endpoint(LOCAL) as gone:
+        peers = [("127.0.0.1", 0), gone.address]
+        r = RingAllReduce(0, peers, slots=4, window=4, timeout=0.01, max_retries=2,
+                          bind=LOCAL, backend="native")  # fmt: skip
+        with pytest.raises(AllReduceTimeout, match="unacknowledged by rank 1 after 2") as e:
+            r.allreduce_int(np.ones(16, dtype=np.int32))
+        r.close(linger=0.0)
+        assert e.value.missing == [0, 1, 2, 3]

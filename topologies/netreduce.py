@@ -55,6 +55,7 @@ class TrainSettings:
     seed: int = 0
     target: float = 0.9
     timeout: float = 1.0  # retransmission timeout: above the shaped links' queueing delay
+    host_backend: str | None = None  # every method's packet loop (None: $INC_HOST_BACKEND)
 
     def args(self) -> list[str]:
         return [
@@ -80,6 +81,8 @@ def train_method(
         cmd = [sys.executable, "-m", "hosts.train", "--method", method, "--workers", str(workers)]
         cmd += ["--worker-id", str(w), "--controller", ex.controller_url, "--job-id", str(job_id)]
         cmd += ["--json", str(out / "workers" / f"{method}-w{w}.json"), *settings.args()]
+        if settings.host_backend:
+            cmd += ["--host-backend", settings.host_backend]
         if method == "ring":
             cmd += ["--peers", peers]
         commands.append((f"h{w + 1}", cmd))
@@ -197,7 +200,7 @@ def run(args: argparse.Namespace) -> int:
 def run_target(
     args: argparse.Namespace, kind: str, out: Path, log: Any, console: Any
 ) -> tuple[dict[str, Any], int]:
-    settings = TrainSettings(epochs=args.epochs, seed=args.seed)
+    settings = TrainSettings(epochs=args.epochs, seed=args.seed, host_backend=args.host_backend)
     (out / "workers").mkdir(parents=True, exist_ok=True)  # each worker's history
     n = args.workers
     rate = link_rate(kind, n, switch_rate=args.switch_rate, fixed_mbps=args.bw)
@@ -283,6 +286,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--epochs", type=int, default=TrainSettings.epochs)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--results", default="results")
+    ap.add_argument(
+        "--host-backend",
+        choices=["native", "python"],
+        default=None,
+        help="every method's host packet loop: native (C) or python "
+        "(default $INC_HOST_BACKEND, else native)",
+    )
     return ap
 
 

@@ -24,6 +24,7 @@ import ctypes
 import os
 import socket
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,24 +83,39 @@ class _Call(ctypes.Structure):
     ]
 
 
-_lib: Any = None
+_libs: dict[str, Any] = {}
+build_lock = threading.RLock()  # the first use may come from several threads at once
 _warned = False
 
 
+def library(name: str) -> Any:
+    """hosts/transport/NAME.c compiled and loaded (built on first use, then cached; raises
+    BuildError without a C compiler)."""
+    with build_lock:
+        return _library(name)
+
+
+def _library(name: str) -> Any:
+    if name not in _libs:
+        source = SOURCE.with_name(f"{name}.c").read_text()
+        cache = cache_dir("INC_NATIVE_CACHE", "inc/native")
+        _libs[name] = ctypes.CDLL(str(build(source, name.replace("_", "-"), cache)))
+    return _libs[name]
+
+
 def load() -> Any:
-    """The compiled library (built on first use; raises BuildError without a compiler)."""
-    global _lib
-    if _lib is None:
-        so = build(SOURCE.read_text(), "inc-window", cache_dir("INC_NATIVE_CACHE", "inc/native"))
-        lib = ctypes.CDLL(str(so))
-        lib.inc_allreduce.argtypes = [ctypes.POINTER(_Call)]
-        lib.inc_allreduce.restype = ctypes.c_int
-        lib.inc_header_len.restype = _I64
-        if lib.inc_header_len() != HEADER_LEN:
-            raise BuildError(f"native_window.c has a {lib.inc_header_len()}-byte INC header, "
-                             f"wire/header.py {HEADER_LEN}")  # fmt: skip
-        _lib = lib
-    return _lib
+    """The window loop's library, its functions typed and its header checked."""
+    with build_lock:
+        lib = library("native_window")
+        if not hasattr(lib, "checked"):
+            lib.inc_allreduce.argtypes = [ctypes.POINTER(_Call)]
+            lib.inc_allreduce.restype = ctypes.c_int
+            lib.inc_header_len.restype = _I64
+            if lib.inc_header_len() != HEADER_LEN:
+                raise BuildError(f"native_window.c has a {lib.inc_header_len()}-byte INC "
+                                 f"header, wire/header.py {HEADER_LEN}")  # fmt: skip
+            lib.checked = True
+        return lib
 
 
 def choose_backend(requested: str | None = None) -> str:
