@@ -1,4 +1,5 @@
-"""The native (C) host data path against the Python reference (hosts/transport/native_window.py).
+"""The native (C) host data path against the Python reference: the aggregation client
+(native_window.c), the parameter server (native_ps.c) and the ring (native_ring.c).
 
 Loss, duplication and reordering are injected in both directions by a UDP relay between
 the workers and the parameter server: two ImpairedEndpoints (hosts/transport/udp.py), one
@@ -72,10 +73,14 @@ def vectors(n: int, sizes: list[int], seed: int) -> list[list[np.ndarray]]:
 
 
 def allreduce_through_relay(
-    backends: list[str], calls: list[list[np.ndarray]], impair: tuple[float, float, float]
+    backends: list[str],
+    calls: list[list[np.ndarray]],
+    impair: tuple[float, float, float],
+    ps_backend: str,
 ) -> tuple[list[list[np.ndarray]], list[AllReduceClient]]:
     n = len(backends)
-    ps = ParameterServer(n, bind=LOCAL).start()
+    ps = ParameterServer(n, bind=LOCAL, backend=ps_backend).start()
+    assert (ps._native is not None) == (ps_backend == "native")
     clients = [
         AllReduceClient(
             7,
@@ -109,18 +114,18 @@ def allreduce_through_relay(
 
 
 @pytest.mark.parametrize("impair", [(0.0, 0.0, 0.0), (0.1, 0.05, 0.1)])
-def test_native_and_python_paths_give_bit_identical_sums_under_loss_dup_and_reorder(
+def test_native_and_python_clients_and_ps_give_bit_identical_sums_under_loss_dup_and_reorder(
     impair: tuple[float, float, float],
 ) -> None:
     calls = vectors(3, [1, 64, 500, 2000], seed=3)
     expected = [np.sum(np.stack(xs).astype(np.int64), axis=0).astype(np.int32) for xs in calls]
     got = {}
-    for name, backends in {
-        "python": ["python"] * 3,
-        "native": ["native"] * 3,
-        "mixed": ["native", "python", "native"],
-    }.items():
-        results, clients = allreduce_through_relay(backends, calls, impair)
+    for name, backends, ps_backend in [
+        ("python", ["python"] * 3, "python"),
+        ("native", ["native"] * 3, "native"),
+        ("mixed", ["native", "python", "native"], "python"),
+    ]:
+        results, clients = allreduce_through_relay(backends, calls, impair, ps_backend)
         assert [c.backend for c in clients] == backends
         got[name] = results
         for w in range(3):
