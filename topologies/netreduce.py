@@ -209,7 +209,9 @@ def run_target(
     settings = TrainSettings(epochs=args.epochs, seed=args.seed, host_backend=args.host_backend)
     (out / "workers").mkdir(parents=True, exist_ok=True)  # each worker's history
     n = args.workers
-    rate = link_rate(kind, n, switch_rate=args.switch_rate, fixed_mbps=args.bw)
+    rate = link_rate(
+        kind, n, switch_rate=args.switch_rate, fixed_mbps=args.bw, host_backend=args.host_backend
+    )
     log(
         f"netreduce: s1 = {kind}, workers h1..h{n}, parameter server h{n + 1}, every link "
         f"{rate.mbps:g} Mbit/s ({rate.describe()}), window {args.window}, K = 32 slots"
