@@ -235,6 +235,8 @@ def run_target(
         "K": 32,
         "window": args.window,
         "switch": kind,
+        "host_backend": rate.host_backend,
+        "setup_timed": False,  # every method: process start and a start barrier untimed
     }
     record["curves"] = {
         m: {"epoch_end_s": r["epoch_end_s"], "epoch_accuracy": r["epoch_accuracy"]}
