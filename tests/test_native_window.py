@@ -9,6 +9,7 @@ facing the workers, one facing the server, so the native client's own socket sta
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -301,3 +302,16 @@ def test_native_ring_names_the_missing_rows_when_the_right_neighbour_is_gone() -
             r.allreduce_int(np.ones(16, dtype=np.int32))
         r.close(linger=0.0)
         assert e.value.missing == [0, 1, 2, 3]
+
+
+def test_without_a_c_compiler_the_native_choice_falls_back_to_python_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("CC", str(tmp_path / "no-such-cc"))
+    monkeypatch.setenv("INC_NATIVE_CACHE", str(tmp_path / "cache"))  # nothing built yet
+    monkeypatch.setattr(native_window, "_libs", {})
+    monkeypatch.setattr(native_window, "_warned", False)
+    assert native_window.choose_backend("native") == "python"
+    assert native_window.choose_backend(None) == "python"
+    err = capsys.readouterr().err
+    assert err.count("native data path unavailable") == 1 and "no C compiler" in err
