@@ -9,7 +9,8 @@
  * unfinished use is a duplicate, a packet of a finished use gets the result again (to its
  * sender); the last contribution sends the result to every worker of the job, to the
  * address its packets came from. Every job gets the default region (the whole pool) and
- * quorum, as the PS started from the command line does.
+ * quorum, as the PS started from the command line does; it keeps MAX_JOBS_HELD jobs at
+ * once and drops a further job's packets as UNKNOWN_JOB.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -89,6 +90,12 @@ void ps_free(struct ps_ctx *x) {
 
 static int64_t stride(const struct ps_ctx *x) { return x->slots ? x->slots : MAX_SLOTS; }
 
+static int held(const struct ps_ctx *x, uint32_t id) {
+    for (int64_t i = 0; i < x->n_jobs; i++)
+        if (x->jobs[i].id == id) return 1;
+    return 0;
+}
+
 static struct job *job_of(struct ps_ctx *x, uint32_t id) {
     for (int64_t i = 0; i < x->n_jobs; i++)
         if (x->jobs[i].id == id) return &x->jobs[i];
@@ -155,8 +162,12 @@ static int process(struct ps_ctx *x, const uint8_t *h, size_t len, const struct 
         x->drops[reason]++;
         return 0;
     }
+    if (!held(x, job_id) && x->n_jobs == MAX_JOBS_HELD) {
+        x->drops[UNKNOWN_JOB]++; /* more jobs at once than this server keeps */
+        return 0;
+    }
     struct job *j = job_of(x, job_id);
-    if (!j) return -1;
+    if (!j) return -1; /* no memory for the job's aggregators */
     j->workers[worker] = *src;
     j->known |= 1u << worker;
     struct copy *c = &j->copies[2 * idx + ver];
