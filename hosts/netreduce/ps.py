@@ -14,7 +14,7 @@ Flags: ``--workers`` contributions that complete an aggregation (the job's worke
 ``--port``/``--bind`` where to listen (default ``PS_UDP_PORT`` = INC_UDP_PORT + 1, so that
 the switch forwards the baseline's packets as plain UDP instead of aggregating them);
 ``--slots`` values per packet (0 = accept any count); ``--host-backend`` native|python the
-serve loop (default ``$INC_HOST_BACKEND``, else native: hosts/transport/native_ps.c, the
+serve loop (default ``$INC_HOST_BACKEND``, else native: hosts/netreduce/native_ps.c, the
 same state machine in C). It serves until SIGINT/SIGTERM and then prints its counters.
 
 Semantics: the same packets and header as the switch (wire/header.py) and the same
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.transport.native_ps import NativeAggregator
+from hosts.netreduce.native_ps import NativeAggregator
 from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (

@@ -27,7 +27,7 @@ data of the next call (a faster neighbour) is kept for it. ``close()`` lingers b
 acknowledge such late retransmissions after the last call.
 
 Back ends: this loop is the reference; on a plain socket the default (``backend`` or
-``$INC_HOST_BACKEND``, else native) runs the same rules in C (hosts/transport/native_ring.c),
+``$INC_HOST_BACKEND``, else native) runs the same rules in C (hosts/netreduce/native_ring.c),
 the same native transport as the switch path's client, with the same packets on the wire.
 
 Packets use the INC header (wire/header.py): op AGG_SYNC (data) or ACK, worker_id = the
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hosts.netreduce import native_ring
 from hosts.netreduce.allreduce import AllReduceTimeout, fixed_point_allreduce
-from hosts.transport import native_ring
-from hosts.transport.native_ring import NativeRing
+from hosts.netreduce.native_ring import NativeRing
 from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (

@@ -88,25 +88,22 @@ build_lock = threading.RLock()  # the first use may come from several threads at
 _warned = False
 
 
-def library(name: str) -> Any:
-    """hosts/transport/NAME.c compiled and loaded (built on first use, then cached; raises
+def library(source: Path) -> Any:
+    """The C file ``source`` compiled and loaded (built on first use, then cached; raises
     BuildError without a C compiler)."""
     with build_lock:
-        return _library(name)
-
-
-def _library(name: str) -> Any:
-    if name not in _libs:
-        source = SOURCE.with_name(f"{name}.c").read_text()
-        cache = cache_dir("INC_NATIVE_CACHE", "inc/native")
-        _libs[name] = ctypes.CDLL(str(build(source, name.replace("_", "-"), cache)))
-    return _libs[name]
+        key = str(source)
+        if key not in _libs:
+            cache = cache_dir("INC_NATIVE_CACHE", "inc/native")
+            prefix = source.stem.replace("_", "-")
+            _libs[key] = ctypes.CDLL(str(build(source.read_text(), prefix, cache)))
+        return _libs[key]
 
 
 def load() -> Any:
     """The window loop's library, its functions typed and its header checked."""
     with build_lock:
-        lib = library("native_window")
+        lib = library(SOURCE)
         if not hasattr(lib, "checked"):
             lib.inc_allreduce.argtypes = [ctypes.POINTER(_Call)]
             lib.inc_allreduce.restype = ctypes.c_int

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -74,7 +75,7 @@ class _Ctx(ctypes.Structure):
 
 def _lib() -> Any:
     with build_lock:
-        return _typed(library("native_ring"))
+        return _typed(library(Path(__file__).with_name("native_ring.c")))
 
 
 def _typed(lib: Any) -> Any:

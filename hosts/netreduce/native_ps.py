@@ -16,6 +16,7 @@ there is the reference, with the same packets on the wire.
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 from typing import Any
 
 from hosts.transport.native_window import build_lock, library
@@ -36,7 +37,7 @@ class _Ctx(ctypes.Structure):
 
 def _lib() -> Any:
     with build_lock:
-        lib = library("native_ps")
+        lib = library(Path(__file__).with_name("native_ps.c"))
         if not hasattr(lib, "typed"):
             lib.ps_new.argtypes = [_I64, _I64, _I64, _I64]
             lib.ps_new.restype = ctypes.POINTER(_Ctx)

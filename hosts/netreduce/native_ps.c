@@ -1,7 +1,7 @@
 /* The parameter server's serve loop in C: hosts/netreduce/ps.py's SoftAggregator state
  * machine (the switch's aggregator, p4src/aggregator.p4, on a host) behind one UDP socket,
  * read with recvmmsg and answered with sendmmsg, so the PS baseline gets the same native
- * transport as the switch path's client (native_window.c).
+ * transport as the switch path's client (hosts/transport/native_window.c).
  *
  * Same rules as SoftAggregator.process, one for one: per (job, aggregator, version) a
  * contributor bitmap, a count and the PSN of the use it holds; a packet of a newer PSN

@@ -1,6 +1,6 @@
 /* One ring all-reduce call of one rank, in C: the event loop of hosts/netreduce/ring.py
  * (RingAllReduce._run, _Call) without per-packet Python, for the host-only baseline to
- * get the same native transport as the switch path (native_window.c).
+ * get the same native transport as the switch path (hosts/transport/native_window.c).
  *
  * Same rules as the Python reference, one for one (tests/test_native_window.py compares
  * them under loss, duplication and reordering):
