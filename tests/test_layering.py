@@ -1,11 +1,13 @@
 """The layers import only downwards, and no module imports itself round a circle.
 
-- wire/ (the protocol) and p4rt_config/ (the runtime-JSON format) import nothing of ours;
+- wire/ (the protocol), p4rt_config/ (the runtime-JSON format) and cbuild/ (C compiled on
+  first use and cached) import nothing of ours;
 - p4sim/ (the switch) imports nothing of ours but p4rt_config/, a data format it shares with
-  the controller, so that neither imports the other;
+  the controller, so that neither imports the other, and cbuild/, which it shares with the
+  hosts' native data path;
 - controller/ imports neither p4sim/ nor end-host code (hosts/, inclib/, topologies/): it
   reaches switches over P4Runtime only;
-- hosts/ reach the controller only through its API client;
+- hosts/ reach the controller only through its API client (and build C with cbuild/);
 - inclib/ (the application library) sits above hosts/ and the API client;
 - topologies/ and tests/ sit on top and may import anything (the in-process switch,
   topologies/local_switch.py, is where p4sim meets the controller).
@@ -26,6 +28,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PROJECT = (
     "wire",
+    "cbuild",
     "p4rt_config",
     "controller",
     "hosts",
@@ -40,10 +43,11 @@ PROJECT = (
 ALLOWED: dict[str, set[str]] = {
     "wire": {"wire"},
     "p4rt_config": {"p4rt_config"},
-    "p4sim": {"p4sim", "p4rt_config"},
+    "cbuild": {"cbuild"},
+    "p4sim": {"p4sim", "p4rt_config", "cbuild"},
     "controller": {"wire", "p4rt_config", "controller"},
-    "hosts": {"wire", "hosts", "controller.api_client"},
-    "inclib": {"wire", "hosts", "inclib", "controller.api_client"},
+    "hosts": {"wire", "cbuild", "hosts", "controller.api_client"},
+    "inclib": {"wire", "cbuild", "hosts", "inclib", "controller.api_client"},
 }
 
 #: Folders that keep their modules in subpackages by layer or system (the rest: a few).

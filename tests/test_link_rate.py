@@ -41,3 +41,16 @@ def test_a_fixed_rate_is_kept_and_bad_input_is_a_clear_error():
         link_rate("tofino", 4)
     with pytest.raises(ValueError, match="must be > 0"):
         link_rate("p4sim", 4, switch_rate=0)
+
+
+def test_the_hosts_loops_bound_the_links_when_they_are_slower_than_the_switch():
+    native = link_rate("p4sim", 4, host_backend="native", cores=2)
+    python = link_rate("p4sim", 4, host_backend="python", cores=2)
+    assert native.bound == "switch" and native.mbps == 25.2
+    assert python.bound == "hosts" and python.mbps < native.mbps
+    # python: 62,700 per CPU-second x 2 cores / (4 workers + the switch) x headroom
+    assert python.host_fps == pytest.approx(62_700 * 2 / 5 * HEADROOM)
+    assert "the hosts' python packet loops allow 12,540" in python.describe()
+    assert "the hosts set the rate" in python.describe()
+    with pytest.raises(ValueError, match="host back end must be one of native, python"):
+        link_rate("p4sim", 4, host_backend="dpdk")

@@ -49,6 +49,8 @@ def check_schema(run: dict[str, Any], switch: str) -> None:
     assert net["workers"] == WORKERS and net["link_bandwidth_mbps"] == BW_MBPS, net
     assert isinstance(net["link_rate"], str) and net["link_rate"], net  # how it was chosen
     assert net["K"] == 32 and net["window"] > 0 and net["switch"] == switch, net
+    # every method on the same host packet loop, set-up outside the timed region for all
+    assert net["host_backend"] in ("native", "python") and net["setup_timed"] is False, net
 
 
 def test_main_job_writes_its_results_and_the_three_methods_train_the_same_model(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -127,3 +128,20 @@ def test_command_line_local_run_writes_the_history_json(tmp_path, capsys) -> Non
     rec = json.loads(out.read_text())
     assert len(rec["history"]["epoch_accuracy"]) == 2
     assert "epoch   2" in capsys.readouterr().out
+
+
+def test_a_slow_start_is_the_untimed_start_barrier_not_part_of_the_first_epoch() -> None:
+    group = LocalGroup(1)
+    inner = group.allreduce_fn(0)
+    calls: list[np.ndarray] = []
+
+    def slow_first(x: np.ndarray) -> np.ndarray:
+        calls.append(np.array(x, copy=True))
+        if len(calls) == 1:
+            time.sleep(1.0)  # the slowest worker still starting
+        return inner(x)
+
+    h = train(slow_first, 0, 1, epochs=1)
+    assert len(calls) == len(h.iter_times) + 1  # one all-reduce before the timed loop
+    assert not calls[0].any()  # the barrier carries zeros, not a gradient
+    assert h.epoch_end_s[0] < 1.0 and max(h.iter_times) < 1.0

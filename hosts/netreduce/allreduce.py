@@ -44,6 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hosts.transport import native_window
+from hosts.transport.native_window import choose_backend, run_call
 from hosts.transport.quantize import agreed_bound, choose_scale, dequantize, exponent_vote, quantize
 from hosts.transport.sliding_window import (
     ResultAssembler,
@@ -80,6 +82,8 @@ MAX_FLOAT_ABS = 2.0 ** (VOTE_EXP_MIN + VOTE_BUCKETS - 2)
 PSN_MOD = MOD  # PSNs are 32-bit serial numbers (wire/serial.py)
 FAST_RETX_RESULTS = 3  # later results seen while the window base is missing: resend it now
 RTT_PROBE_EVERY = 8  # one first transmission in 8 is timed until its result (min RTT)
+# What a subclass overrides to leave the native loop (ATP's client: its own addressing).
+_LOOP_METHODS = ("_run", "_send", "_receive", "_address")
 
 
 class _Window(SendWindow):
@@ -165,8 +169,12 @@ class AllReduceClient:
         bind: Address = ("0.0.0.0", INC_UDP_PORT),
         endpoint: DatagramEndpoint | None = None,
         first_psn: int = 0,
+        backend: str | None = None,
     ) -> None:
         self._check_layout(job_id, worker_id, n_workers, region_size, window, slots)
+        # "native" (C, hosts/transport/native_window.c) or "python" (this module's loop);
+        # default $INC_HOST_BACKEND, else native where a C compiler exists.
+        self.backend = choose_backend(backend)
         self.job_id, self.worker_id, self.n_workers = job_id, worker_id, n_workers
         self.region_offset, self.region_size, self.window = region_offset, region_size, window
         self.slots, self.dest = slots, dest
@@ -244,11 +252,61 @@ class AllReduceClient:
         if count == 0:
             return np.zeros(0, dtype=np.int32)
         wire = packets.astype(">i4")
+        if self._native_applies():
+            return self._run_native(first, count, wire, v.size)
         window = _Window(first, count, self.window, self.timeout, max_retries=self.max_retries)
         results = ResultAssembler(first, count, self.slots, length=v.size)
         self.last_bitmaps = np.zeros(count, dtype=np.uint32)
         self._run(window, results, wire)
         return results.result()
+
+    def _native_applies(self) -> bool:
+        """The C loop does exactly what ``_run`` would: a plain socket and this class's
+        addressing and packet handling (a subclass that changes them stays in Python)."""
+        cls = type(self)
+        return (
+            self.backend == "native"
+            and type(self.endpoint) is Endpoint
+            and not self.endpoint.ecn
+            and all(getattr(cls, m) is getattr(AllReduceClient, m) for m in _LOOP_METHODS)
+        )
+
+    def _run_native(self, first: int, count: int, wire: np.ndarray, length: int) -> np.ndarray:
+        assert isinstance(self.endpoint, Endpoint)
+        r = run_call(
+            self.endpoint.fileno(), self.dest, wire,
+            job_id=self.job_id, worker_id=self.worker_id, epoch=self.epoch, first_psn=first,
+            window=self.window, timeout=self.timeout, max_retries=self.max_retries,
+            fast_retx_results=FAST_RETX_RESULTS, rtt_probe_every=RTT_PROBE_EVERY,
+            total_timeout=self.total_timeout, offset=self.region_offset,
+            size=self.region_size, hashed=self._hash,
+        )  # fmt: skip
+        c, st, ep = r.stats, self.stats, self.endpoint.stats
+        st.packets_sent += c.queued
+        st.retransmissions += c.retx
+        st.fast_retransmissions += c.fast_retx
+        st.results += c.results
+        st.duplicate_results += c.dups
+        st.foreign += c.foreign
+        st.waits += c.waits
+        ep.sent += c.sent
+        ep.sent_bytes += c.sent_bytes
+        ep.send_drops += c.send_drops
+        ep.received += c.received
+        ep.received_bytes += c.received_bytes
+        if c.min_rtt >= 0:
+            self._min_rtt = c.min_rtt if self._min_rtt is None else min(self._min_rtt, c.min_rtt)
+        self.last_bitmaps = r.bitmaps
+        if r.status == native_window.RETRIES:
+            why = (
+                f"psn {c.fail_psn} got no result after {c.fail_tries} retransmissions "
+                f"({self.timeout:g} s apart): is the switch running and the job admitted?"
+            )
+            raise AllReduceTimeout(self.job_id, self.worker_id, r.missing, why)
+        if r.status == native_window.DEADLINE:
+            why = f"no complete result within {self.total_timeout:g} s"
+            raise AllReduceTimeout(self.job_id, self.worker_id, r.missing, why)
+        return r.out.reshape(-1)[:length].copy()
 
     def _run(self, window: _Window, results: ResultAssembler, wire: np.ndarray) -> None:
         deadline = time.monotonic() + self.total_timeout

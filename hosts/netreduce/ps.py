@@ -13,8 +13,9 @@ Run on the PS host (the workers' AllReduceClient gets ``dest=(ps_ip, port)``)::
 Flags: ``--workers`` contributions that complete an aggregation (the job's worker count);
 ``--port``/``--bind`` where to listen (default ``PS_UDP_PORT`` = INC_UDP_PORT + 1, so that
 the switch forwards the baseline's packets as plain UDP instead of aggregating them);
-``--slots`` values per packet (0 = accept any count). It serves until SIGINT/SIGTERM and
-then prints its counters.
+``--slots`` values per packet (0 = accept any count); ``--host-backend`` native|python the
+serve loop (default ``$INC_HOST_BACKEND``, else native: hosts/netreduce/native_ps.c, the
+same state machine in C). It serves until SIGINT/SIGTERM and then prints its counters.
 
 Semantics: the same packets and header as the switch (wire/header.py) and the same
 state machine as p4src/aggregator.p4: per (job, aggregator, version) a contributor bitmap,
@@ -36,6 +37,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hosts.netreduce.native_ps import NativeAggregator
+from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
     AGG_POOL_SIZE,
@@ -195,9 +198,16 @@ class ParameterServer:
         slots: int | None = SLOTS,
         jobs: dict[int, JobRegion] | None = None,
         endpoint: DatagramEndpoint | None = None,
+        backend: str | None = None,
     ) -> None:
         self.aggregator = SoftAggregator(n_workers, slots, jobs)
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
+        # The same native transport as the workers' client: the C loop on a plain socket
+        # with the default region for every job, SoftAggregator in Python otherwise.
+        self.backend = choose_backend(backend)
+        self._native: NativeAggregator | None = None
+        if self.backend == "native" and jobs is None and type(self.endpoint) is Endpoint:
+            self._native = NativeAggregator(self.endpoint.fileno(), n_workers, slots, AGG_POOL_SIZE)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -207,10 +217,18 @@ class ParameterServer:
 
     @property
     def stats(self) -> AggregatorStats:
+        if self._native is not None:  # the C loop's counters, as SoftAggregator keeps them
+            c = self._native.counters
+            st = self.aggregator.stats
+            st.packets, st.results, st.reserved = c.packets, c.results, c.reserved
+            st.ignored = c.ignored
+            st.drops = [int(c.drops[i]) for i in range(DROP_REASONS)]
         return self.aggregator.stats
 
     def serve(self) -> None:
         """Process packets until ``stop()`` (or forever)."""
+        while self._native is not None and not self._stop.is_set():
+            self._native.serve(max_ms=50)
         while not self._stop.is_set():
             if not self.endpoint.wait(0.05):
                 continue
@@ -235,6 +253,10 @@ class ParameterServer:
         if self._thread is not None:
             self._thread.join(timeout=5.0)
         self.endpoint.close()
+        if self._native is not None:
+            _ = self.stats  # the C loop's last counters stay readable
+            self._native.close()
+            self._native = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -245,9 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, default=PS_UDP_PORT, help="UDP port to listen on")
     ap.add_argument("--bind", default="0.0.0.0", help="address to listen on")
     ap.add_argument("--slots", type=int, default=SLOTS, help="values per packet (0: any)")
+    ap.add_argument(
+        "--host-backend",
+        choices=["native", "python"],
+        help="the serve loop: native (C) or python; default $INC_HOST_BACKEND, else native",
+    )
     args = ap.parse_args(argv)
     try:
-        ps = ParameterServer(args.workers, (args.bind, args.port), args.slots or None)
+        ps = ParameterServer(
+            args.workers, (args.bind, args.port), args.slots or None, backend=args.host_backend
+        )
     except (ValueError, OSError) as e:
         print(f"hosts.netreduce.ps: {e}", file=sys.stderr)
         return 2

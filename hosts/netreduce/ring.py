@@ -26,6 +26,10 @@ was acknowledged; data of the previous call is acknowledged again (its ack was l
 data of the next call (a faster neighbour) is kept for it. ``close()`` lingers briefly to
 acknowledge such late retransmissions after the last call.
 
+Back ends: this loop is the reference; on a plain socket the default (``backend`` or
+``$INC_HOST_BACKEND``, else native) runs the same rules in C (hosts/netreduce/native_ring.c),
+the same native transport as the switch path's client, with the same packets on the wire.
+
 Packets use the INC header (wire/header.py): op AGG_SYNC (data) or ACK, worker_id = the
 sender's rank, agg_idx = step, psn = packet index in the chunk, epoch = call number. They
 go to ``RING_UDP_PORT`` (not ``INC_UDP_PORT``), so the switch forwards them as plain UDP.
@@ -40,7 +44,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hosts.netreduce import native_ring
 from hosts.netreduce.allreduce import AllReduceTimeout, fixed_point_allreduce
+from hosts.netreduce.native_ring import NativeRing
+from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
     INC_UDP_PORT,
@@ -143,6 +150,7 @@ class RingAllReduce:
         total_timeout: float = 30.0,
         bind: Address | None = None,
         endpoint: DatagramEndpoint | None = None,
+        backend: str | None = None,
     ) -> None:
         if not 0 <= rank < len(peers):
             raise ValueError(f"rank must be in 0..{len(peers) - 1}, got {rank}")
@@ -160,6 +168,16 @@ class RingAllReduce:
         self.last_scale = 1.0
         self.stats = RingStats()
         self._early: list[tuple[Header, np.ndarray]] = []  # data of epoch + 1
+        # The same native transport as the switch path's client (hosts/transport/): the C
+        # loop on a plain socket, this module's loop on anything else or with "python".
+        self.backend = choose_backend(backend)
+        self._native: NativeRing | None = None
+        if self.backend == "native" and type(endpoint) is Endpoint:
+            self._native = NativeRing(
+                endpoint.fileno(), self.right, self.left, rank=rank, n=self.n,
+                job_id=job_id, slots=slots, window=window, timeout=timeout,
+                max_retries=max_retries, fast_acks=FAST_RETX_ACKS, acks_per=ACKS_PER_DATAGRAM,
+            )  # fmt: skip
 
     # --- public API -------------------------------------------------------------------------
     def allreduce_int(self, x: np.ndarray) -> np.ndarray:
@@ -172,6 +190,9 @@ class RingAllReduce:
         data.reshape(-1)[: v.size] = v
         self.epoch = wrap(self.epoch + 1)
         self.stats.calls += 1
+        if self._native is not None:
+            self._run_native(data)
+            return data.reshape(-1)[: v.size].copy()
         call = _Call(self.rank, self.n, data, self.epoch)
         early, self._early = self._early, []
         for h, values in early:
@@ -188,7 +209,14 @@ class RingAllReduce:
 
     def close(self, linger: float | None = None) -> None:
         """Acknowledge late retransmissions for ``linger`` s (default 4 x timeout), then close."""
-        end = time.monotonic() + (4 * self.timeout if linger is None else linger)
+        seconds = 4 * self.timeout if linger is None else linger
+        if self._native is not None:
+            self._native.linger(self.epoch, seconds)
+            self._native.close()
+            self._native = None
+            self.endpoint.close()
+            return
+        end = time.monotonic() + seconds
         while (now := time.monotonic()) < end:
             if self.endpoint.wait(end - now):
                 acks: defaultdict[int, list[tuple[int, int]]] = defaultdict(list)
@@ -200,6 +228,30 @@ class RingAllReduce:
         self.endpoint.close()
 
     # --- the event loop ---------------------------------------------------------------------
+    def _run_native(self, data: np.ndarray) -> None:
+        assert self._native is not None
+        c = self._native.counters
+        before = (c.data_sent, c.retx, c.fast_retx, c.acks_sent, c.duplicates, c.early_kept)
+        status, missing = self._native.allreduce(data, self.epoch, self.total_timeout)
+        after = (c.data_sent, c.retx, c.fast_retx, c.acks_sent, c.duplicates, c.early_kept)
+        st = self.stats
+        d = [a - b for a, b in zip(after, before, strict=True)]
+        st.data_sent += d[0]
+        st.retransmissions += d[1]
+        st.fast_retransmissions += d[2]
+        st.acks_sent += d[3]
+        st.duplicates += d[4]
+        st.early += d[5]
+        if status == native_ring.RETRIES:
+            why = (
+                f"step {c.fail_step} packet {c.fail_packet} unacknowledged by rank "
+                f"{(self.rank + 1) % self.n} after {c.fail_tries} retransmissions"
+            )
+            raise AllReduceTimeout(self.job_id, self.rank, missing, f"ring: {why}")
+        if status == native_ring.DEADLINE:
+            why = f"no complete result within {self.total_timeout:g} s"
+            raise AllReduceTimeout(self.job_id, self.rank, missing, f"ring: {why}")
+
     def _run(self, call: _Call) -> None:
         # (step, packet) -> [payload, last send time, resends], oldest send first
         in_flight: OrderedDict[tuple[int, int], list] = OrderedDict()

@@ -102,6 +102,11 @@ class Endpoint:
         self._ecn = True
 
     @property
+    def ecn(self) -> bool:
+        """Whether ``enable_ecn`` was called (received datagrams' TOS is read)."""
+        return self._ecn
+
+    @property
     def address(self) -> Address:
         host, port = self._sock.getsockname()[:2]
         return host, port

@@ -8,10 +8,10 @@ Example::
     sw.send(1, frame)                 # the same outputs as the Python back end
 
 ``Native(program)`` generates C (``cgen.py``), compiles it with the system C compiler
-into a shared library cached by the source's hash (``$P4SIM_NATIVE_CACHE``, default
-``~/.cache/p4sim/native``) and loads a private copy with ctypes. ``NativePipeline``
-replaces the Python pipeline's ``process``; the control plane keeps using the same
-Python objects:
+(``cbuild.shared_library``) into a shared library cached by the source's hash
+(``$P4SIM_NATIVE_CACHE``, default ``~/.cache/p4sim/native``) and loads a private copy
+with ctypes. ``NativePipeline`` replaces the Python pipeline's ``process``; the control
+plane keeps using the same Python objects:
 
 * registers and indexed counters: their cells become numpy arrays the C code reads
   and writes in place (the objects' methods return Python ints as before);
@@ -28,17 +28,17 @@ Python objects:
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import os
 import socket
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cbuild.shared_library import DEFAULT_FLAGS, BuildError, build
+from cbuild.shared_library import cache_dir as shared_cache_dir
 from p4sim.compiler.program import ValueSet
 from p4sim.native.cgen import CGen, Unsupported
 from p4sim.runtime.externs import Counter, Register
@@ -90,12 +90,7 @@ def _ptr(a: np.ndarray) -> Any:
 
 
 def cache_dir() -> Path:
-    d = os.environ.get("P4SIM_NATIVE_CACHE")
-    return Path(d) if d else Path.home() / ".cache" / "p4sim" / "native"
-
-
-def compiler() -> str:
-    return os.environ.get("CC", "gcc")
+    return shared_cache_dir("P4SIM_NATIVE_CACHE", "p4sim/native")
 
 
 class Native:
@@ -144,31 +139,10 @@ class Native:
 
     @staticmethod
     def _build(source: str) -> Path:
-        digest = hashlib.sha256((source + compiler()).encode()).hexdigest()[:24]
-        d = cache_dir()
-        so = d / f"p4n-{digest}.so"
-        if so.exists():
-            return so
-        src = d / f"p4n-{digest}.{os.getpid()}.c"  # per process: builds may race
-        tmp = d / f".p4n-{digest}-{os.getpid()}.so"
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            src.write_text(source)
-        except OSError as exc:
-            raise NativeError(f"cannot write the build cache {d}: {exc.strerror}") from None
-        try:
-            cmd = [compiler(), "-O2", "-shared", "-fPIC", "-w", "-o", str(tmp), str(src)]
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except FileNotFoundError:
-            raise NativeError(f"no C compiler ({compiler()}) on PATH") from None
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise NativeError(f"cannot build in {d}: {exc}") from None
-        if r.returncode != 0:
-            first = (r.stderr.strip().splitlines() or ["?"])[0]
-            raise NativeError(f"the C compiler failed on {src}: {first}")
-        os.replace(tmp, so)
-        src.replace(d / f"p4n-{digest}.c")  # kept beside the library, to read
-        return so
+            return build(source, "p4n", cache_dir(), flags=(*DEFAULT_FLAGS, "-w"))
+        except BuildError as exc:
+            raise NativeError(str(exc)) from None
 
 
 # -- shared state: the Python objects, their cells in numpy --------------------------

@@ -1,0 +1,193 @@
+"""The aggregation client's packet loop in C (native_window.c), loaded with ctypes.
+
+Example (a worker against a parameter server in this process)::
+
+    lib = load()                                  # built with gcc on first use, cached
+    call = WindowCall.for_packets(wire, slots=32, first_psn=0, window=32, ...)
+    status = call.run(lib, endpoint.fileno(), ("10.0.0.100", 20050))
+
+``hosts/netreduce/allreduce.py`` keeps the Python loop as the reference and picks the back
+end per client: ``backend="native"|"python"``, by default ``$INC_HOST_BACKEND`` or
+native. Native is used where the C loop does what the Python one would: a plain
+``Endpoint`` (not a test's ``ImpairedEndpoint``, not ECN-counting) and a client whose
+addressing and packet handling are the base class's (ATP's client overrides them and
+stays in Python). Without a C compiler the native back end falls back to Python with one
+line on stderr.
+
+The library is cached by its source's hash under ``$INC_NATIVE_CACHE`` (default
+``~/.cache/inc/native``), built by ``cbuild.shared_library`` like p4sim's native back end.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cbuild.shared_library import BuildError, build, cache_dir
+from wire.header import HEADER_LEN
+
+SOURCE = Path(__file__).with_name("native_window.c")
+BACKENDS = ("native", "python")
+ENV = "INC_HOST_BACKEND"
+
+OK, RETRIES, DEADLINE, SOCKET_ERROR, NO_MEMORY = range(5)
+
+_I64 = ctypes.c_int64
+_P = ctypes.c_void_p
+
+
+class _Call(ctypes.Structure):
+    """Mirror of ``struct inc_call`` (native_window.c): same order, same types."""
+
+    _fields_ = [
+        ("fd", _I64),
+        ("dest_ip", ctypes.c_uint32),
+        ("dest_port", ctypes.c_uint32),
+        *((n, _I64) for n in ("job_id", "worker_id", "slots", "epoch")),
+        *((n, _I64) for n in ("first_psn", "count", "window", "max_retries")),
+        ("fast_retx_results", _I64),
+        ("rtt_probe_every", _I64),
+        ("timeout", ctypes.c_double),
+        ("total_timeout", ctypes.c_double),
+        *((n, _I64) for n in ("offset", "size", "hashed", "hash_a", "hash_b")),
+        *((n, _P) for n in ("wire", "out", "bitmaps", "have")),
+        *(
+            (n, _I64)
+            for n in (
+                "queued",
+                "sent",
+                "sent_bytes",
+                "send_drops",
+                "retx",
+                "fast_retx",
+                "results",
+                "dups",
+                "foreign",
+                "waits",
+                "received",
+                "received_bytes",
+                "fail_psn",
+                "fail_tries",
+                "err",
+            )
+        ),  # fmt: skip
+        ("min_rtt", ctypes.c_double),
+    ]
+
+
+_libs: dict[str, Any] = {}
+build_lock = threading.RLock()  # the first use may come from several threads at once
+_warned = False
+
+
+def library(source: Path) -> Any:
+    """The C file ``source`` compiled and loaded (built on first use, then cached; raises
+    BuildError without a C compiler)."""
+    with build_lock:
+        key = str(source)
+        if key not in _libs:
+            cache = cache_dir("INC_NATIVE_CACHE", "inc/native")
+            prefix = source.stem.replace("_", "-")
+            _libs[key] = ctypes.CDLL(str(build(source.read_text(), prefix, cache)))
+        return _libs[key]
+
+
+def load() -> Any:
+    """The window loop's library, its functions typed and its header checked."""
+    with build_lock:
+        lib = library(SOURCE)
+        if not hasattr(lib, "checked"):
+            lib.inc_allreduce.argtypes = [ctypes.POINTER(_Call)]
+            lib.inc_allreduce.restype = ctypes.c_int
+            lib.inc_header_len.restype = _I64
+            if lib.inc_header_len() != HEADER_LEN:
+                raise BuildError(f"native_window.c has a {lib.inc_header_len()}-byte INC "
+                                 f"header, wire/header.py {HEADER_LEN}")  # fmt: skip
+            lib.checked = True
+        return lib
+
+
+def choose_backend(requested: str | None = None) -> str:
+    """``requested``, else ``$INC_HOST_BACKEND``, else native; native only if it builds."""
+    global _warned
+    name = requested or os.environ.get(ENV) or "native"
+    if name not in BACKENDS:
+        raise ValueError(f"host back end must be one of {', '.join(BACKENDS)}, got {name!r}")
+    if name == "native":
+        try:
+            load()
+        except BuildError as e:
+            if not _warned:
+                print(f"hosts: native data path unavailable ({e}); using Python", file=sys.stderr)
+                _warned = True
+            return "python"
+    return name
+
+
+@dataclass
+class CallResult:
+    status: int
+    out: np.ndarray  # count x slots int32 (rows without a result stay zero)
+    bitmaps: np.ndarray
+    have: np.ndarray
+    stats: _Call
+
+    @property
+    def missing(self) -> list[int]:
+        first = int(self.stats.first_psn)
+        return [first + int(i) for i in np.flatnonzero(self.have == 0)]
+
+
+def run_call(
+    fd: int,
+    dest: tuple[str, int],
+    wire: np.ndarray,
+    *,
+    job_id: int,
+    worker_id: int,
+    epoch: int,
+    first_psn: int,
+    window: int,
+    timeout: float,
+    max_retries: int,
+    fast_retx_results: int,
+    rtt_probe_every: int,
+    total_timeout: float,
+    offset: int,
+    size: int,
+    hashed: tuple[int, int] | None,
+) -> CallResult:
+    """One all-reduce call on socket ``fd``: ``wire`` is (packets, slots) big-endian int32."""
+    lib = load()
+    data = np.ascontiguousarray(wire, dtype=">i4")
+    count, slots = data.shape
+    out = np.zeros((count, slots), dtype=np.int32)
+    bitmaps = np.zeros(count, dtype=np.uint32)
+    have = np.zeros(count, dtype=np.uint8)
+    c = _Call()
+    c.fd = fd
+    c.dest_ip = int.from_bytes(socket.inet_aton(socket.gethostbyname(dest[0])), sys.byteorder)
+    c.dest_port = dest[1]
+    c.job_id, c.worker_id, c.slots, c.epoch = job_id, worker_id, slots, epoch
+    c.first_psn, c.count, c.window, c.max_retries = first_psn, count, window, max_retries
+    c.fast_retx_results, c.rtt_probe_every = fast_retx_results, rtt_probe_every
+    c.timeout, c.total_timeout = timeout, total_timeout
+    c.offset, c.size = offset, size
+    c.hashed = hashed is not None
+    c.hash_a, c.hash_b = hashed if hashed is not None else (0, 0)
+    c.wire, c.out = data.ctypes.data, out.ctypes.data
+    c.bitmaps, c.have = bitmaps.ctypes.data, have.ctypes.data
+    status = lib.inc_allreduce(ctypes.byref(c))
+    if status == NO_MEMORY:
+        raise MemoryError(f"native all-reduce: no memory for {count} packets")
+    if status == SOCKET_ERROR:
+        raise OSError(int(c.err), f"native all-reduce: {os.strerror(int(c.err))}")
+    return CallResult(status, out, bitmaps, have, c)
