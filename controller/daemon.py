@@ -14,7 +14,8 @@ a switch that restarts (its P4Runtime stream closes) is reconnected within
 ``watch_interval`` seconds and gets its pipeline, forwarding entries and jobs back.
 
 The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` and
-``/docs``; errors are ``{"error": "..."}`` with 400, 403, 404, 405, 408, 409, 413 or 502):
+``/docs``; errors are ``{"error": "..."}`` with 400, 401, 403, 404, 405, 408, 409, 413,
+415, 502 or 503):
 
 =============================================  ==============================================
 ``GET /``                                      the live dashboard
@@ -30,6 +31,7 @@ The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` a
 ``POST /jobs/{id}/workers/{wid}/epoch``        scheduled job: ``{"epoch": e, "rtt_s": ..,
                                                "wait": s}`` -> the region of epoch e
 ``GET /schedule``                              the scheduler: queue, plan, regions, predictions
+``GET /tokens``                                where this machine's clients find the tokens
 =============================================  ==============================================
 
 ``--policy edf|fifo|rr|mlfq`` picks how jobs submitted with a class share the memory pool
@@ -62,7 +64,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.api import ApiContext, Caps, Tenants, create_app
-from controller.api.http_server import MAX_CONNECTIONS, ApiServer
+from controller.api.http_server import MAX_CONNECTIONS, MAX_PER_CLIENT, ApiServer
 from controller.api.live_stats import LiveFeed, LiveStats
 from controller.api.worker_reports import WorkerReports
 from controller.job_manager import JobManager
@@ -107,6 +109,7 @@ class DaemonConfig:
     tls: tuple[Path, Path] | None = None  # (certificate, key): HTTPS on the TCP listener
     caps: Caps = Caps()
     max_connections: int = MAX_CONNECTIONS  # open at once; more get 503
+    per_client: int = MAX_PER_CLIENT  # open at once from one TCP address
 
     @property
     def tokens_in(self) -> Path:
@@ -177,6 +180,7 @@ class ControllerDaemon:
             head_timeout=cfg.request_timeout,
             tls=cfg.tls,
             max_connections=cfg.max_connections,
+            per_client=cfg.per_client,
         )
         await self._server.start()
 

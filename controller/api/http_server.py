@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 HEAD_TIMEOUT = 10.0
 MAX_HEAD = 16 * 1024  # request line and headers
 MAX_CONNECTIONS = 256
+MAX_PER_CLIENT = 64  # connections from one TCP address
 
 
 def _raw_error(status: int, reason: str, message: str) -> bytes:
@@ -46,13 +48,27 @@ def _raw_error(status: int, reason: str, message: str) -> bytes:
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request's head and JSON errors."""
+    """uvicorn's h11 protocol with a deadline for each request's head, at most
+    ``per_client`` connections open from one TCP address (the rest get 503 and are closed:
+    one client cannot take all ``MAX_CONNECTIONS``), and JSON errors."""
 
     head_timeout = HEAD_TIMEOUT
+    per_client = MAX_PER_CLIENT
+    open_from: Counter[str]  # one per server (``ApiServer`` makes a subclass)
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._head_deadline: asyncio.TimerHandle | None = None
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if isinstance(peer, tuple) and peer else None  # TCP only
+        if self._peer is not None:
+            if self.open_from[self._peer] >= self.per_client:
+                self._peer = None
+                message = f"too many connections from this address (at most {self.per_client})"
+                transport.write(_raw_error(503, "Service Unavailable", message))
+                transport.close()
+                return
+            self.open_from[self._peer] += 1
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:
@@ -65,6 +81,12 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_deadline()
+        if getattr(self, "_peer", None) is not None:
+            assert self._peer is not None
+            self.open_from[self._peer] -= 1
+            if self.open_from[self._peer] <= 0:
+                del self.open_from[self._peer]
+            self._peer = None
         super().connection_lost(exc)
 
     def _watch_head(self) -> None:
@@ -111,6 +133,7 @@ class ApiServer:
         log_level: str = "warning",
         tls: tuple[Path, Path] | None = None,
         max_connections: int = MAX_CONNECTIONS,
+        per_client: int = MAX_PER_CLIENT,
     ) -> None:
         self.app = app
         self.listen = listen
@@ -118,7 +141,11 @@ class ApiServer:
         self.log_level = log_level
         self.tls = tls
         self.max_connections = max_connections
-        self.protocol = type("Guarded", (GuardedH11Protocol,), {"head_timeout": head_timeout})
+        self.protocol = type(
+            "Guarded",
+            (GuardedH11Protocol,),
+            {"head_timeout": head_timeout, "per_client": per_client, "open_from": Counter()},
+        )
         self._servers: list[uvicorn.Server] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._sockets: list[socket.socket] = []
