@@ -97,17 +97,21 @@ class ControllerApi:
         except ValueError:
             return False
 
-    def token_for(self, job_id: int | None) -> str | None:
-        """The token a change to ``job_id`` (``None``: to no job, a submission) is sent with."""
+    def tokens_for(self, job_id: int | None) -> list[str]:
+        """The tokens a change to ``job_id`` (``None``: a submission) may go with, the
+        narrowest first; the next is tried only when the daemon refuses one (403)."""
         if self.token is not None:
-            return self.token
+            return [self.token]
+        found = []
         if job_id is not None:
-            if job_id in self.job_tokens:
-                return self.job_tokens[job_id]
-            found = _read_token(self.token_dir / f"job-{job_id}.token")
-            if found is not None:
-                return found
-        return _read_token(self.token_dir / OPERATOR_FILE)
+            found.append(self.job_tokens.get(job_id))
+            found.append(_read_token(self.token_dir / f"job-{job_id}.token"))
+        found.append(_read_token(self.token_dir / OPERATOR_FILE))
+        return list(dict.fromkeys(t for t in found if t is not None))
+
+    def token_for(self, job_id: int | None) -> str | None:
+        tokens = self.tokens_for(job_id)
+        return tokens[0] if tokens else None
 
     def _connection(self, wait: float) -> tuple[http.client.HTTPConnection, str]:
         if self.url.startswith(UNIX_PREFIX):
@@ -131,29 +135,14 @@ class ControllerApi:
     ) -> Any:
         data = None if body is None else json.dumps(body).encode()
         wait = self.timeout if timeout is None else timeout
-        headers = {"Content-Type": "application/json"}
-        token = self.token_for(job_id) if authorize else None
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        try:
-            conn, prefix = self._connection(wait)
-        except (OSError, ssl.SSLError) as err:
-            raise ApiError(f"cannot use the CA file {self.ca_file}: {err}") from None
-        path = prefix + path
-        try:
-            conn.request(method, path, body=data, headers=headers)
-            resp = conn.getresponse()
-            raw = resp.read()
-        except (FileNotFoundError, ConnectionRefusedError, socket.gaierror) as err:
-            raise ApiError(
-                f"cannot reach the controller at {self.url}: {err.strerror or err}"
-                " (is `python -m controller.daemon` running?)"
-            ) from None
-        except (TimeoutError, OSError, http.client.HTTPException, ValueError) as err:
-            what = type(err).__name__ if not str(err) else str(err).splitlines()[0]
-            raise ApiError(f"controller at {self.url} did not answer in HTTP: {what}") from None
-        finally:
-            conn.close()
+        tokens: list[str | None] = [*self.tokens_for(job_id)] if authorize else []
+        for token in tokens or [None]:
+            headers = {"Content-Type": "application/json"}
+            if token is not None:
+                headers["Authorization"] = f"Bearer {token}"
+            resp, raw = self._send(method, path, data, headers, wait)
+            if resp.status != 403 or token is None or token == tokens[-1]:
+                break  # a 403 changed nothing: the next token may be tried
         if resp.status >= 400:
             try:
                 message = str(json.loads(raw)["error"])
@@ -168,6 +157,28 @@ class ControllerApi:
             raise ApiError(
                 f"controller at {self.url} answered something that is not JSON"
             ) from None
+
+    def _send(
+        self, method: str, path: str, data: bytes | None, headers: dict[str, str], wait: float
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        try:
+            conn, prefix = self._connection(wait)
+        except (OSError, ssl.SSLError) as err:
+            raise ApiError(f"cannot use the CA file {self.ca_file}: {err}") from None
+        try:
+            conn.request(method, prefix + path, body=data, headers=headers)
+            resp = conn.getresponse()
+            return resp, resp.read()
+        except (FileNotFoundError, ConnectionRefusedError, socket.gaierror) as err:
+            raise ApiError(
+                f"cannot reach the controller at {self.url}: {err.strerror or err}"
+                " (is `python -m controller.daemon` running?)"
+            ) from None
+        except (TimeoutError, OSError, http.client.HTTPException, ValueError) as err:
+            what = type(err).__name__ if not str(err) else str(err).splitlines()[0]
+            raise ApiError(f"controller at {self.url} did not answer in HTTP: {what}") from None
+        finally:
+            conn.close()
 
     def submit(self, request: dict[str, Any]) -> dict[str, Any]:
         """Admit a job (with the operator token); its own token is kept in ``job_tokens``."""
@@ -184,7 +195,9 @@ class ControllerApi:
         return self._call("GET", f"/jobs/{job_id}", job_id=job_id)["job"]
 
     def cancel(self, job_id: int) -> dict[str, Any]:
-        return self._call("DELETE", f"/jobs/{job_id}", job_id=job_id)["job"]
+        job: dict[str, Any] = self._call("DELETE", f"/jobs/{job_id}", job_id=job_id)["job"]
+        self.job_tokens.pop(job_id, None)  # it owns nothing now
+        return job
 
     def set_mode(self, job_id: int, mode: str) -> dict[str, Any]:
         """Change a serene job's synchronisation mode (``incctl job mode``)."""
