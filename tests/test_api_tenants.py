@@ -19,6 +19,7 @@ import pytest
 from controller.api import Caps
 from controller.api_client import ApiError, ControllerApi
 from controller.daemon import ControllerDaemon, DaemonConfig
+from controller.jobs.job_kinds import parse_request
 from controller.p4rt.p4runtime_client import SwitchSpec
 from tests.test_controller_daemon import TABLES, job_entries
 from topologies.local_switch import LocalSwitch, PipelineFiles
@@ -26,6 +27,7 @@ from topologies.local_switch import LocalSwitch, PipelineFiles
 REQUEST_TIMEOUT = 1.5  # the daemon's deadline for a request's head and whole body
 CAPS = Caps(streams_per_client=2, streams=4, polls_per_worker=1, polls=4)
 MAX_CONNECTIONS = 12
+PER_CLIENT = 4
 SCHEDULED = {"workers": 2, "worker_ports": [3, 4], "class": "be", "epochs": 5,
              "model_bytes": 4096, "compute_ms": 20.0}  # fmt: skip
 
@@ -53,6 +55,7 @@ def daemon(
             request_timeout=REQUEST_TIMEOUT,
             caps=CAPS,
             max_connections=MAX_CONNECTIONS,
+            per_client=PER_CLIENT,
             stats_interval=0.2,
         )
     )
@@ -189,7 +192,17 @@ def test_a_cancelled_jobs_token_does_not_own_the_next_job_of_its_id(
     assert new["job_id"] == old["job_id"]
     status, answer = request(daemon, "DELETE", f"/jobs/{new['job_id']}", token=stale)
     one_line(status, answer, 403)
-    assert operator.job(new["job_id"])["created_at"] == new["created_at"]
+    # A job that ends inside the controller (a scheduled job's last epoch) leaves its token
+    # stored; a job admitted with its id before it gets a token of its own is not the
+    # old token's either.
+    stale = operator.job_tokens.pop(new["job_id"])
+    assert daemon.manager is not None
+    daemon.call(daemon.manager.cancel(new["job_id"]))
+    again = daemon.call(daemon.manager.submit(parse_request({"workers": 2, "window": 4})))
+    assert again.job_id == new["job_id"]
+    status, answer = request(daemon, "DELETE", f"/jobs/{again.job_id}", token=stale)
+    one_line(status, answer, 403)
+    assert operator.job(again.job_id)["created_at"] == again.created_at
 
 
 def test_tokens_are_kept_hashed_and_handed_over_as_private_files(
@@ -310,6 +323,10 @@ def test_event_streams_are_capped_per_client_and_in_all_and_workers_are_still_se
                     opened.append(s)
                 else:
                     s.close()
+        # Every stream slot taken: workers' requests (epochs, reports) are still answered.
+        for w in (0, 1):
+            assert worker.epoch(job["job_id"], w, 0)["epoch"] == 0
+            worker.report_progress(job["job_id"], w, {"results": 1})
         held = [status for seen in statuses.values() for status in seen if status == 200]
         assert len(held) == CAPS.streams  # the first clients' two each, then none
         assert statuses["127.0.0.2"] == [200, 200]
@@ -317,12 +334,31 @@ def test_event_streams_are_capped_per_client_and_in_all_and_workers_are_still_se
         s, status = open_stream(daemon, "127.0.0.2")  # a third from one client
         s.close()
         assert status == 503
-        # Every stream slot taken: workers' requests (epochs, reports) are still answered.
-        for w in (0, 1):
-            assert worker.epoch(job["job_id"], w, 0)["epoch"] == 0
-            worker.report_progress(job["job_id"], w, {"results": 1})
     finally:
         for s in opened:
+            s.close()
+
+
+def test_one_address_holds_at_most_its_share_of_connections_and_others_are_served(
+    daemon: ControllerDaemon,
+) -> None:
+    def connect(source: str) -> socket.socket:
+        s = socket.socket()
+        s.settimeout(5)
+        s.bind((source, 0))
+        s.connect(address(daemon))
+        return s
+
+    idle = [connect("127.0.0.50") for _ in range(PER_CLIENT)]  # each sends nothing
+    try:
+        with connect("127.0.0.50") as extra:
+            answer = extra.recv(4096)
+        assert b" 503 " in answer.split(b"\r\n")[0] and b"too many connections" in answer
+        with connect("127.0.0.51") as other:
+            other.sendall(b"GET /switches HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            assert other.recv(4096).startswith(b"HTTP/1.1 200 ")
+    finally:
+        for s in idle:
             s.close()
 
 
