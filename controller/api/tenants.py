@@ -131,8 +131,11 @@ def tenants_of(request: Request) -> Tenants:
 
 
 def _job(request: Request, job_id: int) -> Job | None:
-    jobs: dict[int, Job] = {j.job_id: j for j in request.app.state.ctx.manager.jobs()}
-    return jobs.get(job_id)
+    try:
+        job: Job = request.app.state.ctx.manager.get(job_id)
+    except KeyError:  # UnknownJob: no job owned, whatever the token
+        return None
+    return job
 
 
 def _refuse(token: str | None, what: str) -> HTTPException:
@@ -182,7 +185,7 @@ router = APIRouter(tags=["tenants"])
 
 
 @router.get("/tokens")
-def where(request: Request) -> dict[str, str | None]:
+async def where(request: Request) -> dict[str, str | None]:
     """Where this machine's clients find the tokens (files only root or the daemon's user
     may read: knowing the folder gives nothing to anyone else). Not told to other machines."""
     if not is_local(request):
