@@ -14,7 +14,8 @@ a switch that restarts (its P4Runtime stream closes) is reconnected within
 ``watch_interval`` seconds and gets its pipeline, forwarding entries and jobs back.
 
 The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` and
-``/docs``; errors are ``{"error": "..."}`` with 400, 403, 404, 405, 408, 409, 413 or 502):
+``/docs``; errors are ``{"error": "..."}`` with 400, 401, 403, 404, 405, 408, 409, 413,
+415, 502 or 503):
 
 =============================================  ==============================================
 ``GET /``                                      the live dashboard
@@ -30,17 +31,23 @@ The API (FastAPI on uvicorn, ``controller/api/``; OpenAPI at ``/openapi.json`` a
 ``POST /jobs/{id}/workers/{wid}/epoch``        scheduled job: ``{"epoch": e, "rtt_s": ..,
                                                "wait": s}`` -> the region of epoch e
 ``GET /schedule``                              the scheduler: queue, plan, regions, predictions
+``GET /tokens``                                where this machine's clients find the tokens
 =============================================  ==============================================
 
 ``--policy edf|fifo|rr|mlfq`` picks how jobs submitted with a class share the memory pool
 (``controller/sched/scheduled_jobs.py``); ``--quantum``, ``--rtt-ms``, ``--line-mbps`` set the
 policies' time slice and the path model used until workers report their RTT.
 
-It listens on localhost by default and has no authentication: state changes are accepted
-only from this machine (loopback or the Unix socket), reading from whoever reaches the
-listen address. ``--unix PATH`` serves the same API on a Unix domain socket as well (mode
-0600), for clients in other network namespaces on the same machine (Mininet hosts):
-``unix:PATH`` URLs.
+Every change takes a token (``controller/api/tenants.py``): submitting the operator's,
+which the daemon writes to ``TOKEN_DIR/operator.token`` (mode 0600) at each start; a job's
+own changes (cancel, mode, epochs, progress) its token, returned at submission and written
+to ``TOKEN_DIR/job-ID.token``. ``TOKEN_DIR`` (``--token-dir``) is the Unix socket's folder,
+else the database's, where ``incctl`` and the job's hosts on this machine find them.
+Reading is open to this machine. It listens on localhost by default; ``--listen
+0.0.0.0:7070 --allowed-host NAME --tls-cert C --tls-key K`` serves workers on other
+machines (``docs/deploy.md``). ``--unix PATH`` serves the same API on a Unix domain
+socket as well (mode 0600), for clients in other network namespaces on the same machine
+(Mininet hosts): ``unix:PATH`` URLs.
 """
 
 from __future__ import annotations
@@ -56,8 +63,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller.api import ApiContext, create_app
-from controller.api.http_server import ApiServer
+from controller.api import ApiContext, Caps, Tenants, create_app
+from controller.api.http_server import MAX_CONNECTIONS, MAX_PER_CLIENT, ApiServer
 from controller.api.live_stats import LiveFeed, LiveStats
 from controller.api.worker_reports import WorkerReports
 from controller.job_manager import JobManager
@@ -97,6 +104,18 @@ class DaemonConfig:
     stats_interval: float = 1.0  # seconds between live samples while the dashboard is open
     request_timeout: float = 10.0  # for a request's head, and again for its body
     scheduling: SchedulingOptions = SchedulingOptions()
+    token_dir: Path | None = None  # the tokens' files: None = the socket's folder, or the db's
+    allowed_hosts: tuple[str, ...] = ()  # Host names besides localhost and the listen address
+    tls: tuple[Path, Path] | None = None  # (certificate, key): HTTPS on the TCP listener
+    caps: Caps = Caps()
+    max_connections: int = MAX_CONNECTIONS  # open at once; more get 503
+    per_client: int = MAX_PER_CLIENT  # open at once from one TCP address
+
+    @property
+    def tokens_in(self) -> Path:
+        if self.token_dir is not None:
+            return self.token_dir
+        return (self.unix if self.unix is not None else self.db).parent
 
 
 class ControllerDaemon:
@@ -117,6 +136,12 @@ class ControllerDaemon:
         self._watchdog: asyncio.Task[None] | None = None
         self._scheduler: asyncio.Task[None] | None = None
         self._ticks: asyncio.Task[None] | None = None
+        self.tenants: Tenants | None = None
+
+    @property
+    def operator_token(self) -> str:
+        assert self.tenants is not None
+        return self.tenants.operator_token
 
     @property
     def url(self) -> str:
@@ -143,9 +168,20 @@ class ControllerDaemon:
         stats = LiveStats(self.switches, self.manager, self.reports, self.events)
         self.feed = LiveFeed(stats, self.config.stats_interval)
         ctx = ApiContext(self.manager, self.switches, stats, self.feed, self.reports, self.events)
-        timeout = self.config.request_timeout
-        app = create_app(ctx, body_timeout=timeout)
-        self._server = ApiServer(app, self.config.listen, self.config.unix, head_timeout=timeout)
+        cfg = self.config
+        assert self.store is not None
+        self.tenants = Tenants(self.store, cfg.tokens_in)
+        names = (*_listen_names(cfg.listen[0]), *cfg.allowed_hosts)
+        app = create_app(ctx, self.tenants, cfg.request_timeout, names, cfg.caps)
+        self._server = ApiServer(
+            app,
+            cfg.listen,
+            cfg.unix,
+            head_timeout=cfg.request_timeout,
+            tls=cfg.tls,
+            max_connections=cfg.max_connections,
+            per_client=cfg.per_client,
+        )
         await self._server.start()
 
     def stop(self) -> None:
@@ -241,6 +277,11 @@ def _require_primary(conn: SwitchConnection) -> None:
             f" (election id {conn.primary_id} >= ours, {conn.spec.election_id});"
             " stop it or give this controller a higher election id"
         )
+
+
+def _listen_names(host: str) -> tuple[str, ...]:
+    """The listen address itself is a name of the controller (not a wildcard)."""
+    return () if host in ("", "0.0.0.0", "::") else (host,)
 
 
 # -------------------------------------------------------------------------------- CLI
@@ -341,6 +382,23 @@ def parser() -> argparse.ArgumentParser:
         default=SchedulingOptions.line_rate * 8 / 1e6,
         help="bytes of values one worker's link carries, in Mbit/s (100000)",
     )
+    p.add_argument(
+        "--token-dir",
+        type=Path,
+        metavar="DIR",
+        help="where operator.token and job-ID.token are written (the socket's folder, else"
+        " the database's)",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Host name or address clients use besides localhost and the listen address"
+        " (repeat; a request naming another Host is refused: DNS rebinding)",
+    )
+    p.add_argument("--tls-cert", type=Path, metavar="PEM", help="serve TCP over TLS: certificate")
+    p.add_argument("--tls-key", type=Path, metavar="PEM", help="serve TCP over TLS: private key")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -353,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.device_config is not None and args.p4info is None:
         print("controller: --device-config needs --p4info", file=sys.stderr)
+        return 2
+    if (args.tls_cert is None) != (args.tls_key is None):
+        print("controller: --tls-cert and --tls-key go together", file=sys.stderr)
         return 2
     try:
         scheduling = SchedulingOptions(
@@ -375,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         force_pipeline=args.force_pipeline,
         unix=args.unix,
         scheduling=scheduling,
+        token_dir=args.token_dir,
+        allowed_hosts=tuple(args.allowed_host),
+        tls=None if args.tls_cert is None else (args.tls_cert, args.tls_key),
     )
     daemon = ControllerDaemon(config)
     try:
@@ -388,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     unix = f" and unix:{args.unix}" if args.unix is not None else ""
     print(f"controller: serving {daemon.url}{unix}", flush=True)
     print(f"controller: dashboard {daemon.url}/", flush=True)
+    print(f"controller: operator token in {config.tokens_in / 'operator.token'}", flush=True)
     stop.wait()
     daemon.stop()
     return 0

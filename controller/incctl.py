@@ -20,7 +20,10 @@ own); the flat form ``incctl job submit [--kind KIND] ...`` (netreduce by defaul
 same command.
 
 ``--controller URL`` (or ``INCCTL_CONTROLLER``) picks the daemon, http://127.0.0.1:7070 by
-default. Exit status: 0 done, 1 refused by the controller or unreachable, 2 usage error.
+default. Tokens need nothing on the daemon's machine: changes go with the operator token
+the daemon writes beside its socket (``controller/api_client.py`` finds it); elsewhere,
+``INC_TOKEN`` (and ``INC_CA_FILE`` for an ``https://`` URL) give them (docs/deploy.md).
+Exit status: 0 done, 1 refused by the controller or unreachable, 2 usage error.
 """
 
 from __future__ import annotations
@@ -405,6 +408,8 @@ def cmd_submit(api: ControllerApi, args: argparse.Namespace, out: Console) -> No
         f" {what} [{r['offset']}, {r['offset'] + r['size']}) on switch {job['device_id']}"
     )
     out.print(_worker_table(job))
+    where = api.token_dir / f"job-{job['job_id']}.token"
+    out.print(f"its token (owns the job; INC_TOKEN of its workers on other machines): {where}")
 
 
 def cmd_list(api: ControllerApi, args: argparse.Namespace, out: Console) -> None:

@@ -68,7 +68,9 @@ class LogReplica:
         clients = {i: _ip(p) for i, p in enumerate(plan.peers)}
         if plan.on_switch:
             assert plan.job_id is not None
-            params: dict[str, Any] = ControllerApi(plan.controller).job(plan.job_id)["params"]
+            params: dict[str, Any] = ControllerApi(plan.controller, token=plan.token or None).job(
+                plan.job_id
+            )["params"]
             self.replica = Replica(
                 plan.job_id, replica_id, list(params["replicas"]), clients, params["group_ip"]
             )

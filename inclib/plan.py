@@ -23,7 +23,7 @@ host-only and ``reason`` holds the controller's one-line answer. A request that 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from controller.api_client import ApiError, ControllerApi
@@ -51,6 +51,9 @@ class Plan:
     reason: str = ""  # why host-only
     reducer: str = ""  # the job's aggregation address: ASK's reducer, the KV storage server
     replicas: tuple[str, ...] = ()  # consensus: the replicas' IPs by id
+    # The job's token (it owns the job: docs/deploy.md); the plan carries it to the workers,
+    # which pass it to the controller. "": none (host-only, or found on the daemon's machine).
+    token: str = field(default="", repr=False)
 
     @property
     def on_switch(self) -> bool:
@@ -72,7 +75,9 @@ class Plan:
     def release(self) -> None:
         """Give the switch resources back (cancel the job); nothing to do on the hosts."""
         if self.job_id is not None:
-            ControllerApi(self.controller, timeout=30.0).cancel(self.job_id)
+            ControllerApi(self.controller, timeout=30.0, token=self.token or None).cancel(
+                self.job_id
+            )
 
 
 def default_peers(n_workers: int) -> tuple[str, ...]:
@@ -117,13 +122,15 @@ def admit(
         n_rep = int(fields.get("replicas", 3))
         replicas = tuple(fields.get("replica_ips") or default_peers(workers + n_rep)[workers:])
     plan = Plan(controller, workers, addrs, kind, name, reducer=reducer, replicas=replicas)
+    api = ControllerApi(controller, timeout=60.0)
     try:
-        job = ControllerApi(controller, timeout=60.0).submit(request)
+        job = api.submit(request)
     except ApiError as err:
         if err.status in CANNOT_SERVE:
             return _replace(plan, reason=str(err))
         raise AdmissionError(f"the controller refused the job: {err}") from None
-    return _replace(plan, job_id=int(job["job_id"]))
+    job_id = int(job["job_id"])
+    return _replace(plan, job_id=job_id, token=api.job_tokens.get(job_id, ""))
 
 
 def _replace(plan: Plan, **changes: Any) -> Plan:

@@ -122,7 +122,7 @@ class Session:
         if plan.on_switch:
             assert plan.job_id is not None
             try:
-                api = ControllerApi(plan.controller, timeout=30.0)
+                api = ControllerApi(plan.controller, timeout=30.0, token=plan.token or None)
                 self.config = api.worker_config(plan.job_id, worker_id)
             except ApiError as err:
                 raise SessionError(

@@ -73,7 +73,10 @@ def address(daemon: ControllerDaemon) -> tuple[str, int]:
 
 
 def raw(daemon: ControllerDaemon, request: bytes, timeout: float = 10.0) -> tuple[int, Any, float]:
-    """Send bytes as they are; (status, JSON body, seconds until the daemon answered)."""
+    """Send bytes as they are, but for ``Host: x``, which stands for this machine's name
+    and the operator's token; (status, JSON body, seconds until the daemon answered)."""
+    mine = f"Host: localhost\r\nAuthorization: Bearer {daemon.operator_token}\r\n"
+    request = request.replace(b"Host: x\r\n", mine.encode(), 1)
     t0 = time.monotonic()
     with socket.create_connection(address(daemon), timeout=timeout) as s:
         s.sendall(request)
@@ -226,7 +229,10 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(
     chunk = b"x" * 60000
     body = b'{"workers": 2, "window": 4, "name": "' + chunk + chunk + b'"}'
     chunked = b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in (body[:70000], body[70000:]))
-    head = b"POST /jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+    head = (
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\n"
+        b"Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
     status, answer, _ = raw(daemon, head + chunked + b"0\r\n\r\n")
     assert_one_line_error(status, answer, 413)
     assert_nothing_admitted(daemon, switch)
@@ -288,7 +294,10 @@ def test_bad_ids_and_paths_get_one_line_errors(
 def test_methods_a_resource_does_not_have_get_405_as_json(
     daemon: ControllerDaemon, method: str
 ) -> None:
-    request = f"{method} /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{{}}".encode()
+    request = (
+        f"{method} /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "Content-Length: 2\r\n\r\n{}"
+    ).encode()
     status, answer, _ = raw(daemon, request)
     assert f"{method} not allowed on /jobs" == assert_one_line_error(status, answer, 405)
 
@@ -296,7 +305,10 @@ def test_methods_a_resource_does_not_have_get_405_as_json(
 def test_a_request_whose_body_never_comes_is_answered_408_and_changes_nothing(
     daemon: ControllerDaemon, switch: LocalSwitch, clean: ControllerApi
 ) -> None:
-    head = b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n"
+    head = (
+        b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 40\r\n\r\n"
+    )
     status, answer, took = raw(daemon, head + b'{"workers": 2,')
     assert "did not arrive" in assert_one_line_error(status, answer, 408)
     assert REQUEST_TIMEOUT <= took < REQUEST_TIMEOUT + 5
@@ -317,7 +329,10 @@ def test_slow_clients_do_not_hold_up_others(daemon: ControllerDaemon) -> None:
     stalled = [socket.create_connection(address(daemon)) for _ in range(20)]
     try:
         for s in stalled:
-            s.sendall(b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n{")
+            s.sendall(
+                b"POST /jobs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: 10\r\n\r\n{"
+            )
         assert ControllerApi(daemon.url, timeout=5).switches()[0]["primary"] is True
     finally:
         for s in stalled:
@@ -329,33 +344,33 @@ def test_changes_from_another_origin_are_refused(
 ) -> None:
     body = json.dumps({"workers": 2, "window": 4}).encode()
     status, answer = post(daemon, "/jobs", body, b"Origin: http://evil.example\r\n")
-    assert "cross-origin" in assert_one_line_error(status, answer, 403)
+    assert "from a page of 'http://evil.example'" in assert_one_line_error(status, answer, 403)
+    status, answer = post(daemon, "/jobs", body, b"Sec-Fetch-Site: cross-site\r\n")
+    assert "another site" in assert_one_line_error(status, answer, 403)
     assert_nothing_admitted(daemon, switch)
     # The dashboard's own origin is fine.
     host = daemon.url.removeprefix("http://")
     request = (
         f"POST /jobs HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n"
+        f"Authorization: Bearer {daemon.operator_token}\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
     ).encode()
     status, answer, _ = raw(daemon, request + body)
     assert status == 201 and answer["job"]["n_workers"] == 2
 
 
-def test_changes_from_other_machines_are_refused() -> None:
-    from starlette.exceptions import HTTPException
+def test_only_loopback_and_the_unix_socket_count_as_this_machine() -> None:
     from starlette.requests import Request
 
-    from controller.api.limits import local_only
+    from controller.api.tenants import is_local
 
     def request(client: tuple[str, int] | None) -> Request:
-        return Request({"type": "http", "method": "POST", "headers": [], "client": client})
+        return Request({"type": "http", "method": "GET", "headers": [], "client": client})
 
-    local_only(request(("127.0.0.1", 5000)))
-    local_only(request(("::1", 5000)))
-    local_only(request(None))  # the Unix socket
-    with pytest.raises(HTTPException) as info:
-        local_only(request(("10.0.0.7", 5000)))
-    assert info.value.status_code == 403 and "only from this machine" in info.value.detail
+    assert is_local(request(("127.0.0.1", 5000)))
+    assert is_local(request(("::1", 5000)))
+    assert is_local(request(None))  # the Unix socket
+    assert not is_local(request(("10.0.0.7", 5000)))
 
 
 def test_the_unix_socket_serves_the_same_api(

@@ -9,6 +9,7 @@ import asyncio
 import ipaddress
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,9 +230,19 @@ def test_jobs_are_reinstalled_on_a_switch_that_lost_its_state(
             d.stop()
 
 
-def http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+def http(
+    method: str, url: str, body: Any = None, token: str | None = "operator"
+) -> tuple[int, dict[str, Any]]:
+    """A JSON request as the operator (the token the daemon tells this machine where to
+    find, as incctl does), or with ``token`` (``None``: without one)."""
+    if token == "operator":
+        parts = urllib.parse.urlsplit(url)
+        token = ControllerApi(f"{parts.scheme}://{parts.netloc}").token_for(None)
+    headers = {"Content-Type": "application/json"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method)
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
             return resp.status, json.loads(resp.read())

@@ -10,7 +10,9 @@ Example::
 Both listeners serve the same app from the caller's event loop (the daemon's, where the
 P4Runtime connections live). The Unix socket (mode 0600) is for clients in other network
 namespaces on this machine (Mininet hosts: ``unix:PATH`` URLs); a stale socket file left by
-a killed daemon is replaced. uvicorn's HTTP/1.1 protocol is used with two guards: a client
+a killed daemon is replaced. ``tls=(CERT, KEY)`` serves the TCP listener over TLS
+(``https://`` URLs, for workers on other machines); the Unix socket stays plain, it never
+leaves the machine. uvicorn's HTTP/1.1 protocol is used with two guards: a client
 must send a request's head within ``HEAD_TIMEOUT`` seconds (an idle or half-sent request
 does not hold a connection forever), and a malformed request (``Content-Length: abc``)
 gets the API's JSON error shape. Bodies are limited by ``controller/api/limits.py``.
@@ -22,6 +24,7 @@ import asyncio
 import json
 import os
 import socket
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 HEAD_TIMEOUT = 10.0
 MAX_HEAD = 16 * 1024  # request line and headers
 MAX_CONNECTIONS = 256
+MAX_PER_CLIENT = 64  # connections from one TCP address
 
 
 def _raw_error(status: int, reason: str, message: str) -> bytes:
@@ -44,13 +48,27 @@ def _raw_error(status: int, reason: str, message: str) -> bytes:
 
 
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request's head and JSON errors."""
+    """uvicorn's h11 protocol with a deadline for each request's head, at most
+    ``per_client`` connections open from one TCP address (the rest get 503 and are closed:
+    one client cannot take all ``MAX_CONNECTIONS``), and JSON errors."""
 
     head_timeout = HEAD_TIMEOUT
+    per_client = MAX_PER_CLIENT
+    open_from: Counter[str]  # one per server (``ApiServer`` makes a subclass)
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self._head_deadline: asyncio.TimerHandle | None = None
+        peer = transport.get_extra_info("peername")
+        self._peer = str(peer[0]) if isinstance(peer, tuple) and peer else None  # TCP only
+        if self._peer is not None:
+            if self.open_from[self._peer] >= self.per_client:
+                self._peer = None
+                message = f"too many connections from this address (at most {self.per_client})"
+                transport.write(_raw_error(503, "Service Unavailable", message))
+                transport.close()
+                return
+            self.open_from[self._peer] += 1
         self._watch_head()
 
     def data_received(self, data: bytes) -> None:
@@ -63,6 +81,12 @@ class GuardedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_head_deadline()
+        if getattr(self, "_peer", None) is not None:
+            assert self._peer is not None
+            self.open_from[self._peer] -= 1
+            if self.open_from[self._peer] <= 0:
+                del self.open_from[self._peer]
+            self._peer = None
         super().connection_lost(exc)
 
     def _watch_head(self) -> None:
@@ -107,21 +131,31 @@ class ApiServer:
         unix: Path | None = None,
         head_timeout: float = HEAD_TIMEOUT,
         log_level: str = "warning",
+        tls: tuple[Path, Path] | None = None,
+        max_connections: int = MAX_CONNECTIONS,
+        per_client: int = MAX_PER_CLIENT,
     ) -> None:
         self.app = app
         self.listen = listen
         self.unix = Path(unix) if unix is not None else None
         self.log_level = log_level
-        self.protocol = type("Guarded", (GuardedH11Protocol,), {"head_timeout": head_timeout})
-        self._server: uvicorn.Server | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.tls = tls
+        self.max_connections = max_connections
+        self.protocol = type(
+            "Guarded",
+            (GuardedH11Protocol,),
+            {"head_timeout": head_timeout, "per_client": per_client, "open_from": Counter()},
+        )
+        self._servers: list[uvicorn.Server] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._sockets: list[socket.socket] = []
         self.address: tuple[str, int] = listen
 
     @property
     def url(self) -> str:
         host, port = self.address
-        return f"http://{f'[{host}]' if ':' in host else host}:{port}"
+        scheme = "https" if self.tls is not None else "http"
+        return f"{scheme}://{f'[{host}]' if ':' in host else host}:{port}"
 
     def _bind(self) -> list[socket.socket]:
         host, port = self.listen
@@ -152,9 +186,8 @@ class ApiServer:
             socks.append(us)
         return socks
 
-    async def start(self, timeout: float = 10.0) -> None:
-        self._sockets = self._bind()
-        config = uvicorn.Config(
+    def _config(self, tls: tuple[Path, Path] | None) -> uvicorn.Config:
+        return uvicorn.Config(
             self.app,
             http=self.protocol,
             ws="none",
@@ -165,31 +198,45 @@ class ApiServer:
             server_header=False,
             timeout_keep_alive=5,
             timeout_graceful_shutdown=3,
-            limit_concurrency=MAX_CONNECTIONS,
+            limit_concurrency=self.max_connections,
             h11_max_incomplete_event_size=MAX_HEAD,
+            ssl_certfile=None if tls is None else str(tls[0]),
+            ssl_keyfile=None if tls is None else str(tls[1]),
         )
-        self._server = uvicorn.Server(config)
-        self._task = asyncio.create_task(self._server.serve(sockets=self._sockets))
+
+    async def start(self, timeout: float = 10.0) -> None:
+        self._sockets = self._bind()
+        if self.tls is None:  # one server for both listeners
+            groups = [(self._config(None), self._sockets)]
+        else:  # TLS on TCP only: a server each
+            groups = [(self._config(self.tls), self._sockets[:1])]
+            groups += [(self._config(None), self._sockets[1:])] if self._sockets[1:] else []
+        for config, socks in groups:
+            server = uvicorn.Server(config)
+            self._servers.append(server)
+            self._tasks.append(asyncio.create_task(server.serve(sockets=socks)))
         deadline = asyncio.get_running_loop().time() + timeout
-        while not self._server.started:
-            if self._task.done():
-                self._task.result()  # raises what stopped it
-                raise RuntimeError("the HTTP server stopped during start-up")
+        while not all(s.started for s in self._servers):
+            for task in self._tasks:
+                if task.done():
+                    task.result()  # raises what stopped it
+                    raise RuntimeError("the HTTP server stopped during start-up")
             if asyncio.get_running_loop().time() > deadline:
                 raise TimeoutError("the HTTP server did not start")
             await asyncio.sleep(0.01)
 
     async def stop(self) -> None:
-        if self._server is not None and self._task is not None:
-            self._server.should_exit = True
+        for server in self._servers:
+            server.should_exit = True
+        for task in self._tasks:
             try:
-                await asyncio.wait_for(self._task, 10.0)
+                await asyncio.wait_for(task, 10.0)
             except (TimeoutError, asyncio.CancelledError):
-                self._task.cancel()
+                task.cancel()
         for s in self._sockets:
             s.close()
         self._sockets = []
         if self.unix is not None:
             self.unix.unlink(missing_ok=True)
-        self._server = None
-        self._task = None
+        self._servers = []
+        self._tasks = []

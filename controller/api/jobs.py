@@ -7,11 +7,11 @@ OpenAPI description (``/openapi.json``, ``/docs``) lists each kind's fields.
 
 from typing import Annotated, Any, Union
 
-from fastapi import APIRouter, Body, Depends, HTTPException, Path
+from fastapi import APIRouter, Body, Depends, HTTPException, Path, Request
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
 from controller.api.context import ApiContext, context
-from controller.api.limits import local_only
+from controller.api.tenants import job_owner, operator, tenants_of
 from controller.api.worker_reports import ProgressReport
 from controller.job_manager import UnknownJob
 from controller.jobs.job import MAX_JOB_ID, JobError, JobRequest
@@ -63,12 +63,14 @@ def router() -> APIRouter:
     Ctx = Annotated[ApiContext, Depends(context)]
     Request_ = Annotated[request_type(), Body(description="the kind's job request")]  # type: ignore[valid-type]
 
-    @r.post("/jobs", status_code=201, dependencies=[Depends(local_only)])
-    async def submit(req: Request_, ctx: Ctx) -> dict[str, Any]:  # type: ignore[valid-type]
-        """Admit a job: memory, switch entries, stored. 409 when memory is short."""
+    @r.post("/jobs", status_code=201, dependencies=[Depends(operator)])
+    async def submit(req: Request_, ctx: Ctx, request: Request) -> dict[str, Any]:  # type: ignore[valid-type]
+        """Admit a job: memory, switch entries, stored. 409 when memory is short. The
+        answer's ``token`` owns the job (``Authorization: Bearer``; also in the daemon's
+        token directory as ``job-ID.token``)."""
         assert isinstance(req, JobRequest)
         job = await ctx.manager.submit(req)
-        return {"job": job.to_dict()}
+        return {"job": job.to_dict(), "token": tenants_of(request).issue(job)}
 
     @r.get("/jobs")
     async def list_jobs(ctx: Ctx) -> dict[str, Any]:
@@ -78,11 +80,12 @@ def router() -> APIRouter:
     async def get_job(job_id: JobId, ctx: Ctx) -> dict[str, Any]:
         return {"job": ctx.manager.get(job_id).to_dict()}
 
-    @r.delete("/jobs/{job_id}", dependencies=[Depends(local_only)])
-    async def cancel(job_id: JobId, ctx: Ctx) -> dict[str, Any]:
+    @r.delete("/jobs/{job_id}", dependencies=[Depends(job_owner)])
+    async def cancel(job_id: JobId, ctx: Ctx, request: Request) -> dict[str, Any]:
         """Cancel: entries deleted, the region cleared and freed."""
         job = await ctx.manager.cancel(job_id)
         ctx.reports.forget(job_id)
+        tenants_of(request).forget(job_id)
         return {"job": job.to_dict()}
 
     @r.get("/jobs/{job_id}/workers/{worker_id}")
@@ -99,7 +102,7 @@ def router() -> APIRouter:
     @r.post(
         "/jobs/{job_id}/workers/{worker_id}/progress",
         status_code=204,
-        dependencies=[Depends(local_only)],
+        dependencies=[Depends(job_owner)],
     )
     async def progress(
         job_id: JobId, worker_id: WorkerId, report: ProgressReport, ctx: Ctx
@@ -134,7 +137,7 @@ def router() -> APIRouter:
             "late": late,
         }
 
-    @r.post("/jobs/{job_id}/mode", dependencies=[Depends(local_only)])
+    @r.post("/jobs/{job_id}/mode", dependencies=[Depends(job_owner)])
     async def change_mode(job_id: JobId, change: ModeChange, ctx: Ctx) -> dict[str, Any]:
         """Hot swap of a serene job's synchronisation mode at an epoch boundary that no
         worker has reached (``controller/systems/sync_modes.py``); 409 while the previous change is

@@ -15,11 +15,13 @@ from collections.abc import AsyncIterator
 from importlib.resources import files
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from controller.api import metrics
 from controller.api.context import ApiContext, context
+from controller.api.limits import Slots
 
 router = APIRouter(tags=["live"])
 Ctx = Annotated[ApiContext, Depends(context)]
@@ -37,15 +39,35 @@ async def stats(ctx: Ctx) -> dict[str, Any]:
     return (await ctx.stats.sample()).to_json()
 
 
+class HeldStream(StreamingResponse):
+    """A stream that gives its slot back when it ends, however it ends."""
+
+    def __init__(self, content: AsyncIterator[str], slots: Slots, key: str) -> None:
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        super().__init__(content, media_type="text/event-stream", headers=headers)
+        self.slots, self.key = slots, key
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slots.give_back(self.key)
+
+
 @router.get("/stats/stream", response_class=StreamingResponse)
-async def stream(ctx: Ctx) -> StreamingResponse:
+async def stream(ctx: Ctx, request: Request) -> StreamingResponse:
+    """At most a few streams per client address (the Unix socket counts as one) and in
+    all; more get 503 at once (``controller/api/limits.py``)."""
+
     async def events() -> AsyncIterator[str]:
         yield "retry: 2000\n\n"
         async for view in ctx.feed.updates():
             yield f"data: {json.dumps(view, separators=(',', ':'))}\n\n"
 
-    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+    slots: Slots = request.app.state.streams
+    key = request.client.host if request.client is not None else "unix socket"
+    slots.take(key, f"from {key}")
+    return HeldStream(events(), slots, key)
 
 
 @router.get("/metrics", response_class=Response)

@@ -46,6 +46,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     params        TEXT    NOT NULL DEFAULT '{}'
 )
 """
+_TOKENS = (  # created when first used, like ``counters``: older databases need no migration
+    "CREATE TABLE IF NOT EXISTS job_tokens"
+    " (job_id INTEGER PRIMARY KEY, digest TEXT NOT NULL, created_at REAL NOT NULL)"
+)
 _MIGRATIONS = {  # from version -> statements that bring it to version + 1
     1: (
         "ALTER TABLE jobs ADD COLUMN kind TEXT NOT NULL DEFAULT 'netreduce'",
@@ -97,6 +101,29 @@ class JobStore:
             )
             row = self._db.execute("SELECT value FROM counters WHERE name = 'runs'").fetchone()
         return int(row[0])
+
+    def set_token(self, job_id: int, digest: str, created_at: float) -> None:
+        """The hash of the token that owns job ``job_id`` admitted at ``created_at``
+        (``controller/api/tenants.py``); replaces the token of an earlier job of that id."""
+        with self._lock, self._db:
+            self._db.execute(_TOKENS)
+            self._db.execute(
+                "INSERT OR REPLACE INTO job_tokens VALUES (?, ?, ?)", (job_id, digest, created_at)
+            )
+
+    def token(self, job_id: int) -> tuple[str, float] | None:
+        """(hash, admission time) of job ``job_id``'s token, if it has one."""
+        with self._lock, self._db:
+            self._db.execute(_TOKENS)
+            row = self._db.execute(
+                "SELECT digest, created_at FROM job_tokens WHERE job_id = ?", (job_id,)
+            ).fetchone()
+        return (str(row[0]), float(row[1])) if row else None
+
+    def remove_token(self, job_id: int) -> None:
+        with self._lock, self._db:
+            self._db.execute(_TOKENS)
+            self._db.execute("DELETE FROM job_tokens WHERE job_id = ?", (job_id,))
 
     def close(self) -> None:
         with self._lock:
