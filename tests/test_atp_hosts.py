@@ -56,16 +56,22 @@ def test_an_atp_call_that_cannot_finish_ends_with_a_clear_error_within_its_bound
                   timeout=0.02, total_timeout=0.5)  # fmt: skip
     with pytest.raises(AllReduceTimeout, match=r"job 3, worker 0 timed out.*psn 0"):
         c.allreduce_int(np.arange(64, dtype=np.int32))
-    assert c.window_cuts >= 1 and c.cwnd < 8  # the window backed off on the timeouts
+    assert c.stats.window_cuts >= 1 and c.cwnd < 8  # the window backed off on the timeouts
     c.close()
 
 
-def test_worker_addresses_the_hash_of_job_and_psn_in_its_range() -> None:
+def test_worker_keeps_its_window_to_its_range_and_its_psns_in_flight_apart() -> None:
+    """Window 64 asked in a range of 16: the worker keeps 16 psns in flight, and any 16
+    consecutive psns (wherever they start) take 16 different aggregators of the range."""
     from wire.header import atp_index
 
     c = AtpClient(3, 0, 2, 100, 16, 64, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    assert c.window == c.max_window == 16
     assert [c._address(p) for p in range(20)] == [(atp_index(3, p, 100, 16), 0) for p in range(20)]
-    assert all(100 <= c._address(p)[0] < 116 for p in range(200))
+    for first in (0, 7, 1000, 2**32 - 16):
+        assert sorted(c._address(first + i)[0] for i in range(16)) == list(range(100, 116))
+    c.set_layout(1, 0, 8, window=32)  # a scheduled job's smaller range: the window follows
+    assert c.window == c.max_window == 8
     c.close()
 
 

@@ -13,9 +13,11 @@ packet reaches the PS as a one-worker piece, and the PS answers):
     >>> c.close(); ps.stop()
 
 Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protocol.md "ATP":
-- psn ``p`` goes to ``agg_idx = Hash(job_id, p) % size + offset`` (``wire.header.atp_index``),
-  copy 0; the range ``(offset, size)`` may be shared with other jobs and smaller than the
-  window: a collision is the switch's business (it falls back to the PS).
+- psn ``p`` goes to ``agg_idx = (Hash(job_id) + p) % size + offset``
+  (``wire.header.atp_index``), copy 0: consecutive psns on consecutive aggregators. The
+  range ``(offset, size)`` may be shared with other jobs; a collision with another job is
+  the switch's business (it falls back to the PS). The window is kept to the range's size,
+  so the psns in flight occupy different aggregators and never collide with each other.
 - Packets go to the job's PS (the aggregation address); results come from it, through the
   switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
@@ -28,12 +30,19 @@ Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protoco
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from hosts.netreduce.allreduce import AllReduceClient, _check_config, _Window
+from hosts.netreduce.allreduce import AllReduceClient, ClientStats, _check_config, _Window
 from hosts.transport.sliding_window import ResultAssembler
 from hosts.transport.udp import Endpoint
 from wire.header import atp_index
+
+
+@dataclass
+class AtpClientStats(ClientStats):
+    window_cuts: int = 0  # multiplicative decreases (a retransmission or an ECN mark)
+    ecn_cuts: int = 0  # of those, for a result marked Congestion Experienced
 
 
 class AtpClient(AllReduceClient):
@@ -42,11 +51,11 @@ class AtpClient(AllReduceClient):
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
+        self.window = min(self.window, self.region_size)
         self.max_window = self.window
         self.cwnd = float(self.window)
         self._last_cut = -1.0
-        self.window_cuts = 0
-        self.ecn_cuts = 0
+        self.stats: AtpClientStats = AtpClientStats()
         self._ecn = self.endpoint if isinstance(self.endpoint, Endpoint) else None
         if self._ecn is not None:
             self._ecn.enable_ecn()
@@ -64,13 +73,14 @@ class AtpClient(AllReduceClient):
         if addressing != "hash":
             raise ValueError(f"an ATP worker hashes its psns, not {addressing!r}")
         super().set_layout(epoch, offset, size, window)
+        self.window = min(self.window, size)
         self.max_window = self.window
         self.cwnd = min(self.cwnd, float(self.window))
 
     def _check_layout(
         self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
     ) -> None:
-        # Any window fits: the pool is hashed into, not partitioned by psn.
+        # Any window is accepted; the worker keeps at most ``size`` psns in flight.
         _check_config(job_id, worker_id, n_workers, size, min(window, size), slots)
 
     def _address(self, psn: int) -> tuple[int, int]:
@@ -89,7 +99,7 @@ class AtpClient(AllReduceClient):
         self.cwnd = max(1.0, self.cwnd / 2)
         window.window = int(self.cwnd)
         self._last_cut = now
-        self.window_cuts += 1
+        self.stats.window_cuts += 1
         return True
 
     def _receive(self, window: _Window, results: ResultAssembler) -> None:
@@ -98,7 +108,7 @@ class AtpClient(AllReduceClient):
         super()._receive(window, results)
         gained = self.stats.results - before
         if self._ecn is not None and self._ecn.stats.ce_marked > marked and self._cut(window):
-            self.ecn_cuts += 1
+            self.stats.ecn_cuts += 1
             return
         if gained:
             self.cwnd = min(float(self.max_window), self.cwnd + gained / self.cwnd)
