@@ -13,16 +13,18 @@ Example:
 Programs ``p4src/atp.p4``. A job's region is a range ``(pool_offset, pool_size)`` of ATP's
 own pool (``ATP_POOL_SIZE`` aggregators, registers separate from NetReduce's, so the two
 never overlap); every job given the same range shares it, which is the point of ATP: the
-default is the whole pool. Workers address psn ``p`` at ``Hash(job, p) % size + offset``
-(``wire.header.atp_index``); a collision falls back to the job's parameter server (the
-aggregation address ``agg_ip``, behind switch port ``ps_port``), which completes the sum and
-sends the result through the switch: that releases the aggregator and multicasts the result
-to the workers. Hashed addressing on an exclusive range is the same job kind with a range no
-other job is given. A job submitted with a class (md/be) is *scheduled*: the scheduler
-(``controller/sched/scheduled_jobs.py``, one per switch and pool) gives it such a range and
-resizes it at epoch boundaries (the slot of ``job_region.p4`` sets the range the switch
-hashes into for that epoch's packets). Shared-range jobs and scheduled ones do not hold the
-ATP pool of one switch at the same time (the shared jobs own all of it).
+default is the whole pool. Workers address psn ``p`` at ``(Hash(job) + p) % size + offset``
+(``wire.header.atp_index``: consecutive psns on consecutive aggregators, so a job whose
+window fits its range never collides with itself); a collision falls back to the job's
+parameter server (the aggregation address ``agg_ip``, behind switch port ``ps_port``), which
+completes the sum and sends the result through the switch: that releases the aggregator and
+multicasts the result to the workers. Hashed addressing on an exclusive range is the same
+job kind with a range no other job is given. A job submitted with a class (md/be) is
+*scheduled*: the scheduler (``controller/sched/scheduled_jobs.py``, one per switch and pool)
+gives it such a range and resizes it at epoch boundaries (the slot of ``job_region.p4`` sets
+the range the switch hashes into for that epoch's packets). Shared-range jobs and scheduled
+ones do not hold the ATP pool of one switch at the same time (the shared jobs own all of
+it).
 
 Admission installs the result path (multicast group, ``result_dst``), the workers, the
 ``atp_jobs`` entry (role, PS port), the job's meter if it has one (``job_meter.py``) and
