@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
-from hosts.atp.ps import AtpAggregator, AtpJobSpec
+from hosts.atp.ps import AtpAggregator, AtpJobSpec, AtpParameterServer
 from hosts.atp.worker import AtpClient
 from hosts.netreduce.allreduce import AllReduceTimeout
 from wire.header import Flag, Header, unpack
@@ -100,3 +103,40 @@ def test_results_from_any_address_but_the_aggregation_address_are_ignored() -> N
         forger.close()
         c.close()
     assert got.tolist() == list(range(32)) and c.stats.foreign == 1
+
+
+def test_a_timeout_whose_results_were_only_late_gives_the_window_back() -> None:
+    """The PS stalls once for 0.2 s (a host descheduled) with the worker's window in flight:
+    the worker times out, resends and halves its window; the PS then answers the originals
+    and the copies, the duplicates show the results were late, not lost, and the window
+    is restored. A worker whose PS never stalls never cuts."""
+
+    def run(stall_at: int | None) -> AtpClient:
+        c = AtpClient(5, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0),
+                      timeout=0.05)  # fmt: skip
+        spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
+        ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0))
+        process, stalled = ps.aggregator.process, threading.Event()
+
+        def late(h: Header, values: np.ndarray) -> list[tuple[bytes, tuple[str, int]]]:
+            if h.psn == stall_at and not stalled.is_set():
+                stalled.set()
+                time.sleep(0.2)
+            return process(h, values)
+
+        ps.aggregator.process = late  # type: ignore[method-assign]
+        ps.start()
+        c.dest = ps.address
+        data = np.arange(32 * 120, dtype=np.int32)
+        try:
+            assert c.allreduce_int(data).tolist() == data.tolist()
+        finally:
+            c.close()
+            ps.stop()
+        return c
+
+    stalled = run(stall_at=60)
+    assert stalled.stats.window_cuts >= 1 and stalled.stats.retransmissions >= 1
+    assert stalled.stats.undone_cuts >= 1 and stalled.cwnd >= 7, stalled.stats
+    plain = run(stall_at=None)
+    assert plain.stats.window_cuts == 0 == plain.stats.undone_cuts
