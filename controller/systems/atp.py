@@ -299,11 +299,14 @@ def on_wire(job: Job) -> Job:
 
 def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
     """The job's ``atp_jobs`` entry; its reclaim gap is ``window`` (the largest its workers
-    may use), by default the job's window or its range's size if smaller (the workers keep
-    no more psns in flight than that, ``hosts/atp/worker.py``), and it may hold CAP_WINDOWS
-    such windows of the shared pool."""
+    may use), by default the job's window, or for a shared-range job its range's size if
+    smaller (the workers keep no more psns in flight than that, ``hosts/atp/worker.py``; a
+    scheduled job's gap follows its ranges, ``Atp.follow_window``), and it may hold
+    CAP_WINDOWS such windows of the shared pool."""
     p = job.params
-    gap = max(min(job.window, job.region.size) if window is None else window, 1)
+    if window is None:
+        window = job.window if p.get("scheduled") else min(job.window, job.region.size)
+    gap = max(window, 1)
     all_workers = int(p.get("all_workers", job.n_workers))
     role = p.get("role", "single")
     members = (1 << all_workers) - 1
