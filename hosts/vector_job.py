@@ -7,9 +7,10 @@ Example (inside a Mininet host; tests and benchmarks start one per worker)::
 
 It asks the controller for its job settings, all-reduces ``--calls`` vectors per size with
 ``--method`` (switch, ps, ring), and writes ``PREFIX.npy`` (the results, one row per call,
-when a single size is given) and ``PREFIX.json`` (call times, and ``error`` if a call
-failed). ``make_vector`` and ``expected_sum`` give every worker's input and the exact
-host-side sum, so that whoever started the workers can check the switch bit for bit.
+when a single size is given) and ``PREFIX.json`` (call times, the CPU seconds of each
+call, and ``error`` if a call failed). ``make_vector`` and ``expected_sum`` give every
+worker's input and the exact host-side sum, so that whoever started the workers can check
+the switch bit for bit.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     by_size: dict[str, list[float]] = {str(n): [] for n in sizes}
     out: dict[str, Any] = {"method": a.method, "worker_id": a.worker_id, "times": []}
     out["times_by_size"] = by_size
+    out["cpu"] = []
     results = []
     try:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
@@ -130,10 +132,11 @@ def main(argv: list[str] | None = None) -> int:
                     if a.compute_ms > 0:
                         phase = np.random.default_rng((a.seed, call)).uniform(0.5, 1.5)
                         time.sleep(a.compute_ms * phase / 1e3)
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     results.append(client.allreduce_int(x))
                     by_size[str(size)].append(time.perf_counter() - t0)
                     out["times"].append(by_size[str(size)][-1])
+                    out["cpu"].append(time.process_time() - c0)  # this worker's CPU, s
         finally:
             stats = getattr(client, "stats", None)
             if stats is not None:

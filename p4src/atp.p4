@@ -5,9 +5,13 @@
 // Per aggregator: K value registers, the (job, psn) it holds, the contributor bitmap and
 // count. An ATP job's region (offset, size) of this pool comes from its `jobs` entry
 // (job_region.p4): several jobs given the same region share it. The worker addresses psn p
-// of job j at agg_idx = Hash(j, p) % size + offset, Hash = crc32 over (job_id, psn) as
-// v1model's hash() computes it (wire.header.atp_index is the same in Python); the switch
-// computes it again and drops a packet whose agg_idx differs (DROP_OUT_OF_REGION).
+// of job j at agg_idx = (Hash(j) + p) mod 2^32 % size + offset, Hash = crc32 over job_id
+// modulo 2^31 as v1model's hash() computes it (wire.header.atp_index is the same in
+// Python); the switch computes it again and drops a packet whose agg_idx differs
+// (DROP_OUT_OF_REGION). Consecutive psns take consecutive aggregators, so a job whose window
+// fits its range (the worker keeps window <= size) never collides with itself; Hash(j)
+// spreads the jobs sharing a range. (A hash of (j, p) made a job collide with its own
+// in-flight psns: one job over two racks saw 870 collisions in 3,750 first packets per leaf.)
 //
 // Roles (atp_jobs, per job and switch): `top` switches send a completed aggregate to the
 // job's parameter server (PS); a leaf (top = 0) sends it up as one contribution of its
@@ -25,6 +29,11 @@
 //   released, still tagged (j, p)         drop, DROP_STALE (a late copy of a finished use)
 //   held by (j, p') with p - p' in [gap, 2^31)   reclaimed (p' is finished: I_R below)
 //   held by anything else                 collision: COLLISION|FALLBACK to the PS
+// A psn that fell back unaggregated (collision, cap) is marked (atp_marked, per job cell and
+// psn % ATP_MARKS_PER_JOB): a later first packet of that psn that would claim an aggregator
+// follows it to the PS instead (FOLLOWED), so the psn's contributions are never split
+// between the PS and an aggregator that no other contribution will reach (that split held
+// the psn until its workers' retransmission timeout).
 // When count reaches the quorum the packet carries the sum: to the PS (top), or up with
 // worker_id = up_id (leaf). The aggregator stays held until the result crosses the switch.
 // Release: a RESULT or ACK of job j entering from ps_port sets count 0 (tag kept) if the
@@ -74,6 +83,13 @@ control AtpPool(inout headers_t hdr,
 
     // Aggregators held per job (count != 0), cell job_id % JOB_TABLE_SIZE.
     register<bit<32>>(JOB_TABLE_SIZE) atp_held;
+    // The job's psns that fell back: cell (job_id % JOB_TABLE_SIZE) * ATP_MARKS_PER_JOB
+    // + psn % ATP_MARKS_PER_JOB holds the psn's other bits, and 1 in the bits the cell
+    // stands for (0: none), so that every psn has a tag other than 0.
+    register<bit<32>>(ATP_MARKS) atp_marked;
+    bit<32> mark_cell;
+    bit<32> mark;
+    bit<32> mark_tag;
 
     bit<32> held;
     bit<32> held_cell;
@@ -176,9 +192,13 @@ control AtpPool(inout headers_t hdr,
                 }
             } else {
                 // ---- aggregation (JobRegion admitted the packet) ----
+                bit<32> start;
+                hash(start, HashAlgorithm.crc32, (bit<32>)0, { hdr.inc.job_id },
+                     (bit<32>)0x80000000);
+                bit<32> rotated = start + hdr.inc.psn;
                 bit<32> want;
-                hash(want, HashAlgorithm.crc32, meta.region_offset,
-                     { hdr.inc.job_id, hdr.inc.psn }, meta.region_size);
+                hash(want, HashAlgorithm.identity, meta.region_offset, { rotated },
+                     meta.region_size);
                 idx = hdr.inc.agg_idx;
                 bit<32> piece = meta.worker_bit;
                 if (racks == 1) {
@@ -191,16 +211,24 @@ control AtpPool(inout headers_t hdr,
                     atp_events.count((bit<32>)ATP_EV_RETX_FALLBACK);
                 } else {
                     load_state();
+                    mark_cell = (held_cell * ATP_MARKS_PER_JOB)
+                            | (hdr.inc.psn & (ATP_MARKS_PER_JOB - 1));
+                    mark_tag = (hdr.inc.psn & ~((bit<32>)(ATP_MARKS_PER_JOB - 1))) | 1;
+                    atp_marked.read(mark, mark_cell);
                     bool same_job = st_job == hdr.inc.job_id;
                     bool same_use = same_job && st_psn == hdr.inc.psn;
                     bit<32> delta = hdr.inc.psn - st_psn;
                     bool finished = same_job && delta >= gap && delta < PSN_HALF;
+                    atp_held.read(held, held_cell);
                     if (st_count == 0 && same_use) {
                         refuse.apply(meta, DROP_STALE);
+                    } else if ((st_count == 0 || finished) && mark == mark_tag) {
+                        fall_back(FLAG_COLLISION, piece);  // its psn is at the PS already
+                        atp_events.count((bit<32>)ATP_EV_FOLLOWED);
                     } else if (st_count == 0 || finished) {
-                        atp_held.read(held, held_cell);
                         if (st_count == 0 && held >= held_cap) {
                             fall_back(0, piece);  // the job holds its cap: to the PS
+                            atp_marked.write(mark_cell, mark_tag);
                             atp_events.count((bit<32>)ATP_EV_CAPPED);
                         } else {
                             if (st_count != 0) {
@@ -233,6 +261,7 @@ control AtpPool(inout headers_t hdr,
                         }
                     } else {
                         fall_back(FLAG_COLLISION, piece);
+                        atp_marked.write(mark_cell, mark_tag);
                         atp_events.count((bit<32>)ATP_EV_COLLISION);
                     }
                     // A claim or an addition that reaches the quorum completes the use.

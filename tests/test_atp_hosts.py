@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
-from hosts.atp.ps import AtpAggregator, AtpJobSpec
+from hosts.atp.ps import AtpAggregator, AtpJobSpec, AtpParameterServer
 from hosts.atp.worker import AtpClient
 from hosts.netreduce.allreduce import AllReduceTimeout
 from wire.header import Flag, Header, unpack
@@ -56,16 +59,22 @@ def test_an_atp_call_that_cannot_finish_ends_with_a_clear_error_within_its_bound
                   timeout=0.02, total_timeout=0.5)  # fmt: skip
     with pytest.raises(AllReduceTimeout, match=r"job 3, worker 0 timed out.*psn 0"):
         c.allreduce_int(np.arange(64, dtype=np.int32))
-    assert c.window_cuts >= 1 and c.cwnd < 8  # the window backed off on the timeouts
+    assert c.stats.window_cuts >= 1 and c.cwnd < 8  # the window backed off on the timeouts
     c.close()
 
 
-def test_worker_addresses_the_hash_of_job_and_psn_in_its_range() -> None:
+def test_worker_keeps_its_window_to_its_range_and_its_psns_in_flight_apart() -> None:
+    """Window 64 asked in a range of 16: the worker keeps 16 psns in flight, and any 16
+    consecutive psns (wherever they start) take 16 different aggregators of the range."""
     from wire.header import atp_index
 
     c = AtpClient(3, 0, 2, 100, 16, 64, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
+    assert c.window == c.max_window == 16
     assert [c._address(p) for p in range(20)] == [(atp_index(3, p, 100, 16), 0) for p in range(20)]
-    assert all(100 <= c._address(p)[0] < 116 for p in range(200))
+    for first in (0, 7, 1000, 2**32 - 16):
+        assert sorted(c._address(first + i)[0] for i in range(16)) == list(range(100, 116))
+    c.set_layout(1, 0, 8, window=32)  # a scheduled job's smaller range: the window follows
+    assert c.window == c.max_window == 8
     c.close()
 
 
@@ -94,3 +103,40 @@ def test_results_from_any_address_but_the_aggregation_address_are_ignored() -> N
         forger.close()
         c.close()
     assert got.tolist() == list(range(32)) and c.stats.foreign == 1
+
+
+def test_a_timeout_whose_results_were_only_late_gives_the_window_back() -> None:
+    """The PS stalls once for 0.2 s (a host descheduled) with the worker's window in flight:
+    the worker times out, resends and halves its window; the PS then answers the originals
+    and the copies, the duplicates show the results were late, not lost, and the window
+    is restored. A worker whose PS never stalls never cuts."""
+
+    def run(stall_at: int | None) -> AtpClient:
+        c = AtpClient(5, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0),
+                      timeout=0.05)  # fmt: skip
+        spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
+        ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0))
+        process, stalled = ps.aggregator.process, threading.Event()
+
+        def late(h: Header, values: np.ndarray) -> list[tuple[bytes, tuple[str, int]]]:
+            if h.psn == stall_at and not stalled.is_set():
+                stalled.set()
+                time.sleep(0.2)
+            return process(h, values)
+
+        ps.aggregator.process = late  # type: ignore[method-assign]
+        ps.start()
+        c.dest = ps.address
+        data = np.arange(32 * 120, dtype=np.int32)
+        try:
+            assert c.allreduce_int(data).tolist() == data.tolist()
+        finally:
+            c.close()
+            ps.stop()
+        return c
+
+    stalled = run(stall_at=60)
+    assert stalled.stats.window_cuts >= 1 and stalled.stats.retransmissions >= 1
+    assert stalled.stats.undone_cuts >= 1 and stalled.cwnd >= 7, stalled.stats
+    plain = run(stall_at=None)
+    assert plain.stats.window_cuts == 0 == plain.stats.undone_cuts

@@ -306,20 +306,66 @@ def test_uninstall_frees_the_jobs_aggregators_and_pool_stats_count_them(net: Net
     assert after["held"] == 0
 
 
-def test_a_window_of_psns_from_every_worker_aggregates_in_the_switch(net: Net) -> None:
-    """Workers send psns 0..5 each in turn (as a window does): every psn whose aggregator is
-    not taken by an earlier psn is summed in the switch; the rest go to the PS."""
-    ps, results = ps_for(net), {}
-    for w in range(3):
-        for psn in range(6):
-            for _, h, v in inc(net.contribution(JOB1, w, psn, vals(100 * w + psn))):
-                for payload, _ in ps.process(h, v):
-                    results[psn] = unpack(payload)[1]
-    assert sorted(results) == list(range(6)), (net.events(), net.drops())
-    for psn, got in results.items():
-        assert np.array_equal(got, sum(vals(100 * w + psn) for w in range(3)))
-    slots = len({atp_index(JOB1, p, 0, 4) for p in range(6)})
-    assert net.events()["COMPLETED"] == slots, net.events()
+def test_a_window_of_psns_the_size_of_the_range_aggregates_in_the_switch_without_collisions(
+    net: Net,
+) -> None:
+    """Workers send a whole window (the range's size, 4) of psns each in turn, as the
+    worker does, starting anywhere: consecutive psns take consecutive aggregators, so
+    the job never collides with itself and every psn is summed in the switch."""
+    for first in (0, 4, 2**32 - 2):  # the psns wrap at 2**32 too
+        ps, results = ps_for(net), {}
+        psns = [(first + i) % 2**32 for i in range(POOL.size)]
+        assert len({atp_index(JOB1, p, POOL.offset, POOL.size) for p in psns}) == POOL.size
+        for w in range(3):
+            for psn in psns:
+                for _, h, v in inc(net.contribution(JOB1, w, psn, vals(100 * w + psn % 97))):
+                    assert not h.flags & Flag.FALLBACK, net.events()
+                    for payload, _ in ps.process(h, v):
+                        results[psn] = unpack(payload)[1]
+                        net.from_ps(payload)  # the result releases the aggregator
+        assert sorted(results) == sorted(psns), (net.events(), net.drops())
+        for psn, got in results.items():
+            assert np.array_equal(got, sum(vals(100 * w + psn % 97) for w in range(3)))
+    ev = net.events()
+    assert ev["COMPLETED"] == 3 * POOL.size and ev["COLLISION"] == 0 == ev["FOLLOWED"], ev
+
+
+def test_a_psn_that_collided_for_one_worker_goes_to_the_ps_for_every_worker(net: Net) -> None:
+    """Worker 0's packet of job 2's psn q collides (job 1 holds the aggregator); job 1's
+    result releases it before worker 1's packet of q arrives. That packet finds a free
+    aggregator but follows worker 0's to the PS instead of claiming it, where nobody else
+    would join it: the PS completes q at once, and nothing is left held."""
+    p, q = psn_pair_colliding()
+    a = [vals(70 + w) for w in range(3)]
+    b = [vals(80 + w) for w in range(2)]
+    ps, results = ps_for(net), []
+    assert net.contribution(JOB1, 0, p, a[0]) == []  # job 1 claims the aggregator
+    out = inc(net.contribution(JOB2, 0, q, b[0]))  # collides: to the PS
+    assert [h.flags for _, h, _ in out] == [Flag.COLLISION | Flag.FALLBACK]
+    results += ps.process(out[0][1], out[0][2])
+    net.contribution(JOB1, 1, p, a[1])
+    (_, h1, v1), = inc(net.contribution(JOB1, 2, p, a[2]))  # fmt: skip
+    (r1, _), = ps.process(h1, v1)  # fmt: skip
+    net.from_ps(r1)  # job 1's result releases the aggregator
+    assert held_by(net, JOB1) == 0
+    out = inc(net.contribution(JOB2, 1, q, b[1]))  # free now, but q is at the PS
+    assert [(port, h.flags, h.bitmap) for port, h, _ in out] == [
+        (PS_PORT, Flag.COLLISION | Flag.FALLBACK, 0b10)
+    ]
+    results += ps.process(out[0][1], out[0][2])
+    (payload, _), = results  # fmt: skip
+    assert np.array_equal(unpack(payload)[1], b[0] + b[1])
+    ev = net.events()
+    assert ev["FOLLOWED"] == 1 and ev["CLAIMED"] == 1 and held_by(net, JOB2) == 0, ev
+    marks = net.sw.extern("IncIngress.atp.atp_marked").values
+    assert sum(1 for m in marks if m) == 1  # q's mark, in job 2's cells
+
+    async def uninstall() -> None:
+        async with SwitchConnection(SwitchSpec(0, net.address), None) as conn:
+            await Atp().uninstall(conn, net.jobs[JOB2])
+
+    asyncio.run(uninstall())  # the id's next owner finds no mark of it
+    assert not any(net.sw.extern("IncIngress.atp.atp_marked").values)
 
 
 def test_ipv4_fragment_carrying_an_inc_header_is_dropped_and_counted(net: Net) -> None:

@@ -156,6 +156,29 @@ def test_every_worker_gets_the_sum_of_both_racks_through_leaves_spine_and_ps(
         assert leaf["RELEASED"] == len(psns) and racks.ps.stats.aggregates == len(psns)
 
 
+def test_a_job_over_two_racks_never_collides_with_itself_window_after_window(
+    racks: Racks,
+) -> None:
+    """The workers' windows as the worker keeps them (the range's size, here 64 or 2):
+    every worker sends a window, then the next once its results are in. No switch ever
+    finds the job's own use in the way: no collision, no fallback, every sum exact."""
+    window = min(racks.pool.size, 8)
+    psns = range(4 * window)
+    for first in range(0, len(psns), window):
+        for w in range(4):
+            for psn in range(first, first + window):
+                racks.worker_packet(w, psn, vals(w, psn))
+        assert all(set(range(first, first + window)) <= set(racks.results[w]) for w in range(4))
+    for w in range(4):
+        for psn in psns:
+            want = sum(vals(v, psn).astype(np.int64) for v in range(4)).astype(np.int32)
+            assert np.array_equal(racks.results[w][psn], want), (w, psn)
+    for sw in (racks.spine, *racks.leaves):
+        ev = racks.events(sw)
+        assert ev["COMPLETED"] == len(psns) == ev["RELEASED"], ev
+        assert ev["COLLISION"] == ev["FOLLOWED"] == ev["RETX_FALLBACK"] == 0, ev
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -84,7 +84,7 @@ def run_worker(mark: bool) -> tuple[AtpClient, np.ndarray]:
 def test_a_worker_halves_its_window_on_results_marked_ce() -> None:
     marked, got = run_worker(mark=True)
     assert got.tolist() == list(range(32 * 200))
-    assert marked.ecn_cuts >= 1 and marked.window_cuts >= 1
+    assert marked.stats.ecn_cuts >= 1 and marked.stats.window_cuts >= 1
     plain, got = run_worker(mark=False)
     assert got.tolist() == list(range(32 * 200))
-    assert plain.ecn_cuts == 0
+    assert plain.stats.ecn_cuts == 0

@@ -24,8 +24,9 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   an async Serene job's (job 8) its workers' ``async_last`` and its region's running
   aggregates;
   an ATP job's packet (``atp_copy``) only ATP's cells of ``agg_idx`` (the hash of (job, psn)
-  in its range), tagged with its job; an ATP result or ACK only from its PS's port; an
-  ASK mapper's packet (``ask_cells``) only its row copy and seen entry, a drain nothing;
+  in its range), tagged with its job, and its job's mark of its psn; an ATP result or ACK
+  only from its PS's port; an ASK mapper's packet (``ask_cells``) only its row copy and
+  seen entry, a drain nothing;
 - a packet of a system op (AGG_SYNC, AGG_KV, CONSENSUS) that is not a contribution or a
   request carries result-like flags: it passes only from a binding of its job that allows
   every flag it carries (``flag_binding``: the ATP job's PS port, the ASK job's mappers and
@@ -76,6 +77,7 @@ from wire.header import (
     AGG_POOL_SIZE,
     ASK_ROWS,
     ASK_TUPLES,
+    ATP_MARKS_PER_JOB,
     ATP_POOL_SIZE,
     FIELDS,
     HEADER_LEN,
@@ -551,7 +553,10 @@ def atp_copy(frame: bytes, fields: dict[str, int], port: int) -> Target | None:
     idx = atp_index(ATP_JOB.job_id, fields["psn"], ATP_JOB.offset, ATP_JOB.size)
     if fields["agg_idx"] != idx:
         return None
-    return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP, ATP_HELD)
+    # and the job's mark of its psn, should it fall back (cell job_id % JOB_TABLE_SIZE)
+    mark = ATP_JOB.job_id * ATP_MARKS_PER_JOB + fields["psn"] % ATP_MARKS_PER_JOB
+    also = (*ATP_HELD, (ATP + "atp_marked", range(mark, mark + 1)))
+    return Target(ATP_JOB.job_id, range(idx, idx + 1), ATP, also)
 
 
 def meter_cells(frame: bytes, port: int) -> range:

@@ -25,6 +25,7 @@ P4_ONLY = {
     "PSN_HALF",
     "ECN_THRESHOLD",  # switch configuration; tests/test_ecn.py reads it from here
     "IPV4_OPTION_WORDS",  # IPv4's own bound (IHL 15), not ours
+    "ATP_MARKS",  # JOB_TABLE_SIZE * ATP_MARKS_PER_JOB (test_atp_marks_cover_every_job_cell)
 }
 
 
@@ -57,6 +58,7 @@ def expected_constants() -> dict[str, int]:
         "SYNC_REACHED": protocol.SYNC_JOBS * protocol.SYNC_RING,
         "ATP_POOL_SIZE": protocol.ATP_POOL_SIZE,
         "ATP_EVENTS": protocol.ATP_EVENTS,
+        "ATP_MARKS_PER_JOB": protocol.ATP_MARKS_PER_JOB,
         "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
         "IP_PROTO_UDP": protocol.UDP_PROTO,
         "ASK_ROWS": protocol.ASK_ROWS,
@@ -140,3 +142,12 @@ def test_atp_held_cells_are_the_job_table_size() -> None:
     from controller.systems.atp import JOB_CELLS
 
     assert p4_constants()["JOB_TABLE_SIZE"] == JOB_CELLS
+
+
+def test_atp_marks_cover_every_job_cell() -> None:
+    """atp.p4 marks psn p of job j at (j % JOB_TABLE_SIZE) * ATP_MARKS_PER_JOB + p % it,
+    and keeps p's other bits with bit 0 set: a power of two above 1."""
+    c = p4_constants()
+    assert c["ATP_MARKS"] == c["JOB_TABLE_SIZE"] * c["ATP_MARKS_PER_JOB"]
+    per_job = c["ATP_MARKS_PER_JOB"]
+    assert per_job > 1 and per_job & (per_job - 1) == 0

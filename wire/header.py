@@ -47,6 +47,9 @@ KV_VALUE_WORDS = 8  # a key-value value: slots 1..8 (32 bytes); slot 0 holds the
 KV_ANSWERED_BY_SWITCH = 1  # epoch of a KV reply the switch served from its cache
 CONS_GROUPS = 1024  # sequencer counters in the switch: consensus groups (jobs) at once
 ATP_POOL_SIZE = 4096  # aggregators of ATP's shared pool (p4src/atp.p4, registers of its own)
+# Per job (cell job_id % JOB_TABLE_SIZE), the psns that fell back to the PS, psn % this: a
+# later packet of such a psn follows it to the PS instead of claiming (p4src/atp.p4).
+ATP_MARKS_PER_JOB = 128
 VALUE_DTYPE = np.dtype(">i4")
 # Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
 ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)
@@ -127,6 +130,7 @@ class AtpEvent(IntEnum):
     RELEASE_MISSED = 7  # a result/ACK found its aggregator holding something else
     RECLAIMED = 8  # a finished use of the same job (psn older by >= window) was taken over
     CAPPED = 9  # the job held its cap of aggregators: the packet went to the PS instead
+    FOLLOWED = 10  # its psn fell back earlier (another worker's packet): to the PS as well
 
 
 ATP_EVENTS = len(AtpEvent)
@@ -230,28 +234,33 @@ def unpack(payload: bytes | memoryview) -> tuple[Header, np.ndarray]:
     return h, values.astype(np.int32)
 
 
-def atp_hash(job_id: int, psn: int) -> int:
-    """Hash(job_id, psn): CRC-32 over the 16-bit job id and the 32-bit psn, big-endian, as
-    v1model's ``hash(..., HashAlgorithm.crc32, ..., {job_id, psn}, ...)`` computes it.
+def atp_hash(job_id: int) -> int:
+    """Hash(job_id): CRC-32 over the 16-bit job id, big-endian, modulo 2**31, as v1model's
+    ``hash(..., HashAlgorithm.crc32, 0, {job_id}, 0x80000000)`` computes it: where the job's
+    psns start in a range.
 
-    >>> atp_hash(1, 0) == zlib.crc32(bytes([0, 1, 0, 0, 0, 0]))
+    >>> atp_hash(1) == zlib.crc32(bytes([0, 1])) % 2**31
     True
     """
-    return zlib.crc32(_ATP_KEY.pack(job_id, psn))
+    return zlib.crc32(_ATP_KEY.pack(job_id)) & 0x7FFFFFFF
 
 
-_ATP_KEY = struct.Struct("!HI")
+_ATP_KEY = struct.Struct("!H")
 
 
 def atp_index(job_id: int, psn: int, offset: int, size: int) -> int:
-    """Hashed addressing (ATP; memory-managed jobs): ``Hash(job_id, psn) % size + offset``.
+    """ATP's addressing: ``(Hash(job_id) + psn) mod 2**32 % size + offset``: consecutive psns
+    take consecutive aggregators from a point the job id chooses, so any ``size`` consecutive
+    psns of a job (its whole window, ``window <= size``) use ``size`` different aggregators
+    and a job never collides with itself; jobs sharing a range start at different points.
 
-    >>> atp_index(3, 17, offset=100, size=8) - 100 < 8
+    >>> [atp_index(3, p, offset=100, size=8) - 100 for p in range(3)] == [
+    ...     (atp_hash(3) + p) % 8 for p in range(3)]
     True
     """
     if size <= 0:
         raise ProtocolError(f"region size must be positive, got {size}")
-    return offset + atp_hash(job_id, psn) % size
+    return offset + ((atp_hash(job_id) + psn) & 0xFFFFFFFF) % size
 
 
 def aggregator_address(psn: int, offset: int, size: int) -> tuple[int, int]:

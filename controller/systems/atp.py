@@ -13,16 +13,18 @@ Example:
 Programs ``p4src/atp.p4``. A job's region is a range ``(pool_offset, pool_size)`` of ATP's
 own pool (``ATP_POOL_SIZE`` aggregators, registers separate from NetReduce's, so the two
 never overlap); every job given the same range shares it, which is the point of ATP: the
-default is the whole pool. Workers address psn ``p`` at ``Hash(job, p) % size + offset``
-(``wire.header.atp_index``); a collision falls back to the job's parameter server (the
-aggregation address ``agg_ip``, behind switch port ``ps_port``), which completes the sum and
-sends the result through the switch: that releases the aggregator and multicasts the result
-to the workers. Hashed addressing on an exclusive range is the same job kind with a range no
-other job is given. A job submitted with a class (md/be) is *scheduled*: the scheduler
-(``controller/sched/scheduled_jobs.py``, one per switch and pool) gives it such a range and
-resizes it at epoch boundaries (the slot of ``job_region.p4`` sets the range the switch
-hashes into for that epoch's packets). Shared-range jobs and scheduled ones do not hold the
-ATP pool of one switch at the same time (the shared jobs own all of it).
+default is the whole pool. Workers address psn ``p`` at ``(Hash(job) + p) % size + offset``
+(``wire.header.atp_index``: consecutive psns on consecutive aggregators, so a job whose
+window fits its range never collides with itself); a collision falls back to the job's
+parameter server (the aggregation address ``agg_ip``, behind switch port ``ps_port``), which
+completes the sum and sends the result through the switch: that releases the aggregator and
+multicasts the result to the workers. Hashed addressing on an exclusive range is the same
+job kind with a range no other job is given. A job submitted with a class (md/be) is
+*scheduled*: the scheduler (``controller/sched/scheduled_jobs.py``, one per switch and pool)
+gives it such a range and resizes it at epoch boundaries (the slot of ``job_region.p4`` sets
+the range the switch hashes into for that epoch's packets). Shared-range jobs and scheduled
+ones do not hold the ATP pool of one switch at the same time (the shared jobs own all of
+it).
 
 Admission installs the result path (multicast group, ``result_dst``), the workers, the
 ``atp_jobs`` entry (role, PS port), the job's meter if it has one (``job_meter.py``) and
@@ -50,7 +52,7 @@ from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import MemoryManager, OutOfMemory, Region
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 from controller.systems import job_meter, job_region, result_guard, result_rewrite
-from wire.header import ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent, Flag, Op
+from wire.header import ATP_MARKS_PER_JOB, ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent, Flag, Op
 
 ATP_POOL = "atp"  # ATP's shared pool (p4src/atp.p4, ATP_POOL_SIZE aggregators)
 SHARED = "atp-shared"  # owner of the whole ATP pool in the memory manager's view
@@ -62,6 +64,7 @@ ATP_PSN = PREFIX + "atp_psn"
 ATP_BITMAP = PREFIX + "atp_bitmap"
 ATP_COUNT = PREFIX + "atp_count"
 ATP_HELD = PREFIX + "atp_held"
+ATP_MARKED = PREFIX + "atp_marked"  # per job cell, ATP_MARKS_PER_JOB psns that fell back
 JOB_CELLS = 1024  # atp_held's cells (JOB_TABLE_SIZE): job_id % JOB_CELLS
 # A job may hold at most CAP_WINDOWS windows of aggregators at once (atp_held): its window
 # of uses in flight, and as many again for uses whose result has not crossed yet.
@@ -295,9 +298,15 @@ def on_wire(job: Job) -> Job:
 
 
 def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
-    """The job's ``atp_jobs`` entry; its reclaim gap is ``window`` (default the job's), and
-    it may hold CAP_WINDOWS such windows of the shared pool."""
+    """The job's ``atp_jobs`` entry; its reclaim gap is ``window`` (the largest its workers
+    may use), by default the job's window, or for a shared-range job its range's size if
+    smaller (the workers keep no more psns in flight than that, ``hosts/atp/worker.py``; a
+    scheduled job's gap follows its ranges, ``Atp.follow_window``), and it may hold
+    CAP_WINDOWS such windows of the shared pool."""
     p = job.params
+    if window is None:
+        window = job.window if p.get("scheduled") else min(job.window, job.region.size)
+    gap = max(window, 1)
     all_workers = int(p.get("all_workers", job.n_workers))
     role = p.get("role", "single")
     members = (1 << all_workers) - 1
@@ -312,8 +321,8 @@ def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
         up=int(p.get("up_id", 0)),
         of_racks=1 if role == "spine" else 0,
         workers=members,
-        reclaim_gap=max(job.window if window is None else window, 1),
-        cap=CAP_WINDOWS * max(job.window if window is None else window, 1),
+        reclaim_gap=gap,
+        cap=CAP_WINDOWS * gap,
         mcast_grp=job.mcast_grp,
     )
 
@@ -348,7 +357,9 @@ async def free_held(sw: SwitchConnection, job_id: int) -> int:
     hashed into (its ranges before a re-plan too), so that the job id's next owner finds
     none of it; returns how many. Called with the job's entries absent: then no packet can
     add to, release or reclaim such an aggregator, and no other job can claim a held one,
-    so nothing changes between this read and the writes. Released aggregators (count 0)
+    so nothing changes between this read and the writes. Its fall-back marks are cleared
+    too (a mark left would send that psn of the id's next owner to the PS, exactly but
+    slower). Released aggregators (count 0)
     are claimable by every job sharing the range and are left alone: one still tagged
     with a psn of the id's next owner drops that psn's packets as ``STALE``, and its
     workers' retransmissions reach the PS (A3); a scheduled job's ranges are cleared
@@ -360,6 +371,8 @@ async def free_held(sw: SwitchConnection, job_id: int) -> int:
         await sw.registers.fill(sw.register_name(reg), mine, 0)  # type: ignore[arg-type]
     cell = job_id % JOB_CELLS
     await sw.fill_register(ATP_HELD, range(cell, cell + 1), 0)  # it holds none now
+    marks = range(cell * ATP_MARKS_PER_JOB, (cell + 1) * ATP_MARKS_PER_JOB)
+    await sw.fill_register(ATP_MARKED, marks, 0)  # the id's next owner starts unmarked
     return len(mine)
 
 

@@ -127,6 +127,12 @@ class AtpAggregator:
             return []
         piece = (h.bitmap or 1 << h.worker_id) & spec.full
         key = (h.job_id, h.psn)
+        if piece == spec.full and key not in self._pending:
+            # The common case: the switch's complete aggregate, nothing pending (no piece
+            # of this psn fell back): its values are the result as they are.
+            self.stats.pieces += 1
+            self.stats.aggregates += piece & (piece - 1) != 0
+            return [self._finish(spec, h, values.astype(">i4").tobytes())]
         st = self._pending.setdefault(key, _Pending())
         if piece == 0 or piece & ~st.covered == 0:
             self.stats.duplicates += 1
@@ -143,7 +149,14 @@ class AtpAggregator:
         if st.covered != spec.full:
             return []
         del self._pending[key]
-        total = np.sum([v for _, v in st.pieces], axis=0, dtype=np.int64)
+        total = st.pieces[0][1]
+        for _, v in st.pieces[1:]:
+            total = total + v
+        body = total.astype(np.int32).astype(">i4").tobytes()  # int32 wrap, as the host sum
+        return [self._finish(spec, h, body)]
+
+    def _finish(self, spec: AtpJobSpec, h: Header, body: bytes) -> Datagram:
+        """The result of ``h``'s psn (``body``: its values on the wire), remembered."""
         r = Header(
             op=Op.AGG_SYNC,
             flags=Flag.RESULT,
@@ -153,13 +166,12 @@ class AtpAggregator:
             epoch=h.epoch,
             bitmap=spec.full,
         )
-        body = total.astype(np.int32).astype(">i4").tobytes()  # int32 wrap, as the host sum
         done_jobs = self._done[h.job_id]
         done_jobs[h.psn] = (r, body)
         if len(done_jobs) > self.keep:
             done_jobs.popitem(last=False)
         self.stats.results += 1
-        return [self._datagram(spec, r, body)]
+        return self._datagram(spec, r, body)
 
     def _datagram(self, spec: AtpJobSpec, r: Header, body: bytes) -> Datagram:
         return pack_header(r, self.slots) + body, (spec.result_ip, spec.result_port)

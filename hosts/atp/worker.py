@@ -13,27 +13,40 @@ packet reaches the PS as a one-worker piece, and the PS answers):
     >>> c.close(); ps.stop()
 
 Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protocol.md "ATP":
-- psn ``p`` goes to ``agg_idx = Hash(job_id, p) % size + offset`` (``wire.header.atp_index``),
-  copy 0; the range ``(offset, size)`` may be shared with other jobs and smaller than the
-  window: a collision is the switch's business (it falls back to the PS).
+- psn ``p`` goes to ``agg_idx = (Hash(job_id) + p) % size + offset``
+  (``wire.header.atp_index``), copy 0: consecutive psns on consecutive aggregators. The
+  range ``(offset, size)`` may be shared with other jobs; a collision with another job is
+  the switch's business (it falls back to the PS). The window is kept to the range's size,
+  so the psns in flight occupy different aggregators and never collide with each other.
 - Packets go to the job's PS (the aggregation address); results come from it, through the
   switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
-  most once per timeout interval (multiplicative decrease), between 1 and ``window``. The
-  socket is ECN-capable: a result that arrives marked Congestion Experienced (a switch
-  egress queue above its threshold, p4src/ecn.p4) halves the window too, at most once per
-  timeout interval (``ecn_cuts``).
+  most once per timeout interval (multiplicative decrease), between 1 and ``window``; a
+  decrease is taken back when the timeout proves spurious (``undone_cuts``: the results
+  were late, not lost, ``_undo_if_spurious``). The socket is ECN-capable: a result that
+  arrives marked Congestion Experienced (a switch egress queue above its threshold,
+  p4src/ecn.p4) halves the window too, at most once per timeout interval (``ecn_cuts``).
 """
 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from hosts.netreduce.allreduce import AllReduceClient, _check_config, _Window
+from hosts.netreduce.allreduce import AllReduceClient, ClientStats, _check_config, _Window
 from hosts.transport.sliding_window import ResultAssembler
 from hosts.transport.udp import Endpoint
 from wire.header import atp_index
+
+UNDO_TIMEOUTS = 4  # how long after a retransmission its duplicate result undoes the decrease
+
+
+@dataclass
+class AtpClientStats(ClientStats):
+    window_cuts: int = 0  # multiplicative decreases (a retransmission or an ECN mark)
+    ecn_cuts: int = 0  # of those, for a result marked Congestion Experienced
+    undone_cuts: int = 0  # decreases taken back: the timeout was spurious (a late result)
 
 
 class AtpClient(AllReduceClient):
@@ -42,11 +55,15 @@ class AtpClient(AllReduceClient):
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
+        self.window = min(self.window, self.region_size)
         self.max_window = self.window
         self.cwnd = float(self.window)
         self._last_cut = -1.0
-        self.window_cuts = 0
-        self.ecn_cuts = 0
+        self.stats: AtpClientStats = AtpClientStats()
+        self._retx_at: dict[int, float] = {}  # psn -> when it was last retransmitted
+        self._undo: float | None = None  # the window before the last timeouts' decreases
+        self._undo_until = 0.0  # evidence that they were spurious counts until then
+        self._rtt_floor: float | None = None  # the smallest round trip seen
         self._ecn = self.endpoint if isinstance(self.endpoint, Endpoint) else None
         if self._ecn is not None:
             self._ecn.enable_ecn()
@@ -64,21 +81,29 @@ class AtpClient(AllReduceClient):
         if addressing != "hash":
             raise ValueError(f"an ATP worker hashes its psns, not {addressing!r}")
         super().set_layout(epoch, offset, size, window)
+        self.window = min(self.window, size)
         self.max_window = self.window
         self.cwnd = min(self.cwnd, float(self.window))
 
     def _check_layout(
         self, job_id: int, worker_id: int, n_workers: int, size: int, window: int, slots: int
     ) -> None:
-        # Any window fits: the pool is hashed into, not partitioned by psn.
+        # Any window is accepted; the worker keeps at most ``size`` psns in flight.
         _check_config(job_id, worker_id, n_workers, size, min(window, size), slots)
 
     def _address(self, psn: int) -> tuple[int, int]:
         return atp_index(self.job_id, psn, self.region_offset, self.region_size), 0
 
     def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: Any) -> None:
-        if any(retx for _, retx in sends):
-            self._cut(window)
+        resent = [psn for psn, retx in sends if retx]
+        if resent:
+            before = self.cwnd
+            if self._cut(window) and self._undo is None:
+                self._undo = before  # the window before this run of timeouts
+            if self._undo is not None:
+                now = time.monotonic()
+                self._retx_at.update((psn, now) for psn in resent)
+                self._undo_until = now + UNDO_TIMEOUTS * self.timeout
         super()._send(sends, window, wire)
 
     def _cut(self, window: _Window) -> bool:
@@ -89,17 +114,53 @@ class AtpClient(AllReduceClient):
         self.cwnd = max(1.0, self.cwnd / 2)
         window.window = int(self.cwnd)
         self._last_cut = now
-        self.window_cuts += 1
+        self.stats.window_cuts += 1
         return True
 
     def _receive(self, window: _Window, results: ResultAssembler) -> None:
         before = self.stats.results
+        dups = self.stats.duplicate_results
         marked = self._ecn.stats.ce_marked if self._ecn is not None else 0
         super()._receive(window, results)
         gained = self.stats.results - before
+        if self._min_rtt is not None:
+            self._rtt_floor = min(self._rtt_floor or self._min_rtt, self._min_rtt)
+        if self._undo is not None:
+            self._undo_if_spurious(window, self.stats.duplicate_results > dups)
         if self._ecn is not None and self._ecn.stats.ce_marked > marked and self._cut(window):
-            self.ecn_cuts += 1
+            self._undo = None  # congestion the switch saw: no timeout to take back
+            self._retx_at.clear()
+            self.stats.ecn_cuts += 1
             return
         if gained:
             self.cwnd = min(float(self.max_window), self.cwnd + gained / self.cwnd)
             window.window = int(self.cwnd)
+
+    def _undo_if_spurious(self, window: _Window, duplicate: bool) -> None:
+        """The decrease a timeout caused is taken back when the packets it resent were late,
+        not lost (TCP's Eifel response, with timing and duplicates for timestamps): a
+        resent psn's result came back sooner than the smallest round trip (it answers the
+        original), or a result arrived twice (the PS answered both the original and the
+        copy). Late results are not congestion: a cold start, or
+        a host descheduled for longer than the timeout, would otherwise keep the window
+        small for many round trips. The evidence counts for ``UNDO_TIMEOUTS`` timeouts after
+        the last retransmission."""
+        now = time.monotonic()
+        flying = set(window.in_flight())
+        spurious = duplicate
+        for psn, at in list(self._retx_at.items()):
+            if psn < window.first_psn:
+                del self._retx_at[psn]  # of an earlier call
+            elif psn not in flying:  # answered now
+                del self._retx_at[psn]
+                floor = self._rtt_floor
+                spurious = spurious or (floor is not None and now - at < floor)
+        if spurious and self._undo is not None:
+            self.cwnd = max(self.cwnd, self._undo)
+            window.window = int(self.cwnd)
+            self._undo = None
+            self.stats.undone_cuts += 1
+        elif now > self._undo_until:
+            self._undo = None  # no sign the resent packets' originals were answered: lost
+        if self._undo is None:
+            self._retx_at.clear()

@@ -45,7 +45,9 @@ reads or commits per second, median and tail latency.
 Section atp (topologies/atp/bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
 (NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
-fallback rates, side by side in one run per job count; a plot under results/. Twice: on
+fallback rates, retransmissions and CPU per psn (switch, parameter servers, workers), side
+by side in one run per job count, and issue 22's goals at 4 jobs (>= 1.3x static, ahead of
+the PS alone), each marked met or NOT met; a plot under results/. Twice: on
 unshaped links (p4sim's packet rate bounds every mode), and with 10 ms of delay on every
 link (the windows, so switch memory, bound the rate: ATP's regime). Then one job
 alone, beside a tenant flooding the shared pool whose job is metered, and beside one whose
