@@ -7,6 +7,9 @@ Example (root)::
     python -m topologies.ask spark      # PySpark's word count, its reduceByKey via the switch,
                                         # and ASK's own word count of the same file
     python -m topologies.ask groupby    # GROUP BY k SUM(v), COUNT(*): Spark vs the switch
+    python -m topologies.ask cluster --executors 4 --words 10000000 --bw 100
+                                        # both on a Spark standalone cluster on Mininet
+                                        # (topologies/ask_cluster.py)
 
 Network (``topologies/experiment.py``): ``star(M + 1)``, mappers ``h1..hM``, the reducer
 ``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/systems/ask.py``). Each mapper
@@ -41,6 +44,7 @@ from topologies.experiment import (
 from topologies.impair_relay import Impairment
 
 RUN_DIR = Path("run/ask")
+CORPUS_DIR = Path("/usr/share/common-licenses")
 
 
 def zipf_text(path: Path, words: int, seed: int, vocab: int = 5000, alpha: float = 1.1) -> None:
@@ -57,6 +61,15 @@ def zipf_text(path: Path, words: int, seed: int, vocab: int = 5000, alpha: float
     with open(path, "w") as f:
         for i in range(0, words, 16):
             f.write(" ".join(toks[i : i + 16].tolist()) + "\n")
+
+
+def licence_text(min_words: int) -> str:
+    """The licence texts Debian's base-files ships (``/usr/share/common-licenses``), real
+    English text, repeated to at least ``min_words`` words."""
+    parts = [p.read_text(errors="replace") for p in sorted(CORPUS_DIR.glob("*")) if p.is_file()]
+    text = "\n".join(parts)
+    n = max(1, len(text.split()))
+    return "\n".join([text] * (min_words // n + 1))
 
 
 def zipf_table(path: Path, rows: int, seed: int, keys: int = 2000, alpha: float = 1.2) -> None:
@@ -208,24 +221,29 @@ def run_spark(
 
 def _standalone(
     ex: Experiment, text: Path, mappers: int, rows: int, window: int, chunk: int,
-    run_dir: Path, timeout: float,
+    run_dir: Path, timeout: float, mapper_hosts: list[str] | None = None, reducer_host: int = 2,
 ) -> dict[str, Any]:  # fmt: skip
-    """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``."""
+    """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``: mapper
+    ``i`` on ``mapper_hosts[i]`` (all on ``h1`` by default), the reducer on
+    ``h{reducer_host}``."""
+    hosts = mapper_hosts or ["h1"] * mappers
+    ports = [int(h[1:]) for h in hosts]
     job = ex.api.submit({
         "kind": "ask", "name": "ask-wordcount", "workers": mappers, "rows": rows,
-        "window": window, "worker_ports": [1] * mappers,
-        "worker_ips": [host_ip(1)] * mappers, "worker_macs": [host_mac(1)] * mappers,
-        "agg_ip": host_ip(2), "agg_mac": host_mac(2), "reducer_port": 2,
+        "window": window, "worker_ports": ports,
+        "worker_ips": [host_ip(p) for p in ports], "worker_macs": [host_mac(p) for p in ports],
+        "agg_ip": host_ip(reducer_host), "agg_mac": host_mac(reducer_host),
+        "reducer_port": reducer_host,
     })  # fmt: skip
     ctl = ["--controller", ex.controller_url, "--job-id", str(job["job_id"])]
     result = (run_dir / "ask-result.json").resolve()
     base = [sys.executable, "-m", "hosts.ask.run"]
     ex.start_service(
-        "h2", [*base, "reducer", *ctl, "--out", str(result)], ready="ask reducer ready",
-        log_name="h2-ask",
+        f"h{reducer_host}", [*base, "reducer", *ctl, "--out", str(result)],
+        ready="ask reducer ready", log_name=f"h{reducer_host}-ask",
     )  # fmt: skip
     procs = [
-        ex.popen("h1", [*base, "mapper", *ctl, "--worker-id", str(i), "--input",
+        ex.popen(hosts[i], [*base, "mapper", *ctl, "--worker-id", str(i), "--input",
                         str(text.resolve()), "--split", f"{i}/{mappers}", "--chunk", str(chunk),
                         "--wait-go"], stdin=subprocess.PIPE)
         for i in range(mappers)
@@ -259,7 +277,7 @@ def _standalone(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m topologies.ask", description=__doc__)
-    ap.add_argument("cmd", choices=["run", "spark", "groupby"])
+    ap.add_argument("cmd", choices=["run", "spark", "groupby", "cluster"])
     ap.add_argument("--partitions", type=int, default=2, help="spark: RDD partitions")
     ap.add_argument("--mappers", type=int, default=2)
     ap.add_argument("--words", type=int, default=20000, help="words per mapper (Zipf)")
@@ -267,7 +285,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swap-s", type=float, default=0.0)
     ap.add_argument("--hot", type=int, default=0)
     ap.add_argument("--loss", type=float, default=0.0, help="loss = dup = reorder rate")
+    ap.add_argument("--executors", type=int, default=2, help="cluster: Spark workers")
+    ap.add_argument("--bw", type=float, default=100.0, help="cluster: link rate, Mbit/s")
+    ap.add_argument(
+        "--corpus",
+        choices=["zipf", "licences"],
+        default="zipf",
+        help="cluster: generated Zipf text or Debian's licences, repeated",
+    )
     a = ap.parse_args(argv)
+    if a.cmd == "cluster":  # --words: words in all (Zipf), rows of the GROUP BY table
+        from topologies.ask_cluster import cluster_main
+
+        return cluster_main(a)
 
     def go() -> int:
         if a.cmd in ("spark", "groupby"):

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.ask.run import send_partition, subscribe, wait_record
+from hosts.ask.spark_arrow import task_flow
 from hosts.ask.wire import INT32_MAX, INT32_MIN
 
 
@@ -68,9 +69,13 @@ def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[di
 def _through_switch(
     rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
     controller: str, job_id: int, reducer_ip: str, hot: int,
+    mapper_ips: list[str] | None = None,
 ) -> tuple[dict[Hashable, int], dict[str, Any]]:  # fmt: skip
     """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
-    returns the reducer's result (key -> total) and the figures."""
+    returns the reducer's result (key -> total) and the figures. ``mapper_ips``: the
+    mappers' hosts; on more than one, tasks find their mapper as in
+    ``hosts/ask/spark_arrow.py`` (a barrier stage)."""
+    ips = mapper_ips or ["127.0.0.1"] * rdd.getNumPartitions()
     ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
     record: dict[str, Any] = {}
     errors: list[BaseException] = []
@@ -85,9 +90,17 @@ def _through_switch(
     waiter.start()
 
     def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
-        yield send_partition(controller, job_id, index, chunker(it), hot=hot)
+        w = task_flow(ips, index, reducer_ip)
+        yield {**send_partition(controller, job_id, w, chunker(it), hot=hot), "worker_id": w}
 
-    stats = rdd.mapPartitionsWithIndex(task).collect()
+    try:
+        if len(set(ips)) > 1:
+            stats = rdd.barrier().mapPartitionsWithIndex(task).collect()
+        else:
+            stats = rdd.mapPartitionsWithIndex(task).collect()
+    except BaseException:
+        ctl.sock.close()  # the waiter gives up too
+        raise
     waiter.join()
     if errors:
         raise errors[0]
@@ -95,14 +108,16 @@ def _through_switch(
 
 
 def reduce_by_key_via_switch(
-    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0
-) -> Any:
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0,
+    mapper_ips: list[str] | None = None,
+) -> Any:  # fmt: skip
     """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
 
     def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
         return chunk_pairs(it, chunk)
 
-    result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot)
+    result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot,
+                                    mapper_ips)  # fmt: skip
     out = rdd.context.parallelize(list(result.items()), max(1, rdd.getNumPartitions()))
     out.ask_stats = stats
     return out
@@ -143,23 +158,30 @@ def group_by_sum_count_via_switch(
     partition of ``df`` is one mapper (the job has one per partition); keys are any JSON
     scalar (int, str), values int32 per row (sums exact at any size). Returns a DataFrame
     with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
-    from pyspark.sql.types import LongType, StructField, StructType
 
     def chunker(it: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
         return group_tuples(((r[0], r[1]) for r in it), chunk)
 
     pairs = df.select(key, value).rdd
     result, stats = _through_switch(pairs, chunker, controller, job_id, reducer_ip, hot)
-    named = {str(k): v for k, v in result.items()}  # group_tuples' keys are strings
+    out = rows_of_sum_count(df, key, value, result)
+    out.ask_stats = stats
+    return out
+
+
+def rows_of_sum_count(df: Any, key: str, value: str, result: dict[Hashable, int]) -> Any:
+    """The reducer's ``"s" + json(key)`` / ``"c" + json(key)`` totals as the DataFrame
+    Spark's ``df.groupBy(key).agg(sum(value), count("*"))`` gives (same columns, types)."""
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    named = {str(k): v for k, v in result.items()}  # the tuples' keys are strings
     sums = {k[1:]: v for k, v in named.items() if k[0] == "s"}
     rows = [(json.loads(k[1:]), sums[k[1:]], n) for k, n in named.items() if k[0] == "c"]
     schema = StructType([
         StructField(key, df.schema[key].dataType), StructField(f"sum({value})", LongType()),
         StructField("count(1)", LongType(), False),
     ])  # fmt: skip
-    out = df.sparkSession.createDataFrame(rows, schema)
-    out.ask_stats = stats
-    return out
+    return df.sparkSession.createDataFrame(rows, schema)
 
 
 def spark_session(partitions: int) -> Any:

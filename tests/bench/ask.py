@@ -35,19 +35,10 @@ from rich.table import Table
 
 from hosts.ask.mapper import MapperFlow
 from hosts.ask.wire import fingerprint, parse, place
+from topologies.ask import licence_text as corpus_text
 from topologies.ask_local import AskBench, _ip, _mac, chunks
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES
-
-CORPUS_DIR = Path("/usr/share/common-licenses")
-
-
-def corpus_text(min_words: int) -> str:
-    """The licence texts Debian's base-files ships, repeated to at least ``min_words``."""
-    parts = [p.read_text(errors="replace") for p in sorted(CORPUS_DIR.glob("*")) if p.is_file()]
-    text = "\n".join(parts)
-    n = max(1, len(text.split()))
-    return "\n".join([text] * (min_words // n + 1))
 
 
 def cell_keys(bench: AskBench, rows: int) -> list[str]:

@@ -1,0 +1,357 @@
+"""ASK against Spark's own shuffle on a Spark standalone cluster on Mininet.
+
+Example (root)::
+
+    python -m topologies.ask cluster --executors 4 --words 10000000 --bw 100
+    python -m topologies.ask cluster --executors 2 --words 20000 --corpus licences
+
+Network (``topologies/experiment.py``): ``star(E + 2)`` around one switch, every link
+shaped to ``--bw`` Mbit/s (htb): a Spark Worker on each of ``h1..hE`` (one executor, one
+core each), the Spark Master on ``h{E+1}``, the driver on ``h{E+2}``, where each job's ASK
+reducer runs too (``topologies/spark_cluster.py`` starts and stops the cluster). The input
+files are in every host (one file system); executors read their splits.
+
+The driver (``python -m topologies.ask_cluster driver``, one Spark application) runs side
+by side, each from the file to the driver's dict, each Spark query once untimed first on a
+small file (Python workers, JIT):
+
+- word count: Spark's RDD ``flatMap(str.split).map((w, 1)).reduceByKey(add)`` and its
+  DataFrame ``explode(split(...)).groupBy("word").count()``, both through Spark's shuffle
+  across the links; the same RDD reduced through the switch (``inclib.spark.reduce_by_key``);
+  the lines through the switch in Arrow batches (``inclib.spark.count_words``);
+- ``GROUP BY k SUM(v), COUNT(*)``: Spark's DataFrame ``groupBy("k").agg(sum, count)`` and
+  the same through the switch (``inclib.spark.group_by_sum_count``).
+
+Each switch run admits its own ASK job (one mapper per executor, listed by host: tasks find
+theirs in a barrier stage) and starts its reducer on the driver's host. Every result is
+checked against ``collections.Counter`` (the host's sums for GROUP BY) and against Spark's
+own. Then ASK's own word count (``hosts/ask/run.py``): a mapper process on each executor
+host reading its split of the same file, started and connected first, timed from "go"
+(start-up reported apart). The record goes to ``results/ask_cluster.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from operator import add
+from pathlib import Path
+from typing import Any
+
+from topologies.experiment import (
+    Experiment,
+    ExperimentConfig,
+    ExperimentError,
+    host_ip,
+    host_mac,
+    main_guard,
+    star,
+)
+
+RUN_DIR = Path("run/ask-cluster")
+EXECUTOR_MEMORY = "512m"
+
+
+# --- the driver (runs on the driver's host) ------------------------------------------------
+def cluster_session(master: str, executors: int) -> Any:
+    from pyspark.sql import SparkSession
+
+    ip = os.environ["SPARK_LOCAL_IP"]
+    return (
+        SparkSession.builder.master(master)
+        .appName("inc-switch ASK on a Spark cluster")
+        .config("spark.driver.host", ip)
+        .config("spark.driver.bindAddress", ip)
+        .config("spark.driver.memory", EXECUTOR_MEMORY)
+        .config("spark.executor.memory", EXECUTOR_MEMORY)
+        .config("spark.executor.cores", "1")
+        .config("spark.cores.max", str(executors))
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", str(executors))
+        .config("spark.default.parallelism", str(executors))
+        .config("spark.task.maxFailures", "1")  # a switch job cannot be sent twice
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+
+
+class SwitchJobs:
+    """One ASK job per switch run: admitted for the executors' hosts, its reducer started
+    on this (the driver's) host, released after."""
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+
+    def run(self, what: Any) -> Any:
+        import inclib
+
+        a = self.a
+        ips = [host_ip(h) for h in range(1, a.executors + 1)]
+        plan = inclib.admit(
+            a.controller, a.executors, kind="ask", name="spark-cluster", peers=ips,
+            worker_ports=list(range(1, a.executors + 1)),
+            worker_macs=[host_mac(h) for h in range(1, a.executors + 1)],
+            agg_ip=a.driver_ip, agg_mac=host_mac(a.driver_host), reducer_port=a.driver_host,
+            rows=a.rows, window=a.window,
+        )  # fmt: skip
+        if not plan.on_switch:
+            raise RuntimeError(f"the switch cannot serve the job: {plan.reason}")
+        cmd = [sys.executable, "-m", "hosts.ask.run", "reducer", "--controller", a.controller,
+               "--job-id", str(plan.job_id)]  # fmt: skip
+        red = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            line = red.stdout.readline().decode(errors="replace") if red.stdout else ""
+            if "ask reducer ready" not in line:
+                raise RuntimeError(f"the ASK reducer did not start: {line.strip()}")
+            return what(plan)
+        finally:
+            try:
+                red.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                red.kill()
+                red.wait()
+            plan.release()
+
+
+def _timed(f: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+def driver_word_count(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    import inclib.spark
+
+    sc = spark.sparkContext
+    path = str(Path(a.input).resolve())
+    ref = Counter(Path(path).read_text(encoding="utf-8", errors="replace").split())
+    out: dict[str, Any] = {"words": sum(ref.values()), "keys": len(ref)}
+
+    def rdd_pairs(p: str) -> Any:
+        lines = sc.textFile(p, a.executors)
+        if lines.getNumPartitions() > a.executors:
+            lines = lines.coalesce(a.executors)
+        return lines.flatMap(str.split).map(lambda w: (w, 1))
+
+    def lines_df(p: str) -> Any:
+        df = spark.read.text(p)
+        return df.coalesce(a.executors) if df.rdd.getNumPartitions() > a.executors else df
+
+    def spark_rdd(p: str) -> dict[str, int]:
+        return dict(rdd_pairs(p).reduceByKey(add).collect())
+
+    def spark_df(p: str) -> dict[str, int]:
+        d = lines_df(p)
+        words = d.select(F.explode(F.split("value", r"\s+")).alias("word")).where("word != ''")
+        return {r[0]: r[1] for r in words.groupBy("word").count().collect()}
+
+    for name, query in (("spark_rdd", spark_rdd), ("spark_df", spark_df)):
+        query(a.warm)  # warm: Python workers, JIT, code generation
+        got, out[f"{name}_s"] = _timed(lambda q=query: q(path))  # type: ignore[misc]
+        out[f"{name}_exact"] = Counter(got) == ref
+
+    def switch_rdd(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.reduce_by_key(rdd_pairs(path), plan, hot=a.hot)
+        return {"result": dict(via.collect()), "stats": via.ask_stats}
+
+    def switch_arrow(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.count_words(lines_df(path), plan, hot=a.hot)
+        return {"result": via.ask_result, "stats": via.ask_stats}
+
+    for name, f in (("switch_rdd", switch_rdd), ("switch_arrow", switch_arrow)):
+        rec, out[f"{name}_s"] = _timed(lambda f=f: jobs.run(f))  # type: ignore[misc]
+        out[f"{name}_exact"] = Counter(rec["result"]) == ref
+        out[f"{name}_stats"] = rec["stats"]
+    return out
+
+
+def driver_group_by(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    import inclib.spark
+    from hosts.ask.spark import read_table
+
+    path = Path(a.table).resolve()
+    ref = read_table(path)
+    out: dict[str, Any] = {"rows": sum(c for _, c in ref.values()), "keys": len(ref)}
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(path.stat().st_size // a.executors + 1))
+
+    def table(p: Path) -> Any:
+        df = spark.read.csv(str(p), schema="k INT, v INT", header=True)
+        return df.coalesce(a.executors) if df.rdd.getNumPartitions() > a.executors else df
+
+    def spark_df(p: Path) -> Any:
+        return table(p).groupBy("k").agg(F.sum("v"), F.count("*"))
+
+    spark_df(Path(a.warm_table)).collect()  # warm
+    rows, out["spark_df_s"] = _timed(lambda: spark_df(path).collect())
+    got = {r[0]: (r[1], r[2]) for r in rows}
+    out["spark_df_exact"] = got == ref
+    out["spark_columns"] = spark_df(path).columns
+
+    def switch(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.group_by_sum_count(table(path), "k", "v", plan, hot=a.hot)
+        return {"rows": via.collect(), "columns": via.columns, "stats": via.ask_stats}
+
+    rec, out["switch_arrow_s"] = _timed(lambda: jobs.run(switch))
+    out["switch_arrow_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == got
+    out["switch_columns"] = rec["columns"]
+    out["switch_arrow_stats"] = rec["stats"]
+    return out
+
+
+def driver_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m topologies.ask_cluster driver")
+    ap.add_argument("--master", required=True)
+    ap.add_argument("--controller", required=True)
+    ap.add_argument("--executors", type=int, required=True)
+    ap.add_argument("--driver-host", type=int, required=True)
+    ap.add_argument("--input", required=True)
+    ap.add_argument("--warm", required=True)
+    ap.add_argument("--table", required=True)
+    ap.add_argument("--warm-table", required=True)
+    ap.add_argument("--rows", type=int, default=1024)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--hot", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args(argv)
+    a.driver_ip = host_ip(a.driver_host)
+    t0 = time.perf_counter()
+    spark = cluster_session(a.master, a.executors)
+    spark.sparkContext.setLogLevel("ERROR")
+    out: dict[str, Any] = {"session_s": time.perf_counter() - t0}
+    try:
+        jobs = SwitchJobs(a)
+        out["wordcount"] = driver_word_count(spark, a, jobs)
+        out["groupby"] = driver_group_by(spark, a, jobs)
+    finally:
+        spark.stop()
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+# --- the experiment (runs in the root namespace) ------------------------------------------
+def run_cluster(
+    executors: int = 2, words: int = 20000, rows_table: int | None = None,
+    bw_mbps: float = 100.0, corpus: str = "zipf", hot: int = 0, run_dir: Path = RUN_DIR,
+    ask_rows: int = 1024, window: int = 64, timeout: float = 1800.0, log: Any = print,
+) -> dict[str, Any]:  # fmt: skip
+    """The cluster, the driver's jobs and ASK's own mappers (module doc); the record."""
+    from topologies.ask import _standalone, zipf_table
+    from topologies.spark_cluster import SparkCluster, Tracked, run_tracked, spark_env
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    text = run_dir / f"{corpus}.txt"
+    write_corpus(text, corpus, words)
+    warm = run_dir / "warm.txt"
+    write_corpus(warm, "zipf", 20000)
+    table = run_dir / "table.csv"
+    zipf_table(table, rows_table or words, seed=12)
+    warm_table = run_dir / "warm.csv"
+    zipf_table(warm_table, 5000, seed=13)
+    master, driver = executors + 1, executors + 2
+    cfg = ExperimentConfig(star(driver), bw_mbps=bw_mbps, run_dir=run_dir, log=log)
+    record: dict[str, Any] = {"executors": executors, "bw_mbps": bw_mbps, "corpus": corpus,
+                              "hot": hot}  # fmt: skip
+    driver_procs = Tracked()
+    with Experiment(cfg) as ex:
+        t0 = time.perf_counter()
+        workers = [f"h{i}" for i in range(1, executors + 1)]
+        with SparkCluster(ex, f"h{master}", workers, memory="1g") as cluster:
+            record["cluster_start_s"] = time.perf_counter() - t0
+            out = (run_dir / "driver.json").resolve()
+            out.unlink(missing_ok=True)
+            cmd = [sys.executable, "-m", "topologies.ask_cluster", "driver",
+                   "--master", cluster.url, "--controller", ex.controller_url,
+                   "--executors", str(executors), "--driver-host", str(driver),
+                   "--input", str(text.resolve()), "--warm", str(warm.resolve()),
+                   "--table", str(table.resolve()), "--warm-table", str(warm_table.resolve()),
+                   "--rows", str(ask_rows), "--window", str(window), "--hot", str(hot),
+                   "--out", str(out)]  # fmt: skip
+            env = spark_env(host_ip(driver), run_dir, f"h{driver}")
+            code = run_tracked(ex, f"h{driver}", cmd, ex.logs / "driver.log", timeout,
+                               driver_procs, env)  # fmt: skip
+            cluster.watch()
+            if code != 0 or not out.exists():
+                tail = (ex.logs / "driver.log").read_text(errors="replace").splitlines()[-8:]
+                raise ExperimentError(f"the Spark driver failed ({code}): {' | '.join(tail)}")
+            record.update(json.loads(out.read_text()))
+        record["left_running"] = cluster.alive() + driver_procs.alive()
+        record["wordcount"].update(
+            _standalone(
+                ex,
+                text,
+                executors,
+                ask_rows,
+                window,
+                1 << 20,
+                run_dir,
+                timeout,
+                mapper_hosts=workers,
+                reducer_host=driver,
+            )  # fmt: skip
+        )
+    record["processes"] = cluster.tracked.record() + driver_procs.record()
+    return record
+
+
+def write_corpus(path: Path, kind: str, words: int) -> None:
+    """Generated Zipf text (50,000-word vocabulary) or Debian's licences, repeated."""
+    from topologies.ask import licence_text, zipf_text
+
+    if kind == "zipf":
+        zipf_text(path, words, seed=21, vocab=50000)
+    elif kind == "licences":
+        path.write_text(licence_text(words))
+    else:
+        raise ExperimentError(f"unknown corpus {kind!r} (zipf, licences)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["driver"]:
+        return driver_main(args[1:])
+    raise SystemExit("usage: python -m topologies.ask cluster ... (this module's driver runs"
+                     " on the driver's host)")  # fmt: skip
+
+
+def cluster_main(a: argparse.Namespace) -> int:
+    """``python -m topologies.ask cluster``: one run, its table on stdout, the record in
+    ``results/ask_cluster.json``."""
+
+    def go() -> int:
+        rec = run_cluster(a.executors, a.words, bw_mbps=a.bw, corpus=a.corpus, hot=a.hot)
+        Path("results").mkdir(exist_ok=True)
+        Path("results/ask_cluster.json").write_text(json.dumps(rec, indent=1))
+        print(summary(rec))
+        exact = [v for job in ("wordcount", "groupby") for k, v in rec[job].items()
+                 if k.endswith("_exact")]  # fmt: skip
+        return 0 if all(exact) and not rec["left_running"] else 1
+
+    return main_guard("topologies.ask cluster", go)
+
+
+def summary(rec: dict[str, Any]) -> str:
+    wc, gb = rec["wordcount"], rec["groupby"]
+    lines = [f"Spark standalone cluster: {rec['executors']} executors, links {rec['bw_mbps']:g}"
+             f" Mbit/s, cluster up in {rec['cluster_start_s']:.1f} s"]  # fmt: skip
+    lines.append(f"word count ({rec['corpus']}, {wc['words']} words, {wc['keys']} keys):")
+    for k in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
+        if f"{k}_s" in wc:
+            lines.append(f"  {k:13s} {wc[f'{k}_s']:8.2f} s  exact={wc[f'{k}_exact']}")
+    lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys):")
+    for k in ("spark_df", "switch_arrow"):
+        lines.append(f"  {k:13s} {gb[f'{k}_s']:8.2f} s  exact={gb[f'{k}_exact']}")
+    lines.append(f"left running: {rec['left_running'] or 'nothing'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
