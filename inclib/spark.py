@@ -92,12 +92,8 @@ def group_by_sum_count(df: Any, key: str, value: str, plan: Plan | str, hot: int
     p = _switch_plan(plan, "GROUP BY")
     if p is None:
         return df.groupBy(key).agg(F.sum(value), F.count("*"))
-    from hosts.ask.spark import rows_of_sum_count
-    from hosts.ask.spark_arrow import sum_counts, through_switch
+    from hosts.ask.spark import group_by_sum_count_via_switch
 
     assert p.job_id is not None
-    result, stats = through_switch(df.select(key, value), sum_counts, p.controller, p.job_id,
-                                   [_ip(a) for a in p.peers], _ip(p.reducer), hot)  # fmt: skip
-    out = rows_of_sum_count(df, key, value, result)
-    out.ask_stats = stats
-    return out
+    return group_by_sum_count_via_switch(df, key, value, p.controller, p.job_id, _ip(p.reducer),
+                                         hot, [_ip(a) for a in p.peers])  # fmt: skip

@@ -193,20 +193,36 @@ def test_chunks_count_consecutive_words() -> None:
     assert list(chunks("ababc", 2)) == [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"c": 1}]
 
 
-def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
-    from hosts.ask.spark import group_tuples
+def test_arrow_sum_counts_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra: make setup-test")
+    from hosts.ask.spark_arrow import sum_counts
 
     big = 2**31 - 1
-    rows = [(1, 5), ("a", -3), (1, 7), (2, big), (2, big), (1, 0)]
-    chunks_ = list(group_tuples(rows, size=100))
-    assert len(chunks_) == 2  # the second big value of key 2 starts a new chunk
+    batch = pa.RecordBatch.from_pydict({"k": [1, 3, 1, 2, 2, 1], "v": [5, -3, 7, big, big, 0]})
+    chunks_ = list(sum_counts(iter([batch])))
+    assert len(chunks_) >= 2  # key 2's sum leaves int32: the batch goes in parts
     total: Counter[object] = Counter()
     for c in chunks_:
         assert all(-(2**31) <= v < 2**31 for v in c.values())
         total.update(c)
-    assert total == {"s1": 12, "c1": 3, 's"a"': -3, 'c"a"': 1, "s2": 2 * big, "c2": 2}
+    assert total == {"s1": 12, "c1": 3, "s3": -3, "c3": 1, "s2": 2 * big, "c2": 2}
+    one = pa.RecordBatch.from_pydict({"k": [1], "v": pa.array([2**31], pa.int64())})
     with pytest.raises(ValueError, match="int32"):
-        list(group_tuples([(1, 2**31)], size=10))
+        list(sum_counts(iter([one])))
+
+
+def test_arrow_word_counts_equal_counter_of_str_split() -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra: make setup-test")
+    from hosts.ask.spark_arrow import word_counts
+
+    rng = random.Random(3)
+    lines = [" ".join(zipf_words(rng, rng.randrange(0, 12))) for _ in range(500)]
+    lines += ["", "  two\tspaces  ", "form\x0cfeed"]
+    batches = [pa.RecordBatch.from_pydict({"value": lines[i : i + 77]}) for i in range(0, 503, 77)]
+    total: Counter[object] = Counter()
+    for c in word_counts(iter(batches)):
+        total.update(c)
+    assert total == Counter(" ".join(lines).split())
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 7])

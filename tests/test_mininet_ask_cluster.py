@@ -22,18 +22,17 @@ def test_cluster_word_count_and_group_by_through_the_switch_equal_spark_and_coun
     from topologies.ask_cluster import run_cluster
     from topologies.spark_cluster import still_running
 
-    rec = run_cluster(executors=2, words=6000, hot=2, run_dir=Path("run/ask-cluster-test"),
+    rec = run_cluster(executors=2, sizes=(6000,), hot=2, run_dir=Path("run/ask-cluster-test"),
                       timeout=600, log=lambda s: None)  # fmt: skip
-    wc, gb = rec["wordcount"], rec["groupby"]
+    (wc,), (gb,) = rec["wordcount"], rec["groupby"]
     for path in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
         assert wc[f"{path}_exact"], f"word count {path} differs from Counter"
     for path in ("spark_df", "switch_arrow"):
         assert gb[f"{path}_exact"], f"GROUP BY {path} differs from the host's sums"
     assert gb["switch_columns"] == gb["spark_columns"] == ["k", "sum(v)", "count(1)"]
-    for job, path in (("wordcount", "switch_rdd"), ("wordcount", "switch_arrow"),
-                      ("groupby", "switch_arrow")):  # fmt: skip
-        stats = rec[job][f"{path}_stats"]
-        assert stats["reducer"]["drained_tuples"] > 0, f"{job} {path}: nothing in the switch"
+    for job, path in ((wc, "switch_rdd"), (wc, "switch_arrow"), (gb, "switch_arrow")):
+        stats = job[f"{path}_stats"]
+        assert stats["reducer"]["drained_tuples"] > 0, f"{path}: nothing in the switch"
         mappers = stats["mappers"]
         assert sorted(m["worker_id"] for m in mappers) == [0, 1], "one mapper per executor"
         assert sum(m["bypass_tuples"] for m in mappers) > 0, "cold keys bypass the switch"

@@ -168,13 +168,14 @@ def run_spark(
     through the switch.
 
     ``standalone`` (word count): then, in the same network, the ASK word count on its own:
-    ``partitions`` mapper processes on ``h1`` (``hosts/ask/run.py``), mapper ``i`` reading
-    split ``i`` of the same file (``--split i/N``, Spark's byte ranges) and combining
-    about ``ask_chunk`` words at a time, a new reducer on ``h2`` with ``ask_rows`` rows;
-    timed, as Spark's jobs in its running session, from telling the mapper processes, set
-    up and connected (``--wait-go``), to go until they exit, which they do once the reducer
-    holds the result (``ask_s``, ``ask_exact``); their start-up (interpreter, imports,
-    configuration, connections) is ``ask_startup_s``."""
+    ``partitions`` long-lived mapper processes on ``h1`` (``hosts/ask/run.py mapper
+    --serve``), mapper ``i`` reading split ``i`` of the same file (Spark's byte ranges) and
+    combining about ``ask_chunk`` words at a time, a new reducer on ``h2`` with
+    ``ask_rows`` rows; timed, as Spark's jobs in its running session, from giving the
+    job to the running mappers (each then fetches its configuration and connects: the
+    job's start-up is inside) until each says it is done, which is once the reducer holds
+    the result (``ask_s``, ``ask_exact``); the processes' own start (interpreter, imports),
+    paid once as a Spark session's is, is ``ask_startup_s``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = corpus or run_dir / ("table.csv" if query == "groupby" else "words.txt")
     if corpus is None and query == "groupby":
@@ -221,58 +222,86 @@ def run_spark(
 
 def _standalone(
     ex: Experiment, text: Path, mappers: int, rows: int, window: int, chunk: int,
-    run_dir: Path, timeout: float, mapper_hosts: list[str] | None = None, reducer_host: int = 2,
+    run_dir: Path, timeout: float,
 ) -> dict[str, Any]:  # fmt: skip
-    """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``: mapper
-    ``i`` on ``mapper_hosts[i]`` (all on ``h1`` by default), the reducer on
-    ``h{reducer_host}``."""
-    hosts = mapper_hosts or ["h1"] * mappers
-    ports = [int(h[1:]) for h in hosts]
-    job = ex.api.submit({
-        "kind": "ask", "name": "ask-wordcount", "workers": mappers, "rows": rows,
-        "window": window, "worker_ports": ports,
-        "worker_ips": [host_ip(p) for p in ports], "worker_macs": [host_mac(p) for p in ports],
-        "agg_ip": host_ip(reducer_host), "agg_mac": host_mac(reducer_host),
-        "reducer_port": reducer_host,
-    })  # fmt: skip
-    ctl = ["--controller", ex.controller_url, "--job-id", str(job["job_id"])]
-    result = (run_dir / "ask-result.json").resolve()
-    base = [sys.executable, "-m", "hosts.ask.run"]
-    ex.start_service(
-        f"h{reducer_host}", [*base, "reducer", *ctl, "--out", str(result)],
-        ready="ask reducer ready", log_name=f"h{reducer_host}-ask",
-    )  # fmt: skip
-    procs = [
-        ex.popen(hosts[i], [*base, "mapper", *ctl, "--worker-id", str(i), "--input",
-                        str(text.resolve()), "--split", f"{i}/{mappers}", "--chunk", str(chunk),
-                        "--wait-go"], stdin=subprocess.PIPE)
-        for i in range(mappers)
-    ]  # fmt: skip
-    t_launch = time.perf_counter()
-    for p in procs:  # interpreter up, configuration fetched, connected to the reducer
-        line = p.stdout.readline().decode(errors="replace")
-        if "ask mapper ready" not in line:
-            raise ExperimentError(f"ASK mapper did not start: {line.strip()}")
-    t0 = time.perf_counter()
-    for p in procs:
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-    lines = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ExperimentError(f"ASK mapper still running after {timeout:g} s") from None
-        lines.append(out.decode(errors="replace").strip().splitlines())
-        if p.returncode != 0:
-            raise ExperimentError(f"ASK mapper failed: {' | '.join(lines[-1][-3:])}")
-    elapsed = time.perf_counter() - t0
-    rec = read_record(result)
-    reference = Counter(text.read_text(encoding="utf-8", errors="replace").split())
-    return {"ask_s": elapsed, "ask_startup_s": t0 - t_launch,
-            "ask_exact": Counter(rec["result"]) == reference,
-            "ask_stats": {"reducer": rec["reducer"], "mappers": rec["mappers"],
-                          "mapper_lines": [x[-1] for x in lines if x]}}  # fmt: skip
+    """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``."""
+    with ServingMappers(ex, ["h1"] * mappers) as serving:
+        return serving.word_count(text, rows, window, chunk, run_dir, reducer_host=2)
+
+
+class ServingMappers:
+    """Long-lived ASK mapper processes (``hosts.ask.run mapper --serve``), mapper ``i`` on
+    ``hosts[i]``: started once (``startup_s``: interpreter and imports, paid once as a
+    Spark session's are), then given one job after another (``word_count``)."""
+
+    def __init__(self, ex: Experiment, hosts: list[str]) -> None:
+        self.ex, self.hosts = ex, hosts
+        self.procs: list[Any] = []
+        self.startup_s = 0.0
+
+    def __enter__(self) -> ServingMappers:
+        base = [sys.executable, "-m", "hosts.ask.run", "mapper"]
+        t0 = time.perf_counter()
+        for h in self.hosts:
+            cmd = [*base, "--controller", self.ex.controller_url, "--serve"]
+            self.procs.append(self.ex.popen(h, cmd, stdin=subprocess.PIPE))
+        for p in self.procs:
+            line = p.stdout.readline().decode(errors="replace")
+            if "ask mapper serving" not in line:
+                raise ExperimentError(f"ASK mapper did not start: {line.strip()}")
+        self.startup_s = time.perf_counter() - t0
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for p in self.procs:
+            if p.stdin and not p.stdin.closed:
+                p.stdin.close()
+            self.ex.stop(p)
+
+    def word_count(
+        self, text: Path, rows: int, window: int, chunk: int, run_dir: Path, reducer_host: int
+    ) -> dict[str, Any]:
+        """ASK's word count of ``text`` (mapper ``i`` reads split ``i``): a job admitted, its
+        reducer started on ``h{reducer_host}``, then timed from giving the job to the
+        running mappers (each fetches its configuration and connects: the job's start-up is
+        inside) until each says it is done, once the reducer holds the result."""
+        ex, n = self.ex, len(self.procs)
+        ports = [int(h[1:]) for h in self.hosts]
+        job = ex.api.submit({
+            "kind": "ask", "name": "ask-wordcount", "workers": n, "rows": rows,
+            "window": window, "worker_ports": ports,
+            "worker_ips": [host_ip(p) for p in ports], "worker_macs": [host_mac(p) for p in ports],
+            "agg_ip": host_ip(reducer_host), "agg_mac": host_mac(reducer_host),
+            "reducer_port": reducer_host,
+        })  # fmt: skip
+        jid = int(job["job_id"])
+        result = (run_dir / f"ask-result-{jid}.json").resolve()
+        cmd = [sys.executable, "-m", "hosts.ask.run", "reducer", "--controller",
+               ex.controller_url, "--job-id", str(jid), "--out", str(result)]  # fmt: skip
+        red = ex.start_service(f"h{reducer_host}", cmd, ready="ask reducer ready",
+                               log_name=f"h{reducer_host}-ask-{jid}")  # fmt: skip
+        t0 = time.perf_counter()
+        for i, p in enumerate(self.procs):
+            job_line = {"job_id": jid, "worker_id": i, "input": str(text.resolve()),
+                        "split": [i, n], "chunk": chunk}  # fmt: skip
+            p.stdin.write(json.dumps(job_line).encode() + b"\n")
+            p.stdin.flush()
+        runs = []
+        for p in self.procs:
+            line = p.stdout.readline().decode(errors="replace")
+            if not line.startswith('{"done"'):
+                raise ExperimentError(f"ASK mapper failed: {line.strip()}")
+            runs.append(json.loads(line)["stats"])
+        elapsed = time.perf_counter() - t0
+        red.wait(timeout=60)
+        ex.stop(red)
+        ex.api.cancel(jid)
+        rec = read_record(result)
+        reference = Counter(text.read_text(encoding="utf-8", errors="replace").split())
+        return {"ask_s": elapsed, "ask_startup_s": self.startup_s,
+                "ask_exact": Counter(rec["result"]) == reference,
+                "ask_stats": {"reducer": rec["reducer"], "mappers": rec["mappers"],
+                              "mapper_runs": runs}}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,6 +72,7 @@ def cluster_session(master: str, executors: int) -> Any:
         .config("spark.executor.cores", "1")
         .config("spark.cores.max", str(executors))
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(executors))
         .config("spark.default.parallelism", str(executors))
         .config("spark.task.maxFailures", "1")  # a switch job cannot be sent twice
@@ -87,9 +88,12 @@ class SwitchJobs:
     def __init__(self, a: argparse.Namespace) -> None:
         self.a = a
 
-    def run(self, what: Any) -> Any:
+    def run(self, what: Any) -> tuple[Any, float, float]:
+        """``what(plan)`` on a new job; its value, the seconds to admit the job and start
+        its reducer, and the seconds of ``what`` itself."""
         import inclib
 
+        t0 = time.perf_counter()
         a = self.a
         ips = [host_ip(h) for h in range(1, a.executors + 1)]
         plan = inclib.admit(
@@ -108,7 +112,9 @@ class SwitchJobs:
             line = red.stdout.readline().decode(errors="replace") if red.stdout else ""
             if "ask reducer ready" not in line:
                 raise RuntimeError(f"the ASK reducer did not start: {line.strip()}")
-            return what(plan)
+            t1 = time.perf_counter()
+            out = what(plan)
+            return out, t1 - t0, time.perf_counter() - t1
         finally:
             try:
                 red.wait(timeout=60)
@@ -124,15 +130,25 @@ def _timed(f: Any) -> tuple[Any, float]:
     return out, time.perf_counter() - t0
 
 
-def driver_word_count(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> dict[str, Any]:
+def split_bytes(spark: Any, path: Path, parts: int) -> None:
+    """DataFrame scans of ``path`` in ``parts`` splits (one per executor), as textFile's."""
+    spark.conf.set("spark.sql.files.openCostInBytes", "1")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(path.stat().st_size // parts + 1))
+
+
+def driver_word_count(
+    spark: Any, a: argparse.Namespace, jobs: SwitchJobs, text: str, warm: bool
+) -> dict[str, Any]:
+    """Word count of ``text`` by every path (module doc); ``warm``: each path's Spark part
+    once on ``a.warm`` first."""
     from pyspark.sql import functions as F
 
     import inclib.spark
 
     sc = spark.sparkContext
-    path = str(Path(a.input).resolve())
+    path = str(Path(text).resolve())
     ref = Counter(Path(path).read_text(encoding="utf-8", errors="replace").split())
-    out: dict[str, Any] = {"words": sum(ref.values()), "keys": len(ref)}
+    out: dict[str, Any] = {"input": path, "words": sum(ref.values()), "keys": len(ref)}
 
     def rdd_pairs(p: str) -> Any:
         lines = sc.textFile(p, a.executors)
@@ -141,6 +157,7 @@ def driver_word_count(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> di
         return lines.flatMap(str.split).map(lambda w: (w, 1))
 
     def lines_df(p: str) -> Any:
+        split_bytes(spark, Path(p), a.executors)
         df = spark.read.text(p)
         return df.coalesce(a.executors) if df.rdd.getNumPartitions() > a.executors else df
 
@@ -153,7 +170,8 @@ def driver_word_count(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> di
         return {r[0]: r[1] for r in words.groupBy("word").count().collect()}
 
     for name, query in (("spark_rdd", spark_rdd), ("spark_df", spark_df)):
-        query(a.warm)  # warm: Python workers, JIT, code generation
+        if warm:
+            query(a.warm)  # warm: Python workers, JIT, code generation
         got, out[f"{name}_s"] = _timed(lambda q=query: q(path))  # type: ignore[misc]
         out[f"{name}_exact"] = Counter(got) == ref
 
@@ -165,32 +183,48 @@ def driver_word_count(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> di
         via = inclib.spark.count_words(lines_df(path), plan, hot=a.hot)
         return {"result": via.ask_result, "stats": via.ask_stats}
 
+    from hosts.ask.spark_arrow import word_counts
+
+    def arrow_counts(batches: Any) -> Any:
+        import pyarrow as pa
+
+        n = sum(sum(c.values()) for c in word_counts(batches))
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    if warm:  # the switch paths' Spark parts once (rows into Python; Arrow in the workers)
+        rdd_pairs(a.warm).count()
+        lines_df(a.warm).mapInArrow(arrow_counts, "n long").collect()
     for name, f in (("switch_rdd", switch_rdd), ("switch_arrow", switch_arrow)):
-        rec, out[f"{name}_s"] = _timed(lambda f=f: jobs.run(f))  # type: ignore[misc]
+        rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
         out[f"{name}_exact"] = Counter(rec["result"]) == ref
         out[f"{name}_stats"] = rec["stats"]
     return out
 
 
-def driver_group_by(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> dict[str, Any]:
+def driver_group_by(
+    spark: Any, a: argparse.Namespace, jobs: SwitchJobs, csv: str, warm: bool
+) -> dict[str, Any]:
+    """GROUP BY over the table ``csv`` by both paths; ``warm`` as for the word count."""
     from pyspark.sql import functions as F
 
     import inclib.spark
     from hosts.ask.spark import read_table
+    from hosts.ask.spark_arrow import sum_counts
 
-    path = Path(a.table).resolve()
+    path = Path(csv).resolve()
     ref = read_table(path)
     out: dict[str, Any] = {"rows": sum(c for _, c in ref.values()), "keys": len(ref)}
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(path.stat().st_size // a.executors + 1))
 
     def table(p: Path) -> Any:
+        split_bytes(spark, p, a.executors)
         df = spark.read.csv(str(p), schema="k INT, v INT", header=True)
         return df.coalesce(a.executors) if df.rdd.getNumPartitions() > a.executors else df
 
     def spark_df(p: Path) -> Any:
         return table(p).groupBy("k").agg(F.sum("v"), F.count("*"))
 
-    spark_df(Path(a.warm_table)).collect()  # warm
+    if warm:
+        spark_df(Path(a.warm_table)).collect()
     rows, out["spark_df_s"] = _timed(lambda: spark_df(path).collect())
     got = {r[0]: (r[1], r[2]) for r in rows}
     out["spark_df_exact"] = got == ref
@@ -200,7 +234,15 @@ def driver_group_by(spark: Any, a: argparse.Namespace, jobs: SwitchJobs) -> dict
         via = inclib.spark.group_by_sum_count(table(path), "k", "v", plan, hot=a.hot)
         return {"rows": via.collect(), "columns": via.columns, "stats": via.ask_stats}
 
-    rec, out["switch_arrow_s"] = _timed(lambda: jobs.run(switch))
+    def sum_count_rows(batches: Any) -> Any:
+        import pyarrow as pa
+
+        n = sum(len(c) for c in sum_counts(batches))
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    if warm:
+        table(Path(a.warm_table)).mapInArrow(sum_count_rows, "n long").collect()
+    rec, out["switch_arrow_setup_s"], out["switch_arrow_s"] = jobs.run(switch)
     out["switch_arrow_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == got
     out["switch_columns"] = rec["columns"]
     out["switch_arrow_stats"] = rec["stats"]
@@ -213,9 +255,9 @@ def driver_main(argv: list[str]) -> int:
     ap.add_argument("--controller", required=True)
     ap.add_argument("--executors", type=int, required=True)
     ap.add_argument("--driver-host", type=int, required=True)
-    ap.add_argument("--input", required=True)
+    ap.add_argument("--inputs", required=True, help="text files, comma-separated")
     ap.add_argument("--warm", required=True)
-    ap.add_argument("--table", required=True)
+    ap.add_argument("--tables", required=True, help="CSV files k,v, comma-separated")
     ap.add_argument("--warm-table", required=True)
     ap.add_argument("--rows", type=int, default=1024)
     ap.add_argument("--window", type=int, default=64)
@@ -229,8 +271,11 @@ def driver_main(argv: list[str]) -> int:
     out: dict[str, Any] = {"session_s": time.perf_counter() - t0}
     try:
         jobs = SwitchJobs(a)
-        out["wordcount"] = driver_word_count(spark, a, jobs)
-        out["groupby"] = driver_group_by(spark, a, jobs)
+        texts, tables = a.inputs.split(","), a.tables.split(",")
+        out["wordcount"] = [
+            driver_word_count(spark, a, jobs, t, i == 0) for i, t in enumerate(texts)
+        ]
+        out["groupby"] = [driver_group_by(spark, a, jobs, t, i == 0) for i, t in enumerate(tables)]
     finally:
         spark.stop()
     Path(a.out).write_text(json.dumps(out, indent=1))
@@ -239,27 +284,31 @@ def driver_main(argv: list[str]) -> int:
 
 # --- the experiment (runs in the root namespace) ------------------------------------------
 def run_cluster(
-    executors: int = 2, words: int = 20000, rows_table: int | None = None,
-    bw_mbps: float = 100.0, corpus: str = "zipf", hot: int = 0, run_dir: Path = RUN_DIR,
-    ask_rows: int = 1024, window: int = 64, timeout: float = 1800.0, log: Any = print,
+    executors: int = 2, sizes: tuple[int, ...] = (20000,), corpora: tuple[str, ...] = ("zipf",),
+    bw_mbps: float = 100.0, hot: int = 0, run_dir: Path = RUN_DIR, ask_rows: int = 1024,
+    window: int = 64, timeout: float = 3600.0, log: Any = print,
 ) -> dict[str, Any]:  # fmt: skip
-    """The cluster, the driver's jobs and ASK's own mappers (module doc); the record."""
-    from topologies.ask import _standalone, zipf_table
+    """The cluster, the driver's jobs and ASK's own mappers (module doc) on a corpus of each
+    kind and size (words; the GROUP BY tables have as many rows); the record."""
+    from topologies.ask import ServingMappers, zipf_table
     from topologies.spark_cluster import SparkCluster, Tracked, run_tracked, spark_env
 
     run_dir.mkdir(parents=True, exist_ok=True)
-    text = run_dir / f"{corpus}.txt"
-    write_corpus(text, corpus, words)
-    warm = run_dir / "warm.txt"
+    texts = []
+    for kind in corpora:
+        for n in sizes:
+            texts.append(run_dir / f"{kind}-{n}.txt")
+            write_corpus(texts[-1], kind, n)
+    tables = []
+    for n in sizes:
+        tables.append(run_dir / f"table-{n}.csv")
+        zipf_table(tables[-1], n, seed=12)
+    warm, warm_table = run_dir / "warm.txt", run_dir / "warm.csv"
     write_corpus(warm, "zipf", 20000)
-    table = run_dir / "table.csv"
-    zipf_table(table, rows_table or words, seed=12)
-    warm_table = run_dir / "warm.csv"
     zipf_table(warm_table, 5000, seed=13)
     master, driver = executors + 1, executors + 2
     cfg = ExperimentConfig(star(driver), bw_mbps=bw_mbps, run_dir=run_dir, log=log)
-    record: dict[str, Any] = {"executors": executors, "bw_mbps": bw_mbps, "corpus": corpus,
-                              "hot": hot}  # fmt: skip
+    record: dict[str, Any] = {"executors": executors, "bw_mbps": bw_mbps, "hot": hot}
     driver_procs = Tracked()
     with Experiment(cfg) as ex:
         t0 = time.perf_counter()
@@ -271,8 +320,10 @@ def run_cluster(
             cmd = [sys.executable, "-m", "topologies.ask_cluster", "driver",
                    "--master", cluster.url, "--controller", ex.controller_url,
                    "--executors", str(executors), "--driver-host", str(driver),
-                   "--input", str(text.resolve()), "--warm", str(warm.resolve()),
-                   "--table", str(table.resolve()), "--warm-table", str(warm_table.resolve()),
+                   "--inputs", ",".join(str(t.resolve()) for t in texts),
+                   "--warm", str(warm.resolve()),
+                   "--tables", ",".join(str(t.resolve()) for t in tables),
+                   "--warm-table", str(warm_table.resolve()),
                    "--rows", str(ask_rows), "--window", str(window), "--hot", str(hot),
                    "--out", str(out)]  # fmt: skip
             env = spark_env(host_ip(driver), run_dir, f"h{driver}")
@@ -284,20 +335,11 @@ def run_cluster(
                 raise ExperimentError(f"the Spark driver failed ({code}): {' | '.join(tail)}")
             record.update(json.loads(out.read_text()))
         record["left_running"] = cluster.alive() + driver_procs.alive()
-        record["wordcount"].update(
-            _standalone(
-                ex,
-                text,
-                executors,
-                ask_rows,
-                window,
-                1 << 20,
-                run_dir,
-                timeout,
-                mapper_hosts=workers,
-                reducer_host=driver,
-            )  # fmt: skip
-        )
+        with ServingMappers(ex, workers) as serving:  # ASK's own, on the executors' hosts
+            for text, rec in zip(texts, record["wordcount"], strict=True):
+                rec.update(serving.word_count(text, ask_rows, window, 1 << 20, run_dir, driver))
+    for text, rec in zip(texts, record["wordcount"], strict=True):
+        rec["corpus"] = text.name.split("-")[0]
     record["processes"] = cluster.tracked.record() + driver_procs.record()
     return record
 
@@ -327,11 +369,11 @@ def cluster_main(a: argparse.Namespace) -> int:
     ``results/ask_cluster.json``."""
 
     def go() -> int:
-        rec = run_cluster(a.executors, a.words, bw_mbps=a.bw, corpus=a.corpus, hot=a.hot)
+        rec = run_cluster(a.executors, (a.words,), (a.corpus,), bw_mbps=a.bw, hot=a.hot)
         Path("results").mkdir(exist_ok=True)
         Path("results/ask_cluster.json").write_text(json.dumps(rec, indent=1))
         print(summary(rec))
-        exact = [v for job in ("wordcount", "groupby") for k, v in rec[job].items()
+        exact = [v for job in ("wordcount", "groupby") for r in rec[job] for k, v in r.items()
                  if k.endswith("_exact")]  # fmt: skip
         return 0 if all(exact) and not rec["left_running"] else 1
 
@@ -339,16 +381,18 @@ def cluster_main(a: argparse.Namespace) -> int:
 
 
 def summary(rec: dict[str, Any]) -> str:
-    wc, gb = rec["wordcount"], rec["groupby"]
     lines = [f"Spark standalone cluster: {rec['executors']} executors, links {rec['bw_mbps']:g}"
              f" Mbit/s, cluster up in {rec['cluster_start_s']:.1f} s"]  # fmt: skip
-    lines.append(f"word count ({rec['corpus']}, {wc['words']} words, {wc['keys']} keys):")
-    for k in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
-        if f"{k}_s" in wc:
-            lines.append(f"  {k:13s} {wc[f'{k}_s']:8.2f} s  exact={wc[f'{k}_exact']}")
-    lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys):")
-    for k in ("spark_df", "switch_arrow"):
-        lines.append(f"  {k:13s} {gb[f'{k}_s']:8.2f} s  exact={gb[f'{k}_exact']}")
+    for wc in rec["wordcount"]:
+        lines.append(f"word count ({wc['corpus']}, {wc['words']} words, {wc['keys']} keys):")
+        for k in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
+            setup = f"  (+{wc[f'{k}_setup_s']:.2f} s set-up)" if f"{k}_setup_s" in wc else ""
+            lines.append(f"  {k:13s} {wc[f'{k}_s']:8.2f} s  exact={wc[f'{k}_exact']}{setup}")
+    for gb in rec["groupby"]:
+        lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys):")
+        for k in ("spark_df", "switch_arrow"):
+            setup = f"  (+{gb[f'{k}_setup_s']:.2f} s set-up)" if f"{k}_setup_s" in gb else ""
+            lines.append(f"  {k:13s} {gb[f'{k}_s']:8.2f} s  exact={gb[f'{k}_exact']}{setup}")
     lines.append(f"left running: {rec['left_running'] or 'nothing'}")
     return "\n".join(lines)
 

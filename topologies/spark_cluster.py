@@ -147,8 +147,8 @@ def kill_all(procs: set[tuple[int, int]], grace: float = 5.0) -> None:
 
 class Tracked:
     """Processes started here and every descendant seen so far, as (PID, start time) with
-    their names (``/proc/PID/comm`` when first seen): what ``stop`` ends, what ``alive``
-    checks."""
+    their names (``/proc/PID/comm`` when last seen: ``spark-class`` is bash until it execs
+    the JVM): what ``stop`` ends, what ``alive`` checks."""
 
     def __init__(self) -> None:
         self.names: dict[tuple[int, int], str] = {}
@@ -157,7 +157,7 @@ class Tracked:
         """``pid`` and its descendants now."""
         st = _stat(pid)
         found = set(descendants(pid)) | ({(pid, st[1])} if st is not None else set())
-        for proc in found - self.names.keys():
+        for proc in found:
             try:
                 self.names[proc] = Path(f"/proc/{proc[0]}/comm").read_text().strip()
             except OSError:

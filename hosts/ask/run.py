@@ -235,6 +235,27 @@ def run_mapper(a: argparse.Namespace) -> int:
     return 0
 
 
+def serve_mapper(a: argparse.Namespace) -> int:
+    """A long-lived mapper process (``mapper --serve``): once up it prints ``ask mapper
+    serving`` and then runs one mapper per line on stdin, a JSON job ``{"job_id", "worker_id",
+    "input", "split": [i, n], "chunk", "hot"}``, printing the mapper's figures as one JSON
+    line each; EOF ends it. The interpreter, its imports and the packet code are paid once,
+    as a Spark executor's are, not once per job."""
+    print("ask mapper serving", flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        i, n = job.get("split", (0, 1))
+        chunks = chunk_counts_of(Path(job["input"]), int(job.get("chunk", a.chunk)), i, n)
+        stats = send_partition(
+            a.controller, int(job["job_id"]), int(job["worker_id"]), chunks,
+            hot=int(job.get("hot", a.hot)), tuples=a.tuples, rto=a.rto,
+        )  # fmt: skip
+        print(json.dumps({"done": job["worker_id"], "stats": stats}), flush=True)
+    return 0
+
+
 def run_reducer(a: argparse.Namespace) -> int:
     from controller.api_client import ControllerApi
 
@@ -363,12 +384,19 @@ def parser() -> argparse.ArgumentParser:
     for role in ("mapper", "reducer"):
         p = sub.add_parser(role)
         p.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
-        p.add_argument("--job-id", type=int, required=True)
+        p.add_argument(
+            "--job-id", type=int, required=role == "reducer", help="(mapper: or --serve)"
+        )
         p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
     m = sub.choices["mapper"]
-    m.add_argument("--worker-id", type=int, required=True)
+    m.add_argument("--worker-id", type=int, help="required without --serve")
     m.add_argument("--verbose", action="store_true", help="print progress every 2 s")
-    m.add_argument("--input", required=True, help="text file: its words are the keys")
+    m.add_argument("--input", help="text file: its words are the keys")
+    m.add_argument(
+        "--serve",
+        action="store_true",
+        help="stay up and run one mapper per JSON job line on stdin (long-lived mapper)",
+    )
     m.add_argument(
         "--split",
         type=_split,
@@ -393,6 +421,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
+        if a.role == "mapper" and a.serve:
+            return serve_mapper(a)
+        if a.role == "mapper" and None in (a.input, a.worker_id, a.job_id):
+            print("ask mapper: --job-id, --worker-id and --input are required (or --serve)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
         return run_mapper(a) if a.role == "mapper" else run_reducer(a)
     except (OSError, ConnectionError, ValueError) as e:
         print(f"ask {a.role}: {e}", file=sys.stderr, flush=True)

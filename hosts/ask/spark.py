@@ -14,8 +14,9 @@ comes back as an RDD with as many partitions. Keys are str, bytes, int or tuples
 (``hosts/ask/keys.py``: they come back as they were sent), values int32 per tuple.
 
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
-``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch: every row adds to two
-tuples, ``("s", k)`` (its value) and ``("c", k)`` (1), so one pass gives both aggregates.
+``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch, the rows in Arrow batches
+(``hosts/ask/spark_arrow.py``): every key adds to two tuples, ``"s" + json(k)`` (its values)
+and ``"c" + json(k)`` (its rows), so one pass gives both aggregates.
 
 ``python -m hosts.ask.spark`` runs, in one Spark session (local mode), a word count on a
 text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
@@ -42,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.ask.run import send_partition, subscribe, wait_record
-from hosts.ask.spark_arrow import task_flow
+from hosts.ask.spark_arrow import sum_counts, task_flow, through_switch
 from hosts.ask.wire import INT32_MAX, INT32_MIN
 
 
@@ -123,47 +124,19 @@ def reduce_by_key_via_switch(
     return out
 
 
-def group_tuples(rows: Iterable[Any], size: int) -> Iterator[dict[Hashable, int]]:
-    """Rows ``(key, value)`` as ASK tuples: per key ``"s" + json(key)`` (sum of the values)
-    and ``"c" + json(key)`` (number of rows), combined over ``size`` rows; a chunk ends early
-    when a running sum would leave int32 (the switch adds int32 values)."""
-    names: dict[Any, tuple[str, str]] = {}
-    buf: dict[Hashable, int] = {}
-    n = 0
-    for key, value in rows:
-        if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
-            raise ValueError(f"GROUP BY through the switch sums int32 values, got {value!r}")
-        sk, ck = names.get(key) or names.setdefault(
-            key, ("s" + json.dumps(key), "c" + json.dumps(key))
-        )
-        total = buf.get(sk, 0) + value
-        if not INT32_MIN <= total <= INT32_MAX:
-            yield buf
-            buf, n, total = {}, 0, value
-        buf[sk] = total
-        buf[ck] = buf.get(ck, 0) + 1
-        n += 1
-        if n >= size:
-            yield buf
-            buf, n = {}, 0
-    if buf:
-        yield buf
-
-
 def group_by_sum_count_via_switch(
     df: Any, key: str, value: str, controller: str, job_id: int, reducer_ip: str,
-    chunk: int = 1 << 20, hot: int = 0,
+    hot: int = 0, mapper_ips: list[str] | None = None,
 ) -> Any:  # fmt: skip
     """``df.groupBy(key).agg(sum(value), count("*"))`` aggregated in the switch: each
-    partition of ``df`` is one mapper (the job has one per partition); keys are any JSON
-    scalar (int, str), values int32 per row (sums exact at any size). Returns a DataFrame
-    with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
-
-    def chunker(it: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
-        return group_tuples(((r[0], r[1]) for r in it), chunk)
-
-    pairs = df.select(key, value).rdd
-    result, stats = _through_switch(pairs, chunker, controller, job_id, reducer_ip, hot)
+    partition of ``df`` is one mapper (the job has one per partition), its rows in Arrow
+    batches summed per key in Arrow (``hosts/ask/spark_arrow.py``: every key adds to two
+    tuples, ``"s" + json(key)``, its sum, and ``"c" + json(key)``, its rows); keys are any
+    JSON scalar (int, str), values int32 per row (sums exact at any size). Returns a
+    DataFrame with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
+    ips = mapper_ips or ["127.0.0.1"] * df.rdd.getNumPartitions()
+    result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id, ips,
+                                   reducer_ip, hot)  # fmt: skip
     out = rows_of_sum_count(df, key, value, result)
     out.ask_stats = stats
     return out
@@ -279,7 +252,7 @@ def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
     out["spark_df_exact"] = got == reference
     out["spark_columns"] = agg.columns
     if a.controller:
-        table().select("k", "v").rdd.count()  # warm: its Spark part once (rows into Python)
+        table().mapInArrow(_count_tuples, "n long").collect()  # warm: its Spark part once
         t0 = time.perf_counter()
         via = group_by_sum_count_via_switch(table(), "k", "v", a.controller, a.job_id, a.reducer_ip)
         got = {r[0]: (r[1], r[2]) for r in via.collect()}
@@ -288,6 +261,13 @@ def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
         out["switch_columns"] = via.columns
         out["switch_stats"] = via.ask_stats
     return out
+
+
+def _count_tuples(batches: Iterator[Any]) -> Iterator[Any]:
+    """The switch path's Spark part alone (Arrow batches summed per key), for warming up."""
+    import pyarrow as pa
+
+    yield pa.RecordBatch.from_pydict({"n": [sum(len(c) for c in sum_counts(batches))]})
 
 
 def main(argv: list[str] | None = None) -> int:
