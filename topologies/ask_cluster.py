@@ -290,7 +290,7 @@ def run_cluster(
 ) -> dict[str, Any]:  # fmt: skip
     """The cluster, the driver's jobs and ASK's own mappers (module doc) on a corpus of each
     kind and size (words; the GROUP BY tables have as many rows); the record."""
-    from topologies.ask import ServingMappers, zipf_table
+    from topologies.ask_mappers import ServingMappers, zipf_table
     from topologies.spark_cluster import SparkCluster, Tracked, run_tracked, spark_env
 
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -346,7 +346,7 @@ def run_cluster(
 
 def write_corpus(path: Path, kind: str, words: int) -> None:
     """Generated Zipf text (50,000-word vocabulary) or Debian's licences, repeated."""
-    from topologies.ask import licence_text, zipf_text
+    from topologies.ask_mappers import licence_text, zipf_text
 
     if kind == "zipf":
         zipf_text(path, words, seed=21, vocab=50000)

@@ -40,8 +40,8 @@ from rich.table import Table
 from hosts.ask.mapper import MapperFlow
 from hosts.ask.wire import fingerprint, parse, place
 from tests.bench.ask_cluster import GOAL_LOCAL, bench_cluster, mapper_split, why
-from topologies.ask import licence_text as corpus_text
 from topologies.ask_local import AskBench, _ip, _mac, chunks
+from topologies.ask_mappers import licence_text as corpus_text
 from wire.framing import decapsulate, encapsulate
 from wire.header import ASK_TUPLES
 
