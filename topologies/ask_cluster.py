@@ -107,11 +107,14 @@ class SwitchJobs:
             raise RuntimeError(f"the switch cannot serve the job: {plan.reason}")
         cmd = [sys.executable, "-m", "hosts.ask.run", "reducer", "--controller", a.controller,
                "--job-id", str(plan.job_id)]  # fmt: skip
-        red = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        log = Path(a.out).with_name(f"reducer-{plan.job_id}.log")
+        with open(log, "wb") as f:
+            red = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         try:
-            line = red.stdout.readline().decode(errors="replace") if red.stdout else ""
-            if "ask reducer ready" not in line:
-                raise RuntimeError(f"the ASK reducer did not start: {line.strip()}")
+            while b"ask reducer ready" not in log.read_bytes():
+                if red.poll() is not None:
+                    raise RuntimeError(f"the ASK reducer did not start: {log.read_text()[-500:]}")
+                time.sleep(0.02)
             t1 = time.perf_counter()
             out = what(plan)
             return out, t1 - t0, time.perf_counter() - t1
@@ -122,6 +125,10 @@ class SwitchJobs:
                 red.kill()
                 red.wait()
             plan.release()
+
+
+def progress(line: str) -> None:
+    print(f"ask cluster driver: {line}", flush=True)
 
 
 def _timed(f: Any) -> tuple[Any, float]:
@@ -174,6 +181,7 @@ def driver_word_count(
             query(a.warm)  # warm: Python workers, JIT, code generation
         got, out[f"{name}_s"] = _timed(lambda q=query: q(path))  # type: ignore[misc]
         out[f"{name}_exact"] = Counter(got) == ref
+        progress(f"{Path(path).name}: {name} {out[f'{name}_s']:.2f} s")
 
     def switch_rdd(plan: Any) -> dict[str, Any]:
         via = inclib.spark.reduce_by_key(rdd_pairs(path), plan, hot=a.hot)
@@ -197,6 +205,7 @@ def driver_word_count(
     for name, f in (("switch_rdd", switch_rdd), ("switch_arrow", switch_arrow)):
         rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
         out[f"{name}_exact"] = Counter(rec["result"]) == ref
+        progress(f"{Path(path).name}: {name} {out[f'{name}_s']:.2f} s")
         out[f"{name}_stats"] = rec["stats"]
     return out
 
@@ -226,6 +235,7 @@ def driver_group_by(
     if warm:
         spark_df(Path(a.warm_table)).collect()
     rows, out["spark_df_s"] = _timed(lambda: spark_df(path).collect())
+    progress(f"{path.name}: spark_df {out['spark_df_s']:.2f} s")
     got = {r[0]: (r[1], r[2]) for r in rows}
     out["spark_df_exact"] = got == ref
     out["spark_columns"] = spark_df(path).columns
@@ -243,6 +253,7 @@ def driver_group_by(
     if warm:
         table(Path(a.warm_table)).mapInArrow(sum_count_rows, "n long").collect()
     rec, out["switch_arrow_setup_s"], out["switch_arrow_s"] = jobs.run(switch)
+    progress(f"{path.name}: switch_arrow {out['switch_arrow_s']:.2f} s")
     out["switch_arrow_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == got
     out["switch_columns"] = rec["columns"]
     out["switch_arrow_stats"] = rec["stats"]
