@@ -196,7 +196,7 @@ def driver_word_count(
     def arrow_counts(batches: Any) -> Any:
         import pyarrow as pa
 
-        n = sum(sum(c.values()) for c in word_counts(batches))
+        n = sum(int(c[1].sum()) for c in word_counts(batches))
         yield pa.RecordBatch.from_pydict({"n": [n]})
 
     if warm:  # the switch paths' Spark parts once (rows into Python; Arrow in the workers)
@@ -247,7 +247,7 @@ def driver_group_by(
     def sum_count_rows(batches: Any) -> Any:
         import pyarrow as pa
 
-        n = sum(len(c) for c in sum_counts(batches))
+        n = sum(len(c[0]) for c in sum_counts(batches))
         yield pa.RecordBatch.from_pydict({"n": [n]})
 
     if warm:

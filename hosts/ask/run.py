@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +97,17 @@ def chunk_counts_of(
 
 
 def send_partition(
-    controller: str, job_id: int, worker_id: int, chunks: Iterable[Mapping[Hashable, int]],
+    controller: str, job_id: int, worker_id: int,
+    chunks: Iterable[Mapping[Hashable, int] | tuple[Sequence[Hashable], Any]],
     hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
     ready: Callable[[], None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
-    e.g. a chunk's word counts) through the switch and answer the reducer until it has the
-    result; returns the mapper's figures. The reducer must be running. ``ready`` is called
-    once the mapper is set up (configuration, connections), before it reads any input;
-    ``phases`` in the figures are seconds from then."""
+    e.g. a chunk's word counts, or two columns: distinct keys, a numpy array of values)
+    through the switch and answer the reducer until it has the result; returns the mapper's
+    figures. The reducer must be running. ``ready`` is called once the mapper is set up
+    (configuration, connections), before it reads any input; ``phases`` in the figures are
+    seconds from then."""
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
@@ -138,6 +140,8 @@ def send_partition(
                     m.flush()
                     phases["input"] = time.perf_counter() - t_start
                     more = False
+                elif isinstance(c, tuple):  # (keys, values) columns: hosts/ask/spark_arrow.py
+                    m.add_columns(*c)
                 else:
                     m.add_counts(c)
             now = time.monotonic()

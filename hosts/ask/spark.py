@@ -275,7 +275,7 @@ def _count_tuples(batches: Iterator[Any]) -> Iterator[Any]:
     """The switch path's Spark part alone (Arrow batches summed per key), for warming up."""
     import pyarrow as pa
 
-    yield pa.RecordBatch.from_pydict({"n": [sum(len(c) for c in sum_counts(batches))]})
+    yield pa.RecordBatch.from_pydict({"n": [sum(len(c[0]) for c in sum_counts(batches))]})
 
 
 def main(argv: list[str] | None = None) -> int:

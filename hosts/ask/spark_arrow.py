@@ -9,8 +9,9 @@ Example (a running ASK job with one mapper per partition, its reducer at ``reduc
 Rows leave Spark only as Arrow record batches (``DataFrame.mapInArrow``): a batch is
 combined in Arrow's C++ kernels (``word_counts``: split on whitespace and ``value_counts``;
 ``sum_counts``: ``group_by(key).aggregate(sum, count)``), and only its distinct keys reach
-Python, as one count map per batch that the task's mapper (``hosts.ask.run.send_partition``)
-packs into packets. No row is ever a Python object.
+Python, with their values as one numpy array per batch, which the task's mapper
+(``hosts.ask.run.send_partition``, ``MapperFlow.add_columns``) packs into packets with
+numpy. No row is ever a Python object.
 
 Which mapper a task is: the job binds mapper ``w`` to the switch port of ``mapper_ips[w]``
 (its host). When the mappers share one host (local mode), task ``i`` is mapper ``i``. On a
@@ -28,16 +29,19 @@ import threading
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
+import numpy as np
+
 from hosts.ask.run import send_partition, subscribe, wait_record
 from hosts.ask.wire import INT32_MAX, INT32_MIN
 
-Chunker = Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]]
+Columns = tuple[list[Hashable], Any]  # a chunk: distinct keys and a numpy array of values
+Chunker = Callable[[Iterator[Any]], Iterator[Columns]]
 BATCH_ROWS = 1 << 16  # rows (lines) per Arrow batch handed to a mapper
 
 
-def word_counts(batches: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
+def word_counts(batches: Iterator[Any]) -> Iterator[Columns]:
     """The words of each batch's first column (lines; split on whitespace, as
-    ``str.split``), counted in Arrow: one map word -> count per batch."""
+    ``str.split``), counted in Arrow: per batch its distinct words and their counts."""
     import pyarrow.compute as pc
 
     for batch in batches:
@@ -49,10 +53,10 @@ def word_counts(batches: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
         counts = vc.field("counts").to_numpy()
         if counts.max() > INT32_MAX:
             raise ValueError("a batch counts one word more than 2^31 times (smaller batches)")
-        yield dict(zip(vc.field("values").to_pylist(), counts.tolist(), strict=True))
+        yield vc.field("values").to_pylist(), counts
 
 
-def sum_counts(batches: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
+def sum_counts(batches: Iterator[Any]) -> Iterator[Columns]:
     """Rows (key, value) of each batch as ASK tuples, summed per key in Arrow: ``"s" +
     json(key)`` the sum of its values, ``"c" + json(key)`` its number of rows. A batch whose
     sum leaves int32 (what a tuple carries) is sent in halves."""
@@ -62,7 +66,7 @@ def sum_counts(batches: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
         yield from _sum_counts(pa.Table.from_batches([batch]))
 
 
-def _sum_counts(table: Any) -> Iterator[dict[Hashable, int]]:
+def _sum_counts(table: Any) -> Iterator[Columns]:
     if table.num_rows == 0:
         return
     k, v = table.column_names[:2]
@@ -76,10 +80,10 @@ def _sum_counts(table: Any) -> Iterator[dict[Hashable, int]]:
         yield from _sum_counts(table.slice(half))
         return
     names = [json.dumps(x) for x in agg.column(k).to_pylist()]
-    out: dict[Hashable, int] = {"s" + n: int(s) for n, s in zip(names, sums.tolist(), strict=True)}
-    counts = agg.column(f"{v}_count").to_pylist()
-    out.update(("c" + n, int(c)) for n, c in zip(names, counts, strict=True))
-    yield out
+    counts = agg.column(f"{v}_count").to_numpy(zero_copy_only=False)
+    keys: list[Hashable] = ["s" + n for n in names]
+    keys += ["c" + n for n in names]
+    yield keys, np.concatenate([sums.astype(np.int64), counts.astype(np.int64)])
 
 
 def own_ip(toward: str) -> str:
