@@ -48,30 +48,23 @@ from hosts.ask.wire import INT32_MAX, INT32_MIN
 
 
 def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
-    """Pairs combined per key over chunks of ``size`` pairs; a chunk whose combined values
-    leave int32 (what one tuple carries) is cut, in order, before each value that would."""
+    """Pairs combined per key over chunks of ``size`` pairs, streamed (a chunk's pairs are
+    never held in a list: a million tuples alive make the garbage collector walk them); a
+    chunk ends early when a combined value would leave int32 (what one tuple carries)."""
     it = iter(pairs)
-    while block := list(islice(it, size)):
+    while True:
         buf: dict[Hashable, int] = {}
         get = buf.get
-        for k, v in block:  # the common case: no range check per pair
-            buf[k] = get(k, 0) + v
-        if INT32_MIN <= min(buf.values()) and max(buf.values()) <= INT32_MAX:
-            yield buf
-        else:
-            yield from _careful_chunks(block)
-
-
-def _careful_chunks(block: list[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
-    buf: dict[Hashable, int] = {}
-    for k, v in block:
-        t = buf.get(k, 0) + v
-        if INT32_MIN <= t <= INT32_MAX:
-            buf[k] = t
-        else:
-            yield buf
-            buf = {k: v}
-    if buf:
+        for k, v in islice(it, size):
+            t = get(k, 0) + v
+            if INT32_MIN <= t <= INT32_MAX:
+                buf[k] = t
+            else:
+                yield buf
+                buf = {k: v}
+                get = buf.get
+        if not buf:
+            return
         yield buf
 
 
