@@ -138,9 +138,12 @@ def _timed(f: Any) -> tuple[Any, float]:
 
 
 def split_bytes(spark: Any, path: Path, parts: int) -> None:
-    """DataFrame scans of ``path`` in ``parts`` splits (one per executor), as textFile's."""
-    spark.conf.set("spark.sql.files.openCostInBytes", "1")
-    spark.conf.set("spark.sql.files.maxPartitionBytes", str(path.stat().st_size // parts + 1))
+    """DataFrame scans of ``path`` in ``parts`` splits (one per executor): splits of
+    ``ceil(size / parts)`` bytes (Spark takes the smaller of ``maxPartitionBytes`` and the
+    larger of ``openCostInBytes`` and ``size / cores``)."""
+    split = str(-(-path.stat().st_size // parts))
+    spark.conf.set("spark.sql.files.openCostInBytes", split)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", split)
 
 
 def driver_word_count(
@@ -159,14 +162,13 @@ def driver_word_count(
 
     def rdd_pairs(p: str) -> Any:
         lines = sc.textFile(p, a.executors)
-        if lines.getNumPartitions() > a.executors:
-            lines = lines.coalesce(a.executors)
+        if lines.getNumPartitions() != a.executors:  # a barrier stage refuses coalesce()
+            lines = lines.repartition(a.executors)
         return lines.flatMap(str.split).map(lambda w: (w, 1))
 
     def lines_df(p: str) -> Any:
         split_bytes(spark, Path(p), a.executors)
-        df = spark.read.text(p)
-        return df.coalesce(a.executors) if df.rdd.getNumPartitions() > a.executors else df
+        return spark.read.text(p)
 
     def spark_rdd(p: str) -> dict[str, int]:
         return dict(rdd_pairs(p).reduceByKey(add).collect())
@@ -226,8 +228,7 @@ def driver_group_by(
 
     def table(p: Path) -> Any:
         split_bytes(spark, p, a.executors)
-        df = spark.read.csv(str(p), schema="k INT, v INT", header=True)
-        return df.coalesce(a.executors) if df.rdd.getNumPartitions() > a.executors else df
+        return spark.read.csv(str(p), schema="k INT, v INT", header=True)
 
     def spark_df(p: Path) -> Any:
         return table(p).groupBy("k").agg(F.sum("v"), F.count("*"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import socket
+import sys
 import threading
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
@@ -120,7 +121,10 @@ def through_switch(
     (each mapper's, the reducer's)."""
     import pyarrow as pa
 
-    if df.rdd.getNumPartitions() != len(mapper_ips):
+    n = df.rdd.getNumPartitions()
+    if n != len(mapper_ips):  # one task per mapper; a barrier stage refuses coalesce()
+        print(f"ask: {n} partitions for {len(mapper_ips)} mappers: repartitioning (a shuffle)",
+              file=sys.stderr, flush=True)  # fmt: skip
         df = df.repartition(len(mapper_ips))
     ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
     record: dict[str, Any] = {}
