@@ -225,8 +225,8 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
             notes.append(f"{name}: the RDD via the switch is slower ({rdd:.2f}x): its slowest"
                          f" mapper spent {inp:.2f} s taking the RDD's pairs from Spark and"
                          f" combining them in Python, {rest:.2f} s in the switch, the drain"
-                         " and the result; Spark's own reduceByKey pays the same Python"
-                         " pairs, and its shuffle on one host never crosses a link")  # fmt: skip
+                         " and the result; Spark's own reduceByKey makes the same Python"
+                         " pairs, and in local mode its shuffle crosses no link")  # fmt: skip
         t.add_row(name, f"{rec['words']:,}", f"{rec['keys']:,}", f"{rec['spark_rdd_s']:.2f}",
                   f"{rec['spark_df_s']:.2f}", f"{rec['switch_s']:.2f}", f"{rec['ask_s']:.2f}",
                   f"{rec['ask_startup_s']:.2f}", f"{ratio:.2f}x ({whole:.2f}x with process"
