@@ -131,6 +131,21 @@ def progress(line: str) -> None:
     print(f"ask cluster driver: {line}", flush=True)
 
 
+SWITCH_PID: list[int] = []  # the emulated switch's process (driver_main's --switch-pid)
+
+
+def switch_cpu() -> float:
+    """CPU seconds the emulated switch (p4sim) has used so far; 0 when its PID is unknown.
+    It shares the machine's cores with every host, so its work is part of every path."""
+    if not SWITCH_PID:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{SWITCH_PID[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _timed(f: Any) -> tuple[Any, float]:
     t0 = time.perf_counter()
     out = f()
@@ -181,7 +196,9 @@ def driver_word_count(
     for name, query in (("spark_rdd", spark_rdd), ("spark_df", spark_df)):
         if warm:
             query(a.warm)  # warm: Python workers, JIT, code generation
+        cpu = switch_cpu()
         got, out[f"{name}_s"] = _timed(lambda q=query: q(path))  # type: ignore[misc]
+        out[f"{name}_switch_cpu_s"] = switch_cpu() - cpu
         out[f"{name}_exact"] = Counter(got) == ref
         progress(f"{Path(path).name}: {name} {out[f'{name}_s']:.2f} s")
 
@@ -205,7 +222,9 @@ def driver_word_count(
         rdd_pairs(a.warm).count()
         lines_df(a.warm).mapInArrow(arrow_counts, "n long").collect()
     for name, f in (("switch_rdd", switch_rdd), ("switch_arrow", switch_arrow)):
+        cpu = switch_cpu()
         rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
+        out[f"{name}_switch_cpu_s"] = switch_cpu() - cpu
         out[f"{name}_exact"] = Counter(rec["result"]) == ref
         progress(f"{Path(path).name}: {name} {out[f'{name}_s']:.2f} s")
         out[f"{name}_stats"] = rec["stats"]
@@ -235,7 +254,9 @@ def driver_group_by(
 
     if warm:
         spark_df(Path(a.warm_table)).collect()
+    cpu = switch_cpu()
     rows, out["spark_df_s"] = _timed(lambda: spark_df(path).collect())
+    out["spark_df_switch_cpu_s"] = switch_cpu() - cpu
     progress(f"{path.name}: spark_df {out['spark_df_s']:.2f} s")
     got = {r[0]: (r[1], r[2]) for r in rows}
     out["spark_df_exact"] = got == ref
@@ -253,7 +274,9 @@ def driver_group_by(
 
     if warm:
         table(Path(a.warm_table)).mapInArrow(sum_count_rows, "n long").collect()
+    cpu = switch_cpu()
     rec, out["switch_arrow_setup_s"], out["switch_arrow_s"] = jobs.run(switch)
+    out["switch_arrow_switch_cpu_s"] = switch_cpu() - cpu
     progress(f"{path.name}: switch_arrow {out['switch_arrow_s']:.2f} s")
     out["switch_arrow_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == got
     out["switch_columns"] = rec["columns"]
@@ -275,7 +298,10 @@ def driver_main(argv: list[str]) -> int:
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--hot", type=int, default=0)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--switch-pid", type=int, help="p4sim's PID: its CPU time per path")
     a = ap.parse_args(argv)
+    if a.switch_pid:
+        SWITCH_PID.append(a.switch_pid)
     a.driver_ip = host_ip(a.driver_host)
     t0 = time.perf_counter()
     spark = cluster_session(a.master, a.executors)
@@ -337,7 +363,7 @@ def run_cluster(
                    "--tables", ",".join(str(t.resolve()) for t in tables),
                    "--warm-table", str(warm_table.resolve()),
                    "--rows", str(ask_rows), "--window", str(window), "--hot", str(hot),
-                   "--out", str(out)]  # fmt: skip
+                   "--out", str(out), "--switch-pid", str(ex.switch("s1").proc.pid)]  # fmt: skip
             env = spark_env(host_ip(driver), run_dir, f"h{driver}")
             code = run_tracked(ex, f"h{driver}", cmd, ex.logs / "driver.log", timeout,
                                driver_procs, env)  # fmt: skip
