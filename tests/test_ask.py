@@ -104,6 +104,34 @@ def test_group_by_sum_and_count_with_negative_values_and_hot_keys_first(
     assert out.reducer_stats.bypass_tuples > 0
 
 
+def test_columns_packed_with_numpy_are_exact_with_hot_keys_in_the_switch(
+    bench: AskBench,
+) -> None:
+    np = pytest.importorskip("numpy")
+    rng = random.Random(5)
+    words = [zipf_words(rng, 4000, vocab=1500) for _ in range(2)]
+    columns = []
+    for ws in words:  # per chunk of 2000 words: its distinct words and their counts (Arrow's)
+        parts = [Counter(ws[i : i + 2000]) for i in range(0, len(ws), 2000)]
+        columns.append([(list(c), np.array(list(c.values()))) for c in parts])
+    out = bench.run(columns, chunked=True, hot_threshold=2)
+    assert out.result == Counter(words[0] + words[1])
+    st = out.reducer_stats
+    assert st.drained_tuples > 0 and st.bypass_tuples > 0, "hot keys in the switch, cold bypass"
+    for w, chunks_ in enumerate(columns):  # per chunk, a row's packets: its busiest column
+        cfg = bench.mapper_config(w)
+        least = 0
+        for keys, counts in chunks_:
+            hot = [fingerprint(k) for k, n in zip(keys, counts.tolist(), strict=True) if n >= 2]
+            cells = Counter(place(fp, cfg.part_base, cfg.part_size) for fp in hot)
+            busiest: dict[int, int] = {}
+            for (row, _), n in cells.items():
+                busiest[row] = max(busiest.get(row, 0), n)
+            cold = len(keys) - len(hot)
+            least += sum(busiest.values()) + -(-cold // ASK_TUPLES)
+        assert out.mapper_stats[w].packets == least
+
+
 def send(b: AskBench, port: int, payload: bytes) -> list[tuple[int, Header]]:
     dst = b.n + 1
     frame = encapsulate(payload, _mac(port), _mac(dst), _ip(port), _ip(dst))
@@ -193,20 +221,37 @@ def test_chunks_count_consecutive_words() -> None:
     assert list(chunks("ababc", 2)) == [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"c": 1}]
 
 
-def test_group_tuples_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
-    from hosts.ask.spark import group_tuples
+def test_arrow_sum_counts_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra: make setup-test")
+    from hosts.ask.spark_arrow import sum_counts
 
     big = 2**31 - 1
-    rows = [(1, 5), ("a", -3), (1, 7), (2, big), (2, big), (1, 0)]
-    chunks_ = list(group_tuples(rows, size=100))
-    assert len(chunks_) == 2  # the second big value of key 2 starts a new chunk
+    batch = pa.RecordBatch.from_pydict({"k": [1, 3, 1, 2, 2, 1], "v": [5, -3, 7, big, big, 0]})
+    chunks_ = list(sum_counts(iter([batch])))
+    assert len(chunks_) >= 2  # key 2's sum leaves int32: the batch goes in parts
     total: Counter[object] = Counter()
-    for c in chunks_:
-        assert all(-(2**31) <= v < 2**31 for v in c.values())
-        total.update(c)
-    assert total == {"s1": 12, "c1": 3, 's"a"': -3, 'c"a"': 1, "s2": 2 * big, "c2": 2}
+    for keys, values in chunks_:
+        assert all(-(2**31) <= v < 2**31 for v in values.tolist())
+        total.update(dict(zip(keys, values.tolist(), strict=True)))
+    assert total == {"s1": 12, "c1": 3, "s3": -3, "c3": 1, "s2": 2 * big, "c2": 2}
+    one = pa.RecordBatch.from_pydict({"k": [1], "v": pa.array([2**31], pa.int64())})
     with pytest.raises(ValueError, match="int32"):
-        list(group_tuples([(1, 2**31)], size=10))
+        list(sum_counts(iter([one])))
+
+
+def test_arrow_word_counts_equal_counter_of_str_split() -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra: make setup-test")
+    from hosts.ask.spark_arrow import word_counts
+
+    rng = random.Random(3)
+    lines = [" ".join(zipf_words(rng, rng.randrange(0, 12))) for _ in range(500)]
+    lines += ["", "  two\tspaces  ", "form\x0cfeed"]
+    batches = [pa.RecordBatch.from_pydict({"value": lines[i : i + 77]}) for i in range(0, 503, 77)]
+    total: Counter[object] = Counter()
+    for keys, counts in word_counts(iter(batches)):
+        assert len(set(keys)) == len(keys), "each word once per batch"
+        total.update(dict(zip(keys, counts.tolist(), strict=True)))
+    assert total == Counter(" ".join(lines).split())
 
 
 @pytest.mark.parametrize("parts", [1, 2, 3, 7])

@@ -7,6 +7,9 @@ Example (root)::
     python -m topologies.ask spark      # PySpark's word count, its reduceByKey via the switch,
                                         # and ASK's own word count of the same file
     python -m topologies.ask groupby    # GROUP BY k SUM(v), COUNT(*): Spark vs the switch
+    python -m topologies.ask cluster --executors 4 --words 10000000 --bw 100
+                                        # both on a Spark standalone cluster on Mininet
+                                        # (topologies/ask_cluster.py)
 
 Network (``topologies/experiment.py``): ``star(M + 1)``, mappers ``h1..hM``, the reducer
 ``h{M+1}``; the daemon admits one job of kind ``ask`` (``controller/systems/ask.py``). Each mapper
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.ask.run import read_record
+from topologies.ask_mappers import ServingMappers, licence_text, zipf_table, zipf_text
 from topologies.experiment import (
     Experiment,
     ExperimentConfig,
@@ -40,36 +44,9 @@ from topologies.experiment import (
 )
 from topologies.impair_relay import Impairment
 
+__all__ = ["ServingMappers", "licence_text", "main", "run", "run_spark", "zipf_table", "zipf_text"]
+
 RUN_DIR = Path("run/ask")
-
-
-def zipf_text(path: Path, words: int, seed: int, vocab: int = 5000, alpha: float = 1.1) -> None:
-    """``words`` words drawn from a Zipf(alpha) law over ``vocab`` words, 16 per line."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    ranks = np.arange(1, vocab + 1, dtype=np.float64)
-    p = ranks**-alpha
-    p /= p.sum()
-    idx = rng.choice(vocab, size=words, p=p)
-    names = np.array([f"w{i}" for i in range(vocab)])
-    toks = names[idx]
-    with open(path, "w") as f:
-        for i in range(0, words, 16):
-            f.write(" ".join(toks[i : i + 16].tolist()) + "\n")
-
-
-def zipf_table(path: Path, rows: int, seed: int, keys: int = 2000, alpha: float = 1.2) -> None:
-    """A CSV table ``k,v`` of ``rows`` rows: keys Zipf(alpha) over ``keys`` ints, values
-    uniform in [-1000, 1000]."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    ks = (rng.zipf(alpha, size=rows) - 1) % keys
-    vs = rng.integers(-1000, 1001, size=rows)
-    with open(path, "w") as f:
-        f.write("k,v\n")
-        f.writelines(f"{k},{v}\n" for k, v in zip(ks.tolist(), vs.tolist(), strict=True))
 
 
 def run(
@@ -155,13 +132,14 @@ def run_spark(
     through the switch.
 
     ``standalone`` (word count): then, in the same network, the ASK word count on its own:
-    ``partitions`` mapper processes on ``h1`` (``hosts/ask/run.py``), mapper ``i`` reading
-    split ``i`` of the same file (``--split i/N``, Spark's byte ranges) and combining
-    about ``ask_chunk`` words at a time, a new reducer on ``h2`` with ``ask_rows`` rows;
-    timed, as Spark's jobs in its running session, from telling the mapper processes, set
-    up and connected (``--wait-go``), to go until they exit, which they do once the reducer
-    holds the result (``ask_s``, ``ask_exact``); their start-up (interpreter, imports,
-    configuration, connections) is ``ask_startup_s``."""
+    ``partitions`` long-lived mapper processes on ``h1`` (``hosts/ask/run.py mapper
+    --serve``), mapper ``i`` reading split ``i`` of the same file (Spark's byte ranges) and
+    combining about ``ask_chunk`` words at a time, a new reducer on ``h2`` with
+    ``ask_rows`` rows; timed, as Spark's jobs in its running session, from giving the
+    job to the running mappers (each then fetches its configuration and connects: the
+    job's start-up is inside) until each says it is done, which is once the reducer holds
+    the result (``ask_s``, ``ask_exact``); the processes' own start (interpreter, imports),
+    paid once as a Spark session's is, is ``ask_startup_s``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = corpus or run_dir / ("table.csv" if query == "groupby" else "words.txt")
     if corpus is None and query == "groupby":
@@ -211,55 +189,13 @@ def _standalone(
     run_dir: Path, timeout: float,
 ) -> dict[str, Any]:  # fmt: skip
     """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``."""
-    job = ex.api.submit({
-        "kind": "ask", "name": "ask-wordcount", "workers": mappers, "rows": rows,
-        "window": window, "worker_ports": [1] * mappers,
-        "worker_ips": [host_ip(1)] * mappers, "worker_macs": [host_mac(1)] * mappers,
-        "agg_ip": host_ip(2), "agg_mac": host_mac(2), "reducer_port": 2,
-    })  # fmt: skip
-    ctl = ["--controller", ex.controller_url, "--job-id", str(job["job_id"])]
-    result = (run_dir / "ask-result.json").resolve()
-    base = [sys.executable, "-m", "hosts.ask.run"]
-    ex.start_service(
-        "h2", [*base, "reducer", *ctl, "--out", str(result)], ready="ask reducer ready",
-        log_name="h2-ask",
-    )  # fmt: skip
-    procs = [
-        ex.popen("h1", [*base, "mapper", *ctl, "--worker-id", str(i), "--input",
-                        str(text.resolve()), "--split", f"{i}/{mappers}", "--chunk", str(chunk),
-                        "--wait-go"], stdin=subprocess.PIPE)
-        for i in range(mappers)
-    ]  # fmt: skip
-    t_launch = time.perf_counter()
-    for p in procs:  # interpreter up, configuration fetched, connected to the reducer
-        line = p.stdout.readline().decode(errors="replace")
-        if "ask mapper ready" not in line:
-            raise ExperimentError(f"ASK mapper did not start: {line.strip()}")
-    t0 = time.perf_counter()
-    for p in procs:
-        p.stdin.write(b"go\n")
-        p.stdin.flush()
-    lines = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise ExperimentError(f"ASK mapper still running after {timeout:g} s") from None
-        lines.append(out.decode(errors="replace").strip().splitlines())
-        if p.returncode != 0:
-            raise ExperimentError(f"ASK mapper failed: {' | '.join(lines[-1][-3:])}")
-    elapsed = time.perf_counter() - t0
-    rec = read_record(result)
-    reference = Counter(text.read_text(encoding="utf-8", errors="replace").split())
-    return {"ask_s": elapsed, "ask_startup_s": t0 - t_launch,
-            "ask_exact": Counter(rec["result"]) == reference,
-            "ask_stats": {"reducer": rec["reducer"], "mappers": rec["mappers"],
-                          "mapper_lines": [x[-1] for x in lines if x]}}  # fmt: skip
+    with ServingMappers(ex, ["h1"] * mappers) as serving:
+        return serving.word_count(text, rows, window, chunk, run_dir, reducer_host=2)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m topologies.ask", description=__doc__)
-    ap.add_argument("cmd", choices=["run", "spark", "groupby"])
+    ap.add_argument("cmd", choices=["run", "spark", "groupby", "cluster"])
     ap.add_argument("--partitions", type=int, default=2, help="spark: RDD partitions")
     ap.add_argument("--mappers", type=int, default=2)
     ap.add_argument("--words", type=int, default=20000, help="words per mapper (Zipf)")
@@ -267,7 +203,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--swap-s", type=float, default=0.0)
     ap.add_argument("--hot", type=int, default=0)
     ap.add_argument("--loss", type=float, default=0.0, help="loss = dup = reorder rate")
+    ap.add_argument("--executors", type=int, default=2, help="cluster: Spark workers")
+    ap.add_argument("--bw", type=float, default=100.0, help="cluster: link rate, Mbit/s")
+    ap.add_argument(
+        "--corpus",
+        choices=["zipf", "licences"],
+        default="zipf",
+        help="cluster: generated Zipf text or Debian's licences, repeated",
+    )
     a = ap.parse_args(argv)
+    if a.cmd == "cluster":  # --words: words in all (Zipf), rows of the GROUP BY table
+        from topologies.ask_cluster import cluster_main
+
+        return cluster_main(a)
 
     def go() -> int:
         if a.cmd in ("spark", "groupby"):

@@ -153,7 +153,9 @@ class AskBench:
         rport = self.n + 1
         for m, inp in zip(mappers, inputs, strict=True):
             for item in inp:
-                if chunked:
+                if chunked and isinstance(item, tuple):  # (keys, values) columns
+                    m.add_columns(*item)
+                elif chunked:
                     m.add_counts(item)  # type: ignore[arg-type]
                 else:
                     k, v = item  # type: ignore[misc]

@@ -34,8 +34,11 @@ is acknowledged, then moves to ``e`` (``moved``), so that the reducer may drain 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
 from wire.header import ASK_TUPLES, Flag, Header, Op
@@ -83,9 +86,8 @@ class MapperFlow:
         self._fp: dict[Hashable, int] = {}
         self._rows: dict[int, list[_Row]] = {}  # row -> packets being built, oldest first
         self._bypass = _Row()
-        self._ready: deque[tuple[int, list[int], list[int], int]] = (
-            deque()
-        )  # row, keys, vals, flags
+        # row, keys, vals (lists, or numpy rows from add_columns), flags
+        self._ready: deque[tuple[int, Any, Any, int]] = deque()
         self._flight: dict[int, tuple[bytes, float]] = {}  # psn -> (payload, last sent)
         self._psn = 0
         self.stats = MapperStats()
@@ -116,6 +118,57 @@ class MapperFlow:
                 self._to_bypass(fp, value)
             else:
                 self._to_row(fp, value)
+
+    def add_columns(self, keys: Sequence[Hashable], values: np.ndarray) -> None:
+        """A chunk's combined tuples as two columns (each key once: Arrow's ``value_counts``
+        or ``group_by``), packed with numpy: below the hot threshold into FALLBACK packets
+        of 16, the rest into the packets of their rows, a key's column in its slot; keys
+        sharing a row's column go to successive packets of that row (its layers), and every
+        packet leaves at the end of the chunk."""
+        vals = np.asarray(values, dtype=np.int64)
+        if len(vals) != len(keys):
+            raise ValueError(f"{len(keys)} keys and {len(vals)} values")
+        if len(vals) == 0:
+            return
+        if vals.min() < INT32_MIN or vals.max() > INT32_MAX:
+            i = int(np.argmax((vals < INT32_MIN) | (vals > INT32_MAX)))
+            raise ValueError(f"value {vals[i]} of key {keys[i]!r} does not fit in int32")
+        fp_of, sent = self._fingerprint, self.sent
+        fps = np.fromiter((fp_of(k) for k in keys), dtype=np.int64, count=len(vals))
+        for k, v in zip(keys, vals.tolist(), strict=True):
+            sent[k] = sent.get(k, 0) + v
+        t = self.cfg.hot_threshold
+        hot = np.abs(vals) >= t if t else np.ones(len(vals), dtype=bool)
+        self._bypass_columns(fps[~hot], vals[~hot])
+        fps, vals = fps[hot], vals[hot]
+        if len(fps) == 0:
+            return
+        self.stats.switch_tuples += len(fps)
+        rows = self.cfg.part_base + (fps >> 4) % self.cfg.part_size
+        cols = fps % ASK_TUPLES
+        order = np.lexsort((cols, rows))
+        rows, cols, fps, vals = rows[order], cols[order], fps[order], vals[order]
+        first = np.ones(len(rows), dtype=bool)  # the first tuple of each (row, column)
+        first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
+        at = np.arange(len(rows))
+        layer = at - np.maximum.accumulate(np.where(first, at, 0))
+        packet, index = np.unique(rows * (len(rows) + 1) + layer, return_inverse=True)
+        pk = np.zeros((len(packet), ASK_TUPLES), dtype=np.int64)
+        pv = np.zeros((len(packet), ASK_TUPLES), dtype=np.int64)
+        pk[index, cols], pv[index, cols] = fps, vals
+        for row, row_keys, row_vals in zip((packet // (len(rows) + 1)).tolist(), pk, pv,
+                                           strict=True):  # fmt: skip
+            self._ready.append((row, row_keys, row_vals, 0))
+
+    def _bypass_columns(self, fps: np.ndarray, vals: np.ndarray) -> None:
+        self.stats.bypass_tuples += len(fps)
+        n = len(fps)
+        for i in range(0, n, ASK_TUPLES):
+            k = np.zeros(ASK_TUPLES, dtype=np.int64)
+            v = np.zeros(ASK_TUPLES, dtype=np.int64)
+            k[: min(ASK_TUPLES, n - i)] = fps[i : i + ASK_TUPLES]
+            v[: min(ASK_TUPLES, n - i)] = vals[i : i + ASK_TUPLES]
+            self._ready.append((0, k, v, Flag.FALLBACK))
 
     def _to_row(self, fp: int, value: int) -> None:
         """Into the first of the row's buffers (packets being built) whose column holds the

@@ -29,7 +29,7 @@ import socket
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,15 +97,17 @@ def chunk_counts_of(
 
 
 def send_partition(
-    controller: str, job_id: int, worker_id: int, chunks: Iterable[Mapping[Hashable, int]],
+    controller: str, job_id: int, worker_id: int,
+    chunks: Iterable[Mapping[Hashable, int] | tuple[Sequence[Hashable], Any]],
     hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
     ready: Callable[[], None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
-    e.g. a chunk's word counts) through the switch and answer the reducer until it has the
-    result; returns the mapper's figures. The reducer must be running. ``ready`` is called
-    once the mapper is set up (configuration, connections), before it reads any input;
-    ``phases`` in the figures are seconds from then."""
+    e.g. a chunk's word counts, or two columns: distinct keys, a numpy array of values)
+    through the switch and answer the reducer until it has the result; returns the mapper's
+    figures. The reducer must be running. ``ready`` is called once the mapper is set up
+    (configuration, connections), before it reads any input; ``phases`` in the figures are
+    seconds from then."""
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
@@ -138,6 +140,8 @@ def send_partition(
                     m.flush()
                     phases["input"] = time.perf_counter() - t_start
                     more = False
+                elif isinstance(c, tuple):  # (keys, values) columns: hosts/ask/spark_arrow.py
+                    m.add_columns(*c)
                 else:
                     m.add_counts(c)
             now = time.monotonic()
@@ -232,6 +236,27 @@ def run_mapper(a: argparse.Namespace) -> int:
     phases = " ".join(f"{k} {v:.3f}" for k, v in stats["phases"].items())
     print(f"ask mapper {a.worker_id}: {n} packets, {retx} retransmitted, {secs:.2f} s"
           f" (seconds from start: {phases})", flush=True)  # fmt: skip
+    return 0
+
+
+def serve_mapper(a: argparse.Namespace) -> int:
+    """A long-lived mapper process (``mapper --serve``): once up it prints ``ask mapper
+    serving`` and then runs one mapper per line on stdin, a JSON job ``{"job_id", "worker_id",
+    "input", "split": [i, n], "chunk", "hot"}``, printing the mapper's figures as one JSON
+    line each; EOF ends it. The interpreter, its imports and the packet code are paid once,
+    as a Spark executor's are, not once per job."""
+    print("ask mapper serving", flush=True)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        i, n = job.get("split", (0, 1))
+        chunks = chunk_counts_of(Path(job["input"]), int(job.get("chunk", a.chunk)), i, n)
+        stats = send_partition(
+            a.controller, int(job["job_id"]), int(job["worker_id"]), chunks,
+            hot=int(job.get("hot", a.hot)), tuples=a.tuples, rto=a.rto,
+        )  # fmt: skip
+        print(json.dumps({"done": job["worker_id"], "stats": stats}), flush=True)
     return 0
 
 
@@ -363,12 +388,19 @@ def parser() -> argparse.ArgumentParser:
     for role in ("mapper", "reducer"):
         p = sub.add_parser(role)
         p.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
-        p.add_argument("--job-id", type=int, required=True)
+        p.add_argument(
+            "--job-id", type=int, required=role == "reducer", help="(mapper: or --serve)"
+        )
         p.add_argument("--rto", type=float, default=0.05, help="retransmission timeout (s)")
     m = sub.choices["mapper"]
-    m.add_argument("--worker-id", type=int, required=True)
+    m.add_argument("--worker-id", type=int, help="required without --serve")
     m.add_argument("--verbose", action="store_true", help="print progress every 2 s")
-    m.add_argument("--input", required=True, help="text file: its words are the keys")
+    m.add_argument("--input", help="text file: its words are the keys")
+    m.add_argument(
+        "--serve",
+        action="store_true",
+        help="stay up and run one mapper per JSON job line on stdin (long-lived mapper)",
+    )
     m.add_argument(
         "--split",
         type=_split,
@@ -393,6 +425,12 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
+        if a.role == "mapper" and a.serve:
+            return serve_mapper(a)
+        if a.role == "mapper" and None in (a.input, a.worker_id, a.job_id):
+            print("ask mapper: --job-id, --worker-id and --input are required (or --serve)",
+                  file=sys.stderr)  # fmt: skip
+            return 2
         return run_mapper(a) if a.role == "mapper" else run_reducer(a)
     except (OSError, ConnectionError, ValueError) as e:
         print(f"ask {a.role}: {e}", file=sys.stderr, flush=True)

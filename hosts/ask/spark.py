@@ -14,8 +14,9 @@ comes back as an RDD with as many partitions. Keys are str, bytes, int or tuples
 (``hosts/ask/keys.py``: they come back as they were sent), values int32 per tuple.
 
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
-``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch: every row adds to two
-tuples, ``("s", k)`` (its value) and ``("c", k)`` (1), so one pass gives both aggregates.
+``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch, the rows in Arrow batches
+(``hosts/ask/spark_arrow.py``): every key adds to two tuples, ``"s" + json(k)`` (its values)
+and ``"c" + json(k)`` (its rows), so one pass gives both aggregates.
 
 ``python -m hosts.ask.spark`` runs, in one Spark session (local mode), a word count on a
 text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
@@ -42,12 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from hosts.ask.run import send_partition, subscribe, wait_record
+from hosts.ask.spark_arrow import sum_counts, task_flow, through_switch
 from hosts.ask.wire import INT32_MAX, INT32_MIN
 
 
 def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
-    """Pairs combined per key over chunks of ``size`` pairs; a chunk ends early when a
-    combined value would leave int32 (what one tuple carries)."""
+    """Pairs combined per key over chunks of ``size`` pairs, streamed (a chunk's pairs are
+    never held in a list: a million tuples alive make the garbage collector walk them); a
+    chunk ends early when a combined value would leave int32 (what one tuple carries)."""
     it = iter(pairs)
     while True:
         buf: dict[Hashable, int] = {}
@@ -68,9 +71,13 @@ def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[di
 def _through_switch(
     rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
     controller: str, job_id: int, reducer_ip: str, hot: int,
+    mapper_ips: list[str] | None = None,
 ) -> tuple[dict[Hashable, int], dict[str, Any]]:  # fmt: skip
     """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
-    returns the reducer's result (key -> total) and the figures."""
+    returns the reducer's result (key -> total) and the figures. ``mapper_ips``: the
+    mappers' hosts; on more than one, tasks find their mapper as in
+    ``hosts/ask/spark_arrow.py`` (a barrier stage)."""
+    ips = mapper_ips or ["127.0.0.1"] * rdd.getNumPartitions()
     ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
     record: dict[str, Any] = {}
     errors: list[BaseException] = []
@@ -85,9 +92,17 @@ def _through_switch(
     waiter.start()
 
     def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
-        yield send_partition(controller, job_id, index, chunker(it), hot=hot)
+        w = task_flow(ips, index, reducer_ip)
+        yield {**send_partition(controller, job_id, w, chunker(it), hot=hot), "worker_id": w}
 
-    stats = rdd.mapPartitionsWithIndex(task).collect()
+    try:
+        if len(set(ips)) > 1:
+            stats = rdd.barrier().mapPartitionsWithIndex(task).collect()
+        else:
+            stats = rdd.mapPartitionsWithIndex(task).collect()
+    except BaseException:
+        ctl.sock.close()  # the waiter gives up too
+        raise
     waiter.join()
     if errors:
         raise errors[0]
@@ -95,71 +110,52 @@ def _through_switch(
 
 
 def reduce_by_key_via_switch(
-    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0
-) -> Any:
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0,
+    mapper_ips: list[str] | None = None,
+) -> Any:  # fmt: skip
     """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
 
     def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
         return chunk_pairs(it, chunk)
 
-    result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot)
+    result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot,
+                                    mapper_ips)  # fmt: skip
     out = rdd.context.parallelize(list(result.items()), max(1, rdd.getNumPartitions()))
     out.ask_stats = stats
     return out
 
 
-def group_tuples(rows: Iterable[Any], size: int) -> Iterator[dict[Hashable, int]]:
-    """Rows ``(key, value)`` as ASK tuples: per key ``"s" + json(key)`` (sum of the values)
-    and ``"c" + json(key)`` (number of rows), combined over ``size`` rows; a chunk ends early
-    when a running sum would leave int32 (the switch adds int32 values)."""
-    names: dict[Any, tuple[str, str]] = {}
-    buf: dict[Hashable, int] = {}
-    n = 0
-    for key, value in rows:
-        if type(value) is not int or not INT32_MIN <= value <= INT32_MAX:
-            raise ValueError(f"GROUP BY through the switch sums int32 values, got {value!r}")
-        sk, ck = names.get(key) or names.setdefault(
-            key, ("s" + json.dumps(key), "c" + json.dumps(key))
-        )
-        total = buf.get(sk, 0) + value
-        if not INT32_MIN <= total <= INT32_MAX:
-            yield buf
-            buf, n, total = {}, 0, value
-        buf[sk] = total
-        buf[ck] = buf.get(ck, 0) + 1
-        n += 1
-        if n >= size:
-            yield buf
-            buf, n = {}, 0
-    if buf:
-        yield buf
-
-
 def group_by_sum_count_via_switch(
     df: Any, key: str, value: str, controller: str, job_id: int, reducer_ip: str,
-    chunk: int = 1 << 20, hot: int = 0,
+    hot: int = 0, mapper_ips: list[str] | None = None,
 ) -> Any:  # fmt: skip
     """``df.groupBy(key).agg(sum(value), count("*"))`` aggregated in the switch: each
-    partition of ``df`` is one mapper (the job has one per partition); keys are any JSON
-    scalar (int, str), values int32 per row (sums exact at any size). Returns a DataFrame
-    with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
+    partition of ``df`` is one mapper (the job has one per partition), its rows in Arrow
+    batches summed per key in Arrow (``hosts/ask/spark_arrow.py``: every key adds to two
+    tuples, ``"s" + json(key)``, its sum, and ``"c" + json(key)``, its rows); keys are any
+    JSON scalar (int, str), values int32 per row (sums exact at any size). Returns a
+    DataFrame with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
+    ips = mapper_ips or ["127.0.0.1"] * df.rdd.getNumPartitions()
+    result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id, ips,
+                                   reducer_ip, hot)  # fmt: skip
+    out = rows_of_sum_count(df, key, value, result)
+    out.ask_stats = stats
+    return out
+
+
+def rows_of_sum_count(df: Any, key: str, value: str, result: dict[Hashable, int]) -> Any:
+    """The reducer's ``"s" + json(key)`` / ``"c" + json(key)`` totals as the DataFrame
+    Spark's ``df.groupBy(key).agg(sum(value), count("*"))`` gives (same columns, types)."""
     from pyspark.sql.types import LongType, StructField, StructType
 
-    def chunker(it: Iterator[Any]) -> Iterator[dict[Hashable, int]]:
-        return group_tuples(((r[0], r[1]) for r in it), chunk)
-
-    pairs = df.select(key, value).rdd
-    result, stats = _through_switch(pairs, chunker, controller, job_id, reducer_ip, hot)
-    named = {str(k): v for k, v in result.items()}  # group_tuples' keys are strings
+    named = {str(k): v for k, v in result.items()}  # the tuples' keys are strings
     sums = {k[1:]: v for k, v in named.items() if k[0] == "s"}
     rows = [(json.loads(k[1:]), sums[k[1:]], n) for k, n in named.items() if k[0] == "c"]
     schema = StructType([
         StructField(key, df.schema[key].dataType), StructField(f"sum({value})", LongType()),
         StructField("count(1)", LongType(), False),
     ])  # fmt: skip
-    out = df.sparkSession.createDataFrame(rows, schema)
-    out.ask_stats = stats
-    return out
+    return df.sparkSession.createDataFrame(rows, schema)
 
 
 def spark_session(partitions: int) -> Any:
@@ -257,7 +253,7 @@ def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
     out["spark_df_exact"] = got == reference
     out["spark_columns"] = agg.columns
     if a.controller:
-        table().select("k", "v").rdd.count()  # warm: its Spark part once (rows into Python)
+        table().mapInArrow(_count_tuples, "n long").collect()  # warm: its Spark part once
         t0 = time.perf_counter()
         via = group_by_sum_count_via_switch(table(), "k", "v", a.controller, a.job_id, a.reducer_ip)
         got = {r[0]: (r[1], r[2]) for r in via.collect()}
@@ -266,6 +262,13 @@ def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
         out["switch_columns"] = via.columns
         out["switch_stats"] = via.ask_stats
     return out
+
+
+def _count_tuples(batches: Iterator[Any]) -> Iterator[Any]:
+    """The switch path's Spark part alone (Arrow batches summed per key), for warming up."""
+    import pyarrow as pa
+
+    yield pa.RecordBatch.from_pydict({"n": [sum(len(c[0]) for c in sum_counts(batches))]})
 
 
 def main(argv: list[str] | None = None) -> int:

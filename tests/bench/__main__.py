@@ -58,7 +58,9 @@ and 16 tuples per packet through inc.p4 on p4sim, hot keys first against every k
 the switch (fraction absorbed, tuples and bytes at the reducer), and word count on the same
 corpus: PySpark local's RDD reduceByKey and DataFrame groupBy (warm), the same RDD reduced
 through the switch, and ASK's own mappers and reducer; then GROUP BY k SUM(v), COUNT(*)
-with Spark's DataFrame against the same DataFrame through the switch.
+with Spark's DataFrame against the same DataFrame through the switch; then both jobs on a
+Spark standalone cluster on Mininet (4 executors; tests/bench/ask_cluster.py), with the
+goals and results/ask_cluster.png.
 
 ``--only sched|p4sim|hostrate|wire|ddp|kvcons|netreduce|serene|atp|ask`` runs one section.
 """
@@ -168,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kv-reads", type=int, default=1000, help="kvcons: reads per client")
     ap.add_argument("--log-appends", type=int, default=300, help="kvcons: appends per client")
     ap.add_argument("--ask-words", type=int, default=1_000_000, help="ask: words, scale row")
+    ap.add_argument("--ask-cluster-words", type=_int_list, default=(10**6, 3 * 10**6, 10**7),
+                    help="ask: corpus sizes (words) on the Spark cluster")  # fmt: skip
     args = ap.parse_args(argv)
     console = Console(width=140)
     if args.only in (None, "sched"):
@@ -194,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.only in (None, "ask"):
         from tests.bench.ask import bench_ask
 
-        code = bench_ask(console, args.seconds, scale_words=args.ask_words) or code
+        code = bench_ask(console, args.seconds, scale_words=args.ask_words,
+                         cluster_sizes=args.ask_cluster_words) or code  # fmt: skip
     return code
 
 

@@ -1,0 +1,170 @@
+"""`make bench` section ask, the cluster part: ASK against Spark's own shuffle on a Spark
+standalone cluster on Mininet (``topologies/ask_cluster.py``), every path side by side in
+one run, and the PNG of time against corpus size for each path.
+
+Goals (issue 24): through the switch at least 1.5x faster than Spark's own shuffle on both
+jobs (word count, GROUP BY), exact, at 4 executors on at least 10^7 words; each row says
+whether it is met and, if not, why, from the run's own figures.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+GOAL_CLUSTER = 1.5
+GOAL_LOCAL = 2.0
+WC_PATHS = {
+    "spark_rdd": "Spark RDD reduceByKey",
+    "spark_df": "Spark DataFrame groupBy",
+    "switch_rdd": "RDD via switch",
+    "switch_arrow": "Arrow via switch",
+    "ask": "ASK mappers",
+}
+
+
+def mapper_split(stats: dict[str, Any]) -> tuple[float, float]:
+    """(seconds reading the input, seconds after it) of the slowest mapper of a switch run:
+    the input phase is Spark's scan and the combine in the executor; after it, the switch,
+    the drain and the result."""
+    worst = max(stats["mappers"], key=lambda m: m["seconds"])
+    inp = float(worst["phases"].get("input", 0.0))
+    return inp, float(worst["seconds"]) - inp
+
+
+def why(spark_s: float, switch_s: float, stats: dict[str, Any], goal: float,
+        shuffled: int | None = None) -> str:  # fmt: skip
+    """ "met", or why not from the run's own figures: where the switch path's slowest mapper
+    spent its time, and (``shuffled``) the most records Spark's shuffle carries after its
+    map-side combine (keys x partitions)."""
+    ratio = spark_s / switch_s
+    if ratio >= goal:
+        return "met"
+    inp, rest = mapper_split(stats)
+    red = stats["reducer"]
+    text = (
+        f"not met ({ratio:.2f}x < {goal:g}x): of its {switch_s:.1f} s the slowest mapper spent"
+        f" {inp:.1f} s taking its rows from Spark and combining them and {rest:.1f} s in the"
+        f" switch, the drain and the result ({red.get('drained_tuples', 0):,} tuples drained,"
+        f" {red.get('bypass_tuples', 0):,} bypassed)"
+    )
+    if shuffled is not None:
+        text += f"; Spark's own shuffle carries at most {shuffled:,} records after its combine"
+    return text
+
+
+def switch_cpu(rec: dict[str, Any], spark: str, switch: str) -> str:
+    """The emulated switch's CPU seconds during a Spark path and a switch path, when measured:
+    p4sim shares the machine's cores with the hosts (a hardware switch would not)."""
+    a, b = rec.get(f"{spark}_switch_cpu_s"), rec.get(f"{switch}_switch_cpu_s")
+    if a is None or b is None:
+        return ""
+    return f"; p4sim's CPU: {a:.1f} s during {spark}, {b:.1f} s during {switch}"
+
+
+def tuples(stats: dict[str, Any]) -> str:
+    sw = sum(m["switch_tuples"] for m in stats["mappers"])
+    by = sum(m["bypass_tuples"] for m in stats["mappers"])
+    return f"{sw:,} / {by:,}"
+
+
+def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
+    """Print the cluster's word count and GROUP BY tables; 1 if any result is not exact."""
+    code = 0
+    t = Table(title=f"word count on a Spark standalone cluster: {rec['executors']} executors,"
+              f" links {rec['bw_mbps']:g} Mbit/s, hot threshold {rec['hot']} (s; switch"
+              " paths: run + job set-up)")  # fmt: skip
+    for c in ("corpus", "words", "keys", *WC_PATHS.values(), "faster Spark / faster switch",
+              "switch tuples / bypassed", "exact", f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
+        t.add_column(c, justify="right")
+    for wc in rec["wordcount"]:
+        exact = all(wc[f"{k}_exact"] for k in WC_PATHS)
+        code = code or (0 if exact else 1)
+        cells = []
+        for k in WC_PATHS:
+            setup = wc.get(f"{k}_setup_s")
+            cells.append(f"{wc[f'{k}_s']:.2f}" + (f" +{setup:.2f}" if setup is not None else ""))
+        spark = min(wc["spark_rdd_s"], wc["spark_df_s"])
+        best = min(("switch_rdd", "switch_arrow"), key=lambda k: wc[f"{k}_s"])
+        t.add_row(wc["corpus"], f"{wc['words']:,}", f"{wc['keys']:,}", *cells,
+                  f"{spark / wc[f'{best}_s']:.2f}x", tuples(wc["switch_arrow_stats"]), str(exact),
+                  why(spark, wc[f"{best}_s"], wc[f"{best}_stats"], GOAL_CLUSTER,
+                      wc["keys"] * rec["executors"])
+                  + switch_cpu(wc, "spark_df", best))  # fmt: skip
+    console.print(t)
+    t = Table(title="GROUP BY k SUM(v), COUNT(*) on the same cluster (s)")
+    for c in ("rows", "keys", "Spark DataFrame", "Arrow via switch", "Spark / switch",
+              "switch tuples / bypassed", "exact", f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
+        t.add_column(c, justify="right")
+    for gb in rec["groupby"]:
+        exact = gb["spark_df_exact"] and gb["switch_arrow_exact"]
+        code = code or (0 if exact else 1)
+        t.add_row(f"{gb['rows']:,}", f"{gb['keys']:,}", f"{gb['spark_df_s']:.2f}",
+                  f"{gb['switch_arrow_s']:.2f} +{gb['switch_arrow_setup_s']:.2f}",
+                  f"{gb['spark_df_s'] / gb['switch_arrow_s']:.2f}x",
+                  tuples(gb["switch_arrow_stats"]), str(exact),
+                  why(gb["spark_df_s"], gb["switch_arrow_s"], gb["switch_arrow_stats"],
+                      GOAL_CLUSTER, gb["keys"] * rec["executors"])
+                  + switch_cpu(gb, "spark_df", "switch_arrow"))  # fmt: skip
+    console.print(t)
+    console.print(
+        f"cluster up in {rec['cluster_start_s']:.1f} s; ASK mappers: long-lived processes on the"
+        " executors' hosts, timed from the job given to them (their configuration and"
+        " connections inside), their one-time start apart; switch paths: the run, then (+) the"
+        " job's admission and its reducer's start; Spark: warm session. Java processes left"
+        f" running after the cluster stopped: {rec['left_running'] or 'none'}"
+    )
+    return code
+
+
+def plot(rec: dict[str, Any], path: Path) -> None:
+    """Time against corpus size, one line per path and corpus (word count) and per path
+    (GROUP BY)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for corpus in sorted({wc["corpus"] for wc in rec["wordcount"]}):
+        runs = sorted((wc for wc in rec["wordcount"] if wc["corpus"] == corpus),
+                      key=lambda wc: wc["words"])  # fmt: skip
+        for k, label in WC_PATHS.items():
+            a.plot([wc["words"] for wc in runs], [wc[f"{k}_s"] for wc in runs], marker="o",
+                   label=f"{label} ({corpus})")  # fmt: skip
+    a.set(xlabel="words", ylabel="seconds", title="word count", xscale="log", yscale="log")
+    a.legend(fontsize=7)
+    runs = sorted(rec["groupby"], key=lambda gb: gb["rows"])
+    for k, label in (("spark_df", "Spark DataFrame"), ("switch_arrow", "Arrow via switch")):
+        b.plot([gb["rows"] for gb in runs], [gb[f"{k}_s"] for gb in runs], marker="o",
+               label=label)  # fmt: skip
+    b.set(xlabel="rows", ylabel="seconds", title="GROUP BY k SUM(v), COUNT(*)", xscale="log",
+          yscale="log")  # fmt: skip
+    b.legend(fontsize=7)
+    fig.suptitle(f"Spark standalone cluster on Mininet: {rec['executors']} executors,"
+                 f" links {rec['bw_mbps']:g} Mbit/s")  # fmt: skip
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def bench_cluster(
+    console: Console, sizes: tuple[int, ...], executors: int = 4, bw_mbps: float = 100.0,
+    hot: int = 2,
+) -> int:  # fmt: skip
+    from topologies.ask_cluster import run_cluster
+
+    rec = run_cluster(executors, sizes, ("zipf", "licences"), bw_mbps=bw_mbps, hot=hot,
+                      run_dir=Path("run/ask-bench-cluster"), log=lambda *_: None)  # fmt: skip
+    Path("results").mkdir(exist_ok=True)
+    Path("results/ask_cluster.json").write_text(json.dumps(rec, indent=1))
+    code = cluster_tables(console, rec)
+    png = Path("results/ask_cluster.png")
+    plot(rec, png)
+    console.print(f"time against corpus size, each path: {png}")
+    return code or (1 if rec["left_running"] else 0)

@@ -1,0 +1,443 @@
+"""ASK against Spark's own shuffle on a Spark standalone cluster on Mininet.
+
+Example (root)::
+
+    python -m topologies.ask cluster --executors 4 --words 10000000 --bw 100
+    python -m topologies.ask cluster --executors 2 --words 20000 --corpus licences
+
+Network (``topologies/experiment.py``): ``star(E + 2)`` around one switch, every link
+shaped to ``--bw`` Mbit/s (htb): a Spark Worker on each of ``h1..hE`` (one executor, one
+core each), the Spark Master on ``h{E+1}``, the driver on ``h{E+2}``, where each job's ASK
+reducer runs too (``topologies/spark_cluster.py`` starts and stops the cluster). The input
+files are in every host (one file system); executors read their splits.
+
+The driver (``python -m topologies.ask_cluster driver``, one Spark application) runs side
+by side, each from the file to the driver's dict, each Spark query once untimed first on a
+small file (Python workers, JIT):
+
+- word count: Spark's RDD ``flatMap(str.split).map((w, 1)).reduceByKey(add)`` and its
+  DataFrame ``explode(split(...)).groupBy("word").count()``, both through Spark's shuffle
+  across the links; the same RDD reduced through the switch (``inclib.spark.reduce_by_key``);
+  the lines through the switch in Arrow batches (``inclib.spark.count_words``);
+- ``GROUP BY k SUM(v), COUNT(*)``: Spark's DataFrame ``groupBy("k").agg(sum, count)`` and
+  the same through the switch (``inclib.spark.group_by_sum_count``).
+
+Each switch run admits its own ASK job (one mapper per executor, listed by host: tasks find
+theirs in a barrier stage) and starts its reducer on the driver's host. Every result is
+checked against ``collections.Counter`` (the host's sums for GROUP BY) and against Spark's
+own. Then ASK's own word count (``hosts/ask/run.py``): a mapper process on each executor
+host reading its split of the same file, started and connected first, timed from "go"
+(start-up reported apart). The record goes to ``results/ask_cluster.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from operator import add
+from pathlib import Path
+from typing import Any
+
+from topologies.experiment import (
+    Experiment,
+    ExperimentConfig,
+    ExperimentError,
+    host_ip,
+    host_mac,
+    main_guard,
+    star,
+)
+
+RUN_DIR = Path("run/ask-cluster")
+EXECUTOR_MEMORY = "512m"
+
+
+# --- the driver (runs on the driver's host) ------------------------------------------------
+def cluster_session(master: str, executors: int) -> Any:
+    from pyspark.sql import SparkSession
+
+    ip = os.environ["SPARK_LOCAL_IP"]
+    return (
+        SparkSession.builder.master(master)
+        .appName("inc-switch ASK on a Spark cluster")
+        .config("spark.driver.host", ip)
+        .config("spark.driver.bindAddress", ip)
+        .config("spark.driver.memory", EXECUTOR_MEMORY)
+        .config("spark.executor.memory", EXECUTOR_MEMORY)
+        .config("spark.executor.cores", "1")
+        .config("spark.cores.max", str(executors))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(executors))
+        .config("spark.default.parallelism", str(executors))
+        .config("spark.task.maxFailures", "1")  # a switch job cannot be sent twice
+        .config("spark.python.worker.reuse", "true")
+        .getOrCreate()
+    )
+
+
+class SwitchJobs:
+    """One ASK job per switch run: admitted for the executors' hosts, its reducer started
+    on this (the driver's) host, released after."""
+
+    def __init__(self, a: argparse.Namespace) -> None:
+        self.a = a
+
+    def run(self, what: Any) -> tuple[Any, float, float]:
+        """``what(plan)`` on a new job; its value, the seconds to admit the job and start
+        its reducer, and the seconds of ``what`` itself."""
+        import inclib
+
+        t0 = time.perf_counter()
+        a = self.a
+        ips = [host_ip(h) for h in range(1, a.executors + 1)]
+        plan = inclib.admit(
+            a.controller, a.executors, kind="ask", name="spark-cluster", peers=ips,
+            worker_ports=list(range(1, a.executors + 1)),
+            worker_macs=[host_mac(h) for h in range(1, a.executors + 1)],
+            agg_ip=a.driver_ip, agg_mac=host_mac(a.driver_host), reducer_port=a.driver_host,
+            rows=a.rows, window=a.window,
+        )  # fmt: skip
+        if not plan.on_switch:
+            raise RuntimeError(f"the switch cannot serve the job: {plan.reason}")
+        cmd = [sys.executable, "-m", "hosts.ask.run", "reducer", "--controller", a.controller,
+               "--job-id", str(plan.job_id)]  # fmt: skip
+        log = Path(a.out).with_name(f"reducer-{plan.job_id}.log")
+        with open(log, "wb") as f:
+            red = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            while b"ask reducer ready" not in log.read_bytes():
+                if red.poll() is not None:
+                    raise RuntimeError(f"the ASK reducer did not start: {log.read_text()[-500:]}")
+                time.sleep(0.02)
+            t1 = time.perf_counter()
+            out = what(plan)
+            return out, t1 - t0, time.perf_counter() - t1
+        finally:
+            try:
+                red.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                red.kill()
+                red.wait()
+            plan.release()
+
+
+def progress(line: str) -> None:
+    print(f"ask cluster driver: {line}", flush=True)
+
+
+SWITCH_PID: list[int] = []  # the emulated switch's process (driver_main's --switch-pid)
+
+
+def switch_cpu() -> float:
+    """CPU seconds the emulated switch (p4sim) has used so far; 0 when its PID is unknown.
+    It shares the machine's cores with every host, so its work is part of every path."""
+    if not SWITCH_PID:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{SWITCH_PID[0]}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _timed(f: Any) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = f()
+    return out, time.perf_counter() - t0
+
+
+def split_bytes(spark: Any, path: Path, parts: int) -> None:
+    """DataFrame scans of ``path`` in ``parts`` splits (one per executor): splits of
+    ``ceil(size / parts)`` bytes (Spark takes the smaller of ``maxPartitionBytes`` and the
+    larger of ``openCostInBytes`` and ``size / cores``)."""
+    split = str(-(-path.stat().st_size // parts))
+    spark.conf.set("spark.sql.files.openCostInBytes", split)
+    spark.conf.set("spark.sql.files.maxPartitionBytes", split)
+
+
+def driver_word_count(
+    spark: Any, a: argparse.Namespace, jobs: SwitchJobs, text: str, warm: bool
+) -> dict[str, Any]:
+    """Word count of ``text`` by every path (module doc); ``warm``: each path's Spark part
+    once on ``a.warm`` first."""
+    from pyspark.sql import functions as F
+
+    import inclib.spark
+
+    sc = spark.sparkContext
+    path = str(Path(text).resolve())
+    ref = Counter(Path(path).read_text(encoding="utf-8", errors="replace").split())
+    out: dict[str, Any] = {"input": path, "words": sum(ref.values()), "keys": len(ref)}
+
+    def rdd_pairs(p: str) -> Any:
+        lines = sc.textFile(p, a.executors)
+        if lines.getNumPartitions() != a.executors:  # a barrier stage refuses coalesce()
+            lines = lines.repartition(a.executors)
+        return lines.flatMap(str.split).map(lambda w: (w, 1))
+
+    def lines_df(p: str) -> Any:
+        split_bytes(spark, Path(p), a.executors)
+        return spark.read.text(p)
+
+    def spark_rdd(p: str) -> dict[str, int]:
+        return dict(rdd_pairs(p).reduceByKey(add).collect())
+
+    def spark_df(p: str) -> dict[str, int]:
+        d = lines_df(p)
+        words = d.select(F.explode(F.split("value", r"\s+")).alias("word")).where("word != ''")
+        return {r[0]: r[1] for r in words.groupBy("word").count().collect()}
+
+    for name, query in (("spark_rdd", spark_rdd), ("spark_df", spark_df)):
+        if warm:
+            query(a.warm)  # warm: Python workers, JIT, code generation
+        cpu = switch_cpu()
+        got, out[f"{name}_s"] = _timed(lambda q=query: q(path))  # type: ignore[misc]
+        if SWITCH_PID:
+            out[f"{name}_switch_cpu_s"] = switch_cpu() - cpu
+        out[f"{name}_exact"] = Counter(got) == ref
+        progress(f"{Path(path).name}: {name} {out[f'{name}_s']:.2f} s")
+
+    def switch_rdd(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.reduce_by_key(rdd_pairs(path), plan, hot=a.hot)
+        return {"result": dict(via.collect()), "stats": via.ask_stats}
+
+    def switch_arrow(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.count_words(lines_df(path), plan, hot=a.hot)
+        return {"result": via.ask_result, "stats": via.ask_stats}
+
+    from hosts.ask.spark_arrow import word_counts
+
+    def arrow_counts(batches: Any) -> Any:
+        import pyarrow as pa
+
+        n = sum(int(c[1].sum()) for c in word_counts(batches))
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    if warm:  # the switch paths' Spark parts once (rows into Python; Arrow in the workers)
+        rdd_pairs(a.warm).count()
+        lines_df(a.warm).mapInArrow(arrow_counts, "n long").collect()
+    for name, f in (("switch_rdd", switch_rdd), ("switch_arrow", switch_arrow)):
+        cpu = switch_cpu()
+        rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
+        if SWITCH_PID:
+            out[f"{name}_switch_cpu_s"] = switch_cpu() - cpu
+        out[f"{name}_exact"] = Counter(rec["result"]) == ref
+        progress(f"{Path(path).name}: {name} {out[f'{name}_s']:.2f} s")
+        out[f"{name}_stats"] = rec["stats"]
+    return out
+
+
+def driver_group_by(
+    spark: Any, a: argparse.Namespace, jobs: SwitchJobs, csv: str, warm: bool
+) -> dict[str, Any]:
+    """GROUP BY over the table ``csv`` by both paths; ``warm`` as for the word count."""
+    from pyspark.sql import functions as F
+
+    import inclib.spark
+    from hosts.ask.spark import read_table
+    from hosts.ask.spark_arrow import sum_counts
+
+    path = Path(csv).resolve()
+    ref = read_table(path)
+    out: dict[str, Any] = {"rows": sum(c for _, c in ref.values()), "keys": len(ref)}
+
+    def table(p: Path) -> Any:
+        split_bytes(spark, p, a.executors)
+        return spark.read.csv(str(p), schema="k INT, v INT", header=True)
+
+    def spark_df(p: Path) -> Any:
+        return table(p).groupBy("k").agg(F.sum("v"), F.count("*"))
+
+    if warm:
+        spark_df(Path(a.warm_table)).collect()
+    cpu = switch_cpu()
+    rows, out["spark_df_s"] = _timed(lambda: spark_df(path).collect())
+    if SWITCH_PID:
+        out["spark_df_switch_cpu_s"] = switch_cpu() - cpu
+    progress(f"{path.name}: spark_df {out['spark_df_s']:.2f} s")
+    got = {r[0]: (r[1], r[2]) for r in rows}
+    out["spark_df_exact"] = got == ref
+    out["spark_columns"] = spark_df(path).columns
+
+    def switch(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.group_by_sum_count(table(path), "k", "v", plan, hot=a.hot)
+        return {"rows": via.collect(), "columns": via.columns, "stats": via.ask_stats}
+
+    def sum_count_rows(batches: Any) -> Any:
+        import pyarrow as pa
+
+        n = sum(len(c[0]) for c in sum_counts(batches))
+        yield pa.RecordBatch.from_pydict({"n": [n]})
+
+    if warm:
+        table(Path(a.warm_table)).mapInArrow(sum_count_rows, "n long").collect()
+    cpu = switch_cpu()
+    rec, out["switch_arrow_setup_s"], out["switch_arrow_s"] = jobs.run(switch)
+    if SWITCH_PID:
+        out["switch_arrow_switch_cpu_s"] = switch_cpu() - cpu
+    progress(f"{path.name}: switch_arrow {out['switch_arrow_s']:.2f} s")
+    out["switch_arrow_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == got
+    out["switch_columns"] = rec["columns"]
+    out["switch_arrow_stats"] = rec["stats"]
+    return out
+
+
+def driver_main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python -m topologies.ask_cluster driver")
+    ap.add_argument("--master", required=True)
+    ap.add_argument("--controller", required=True)
+    ap.add_argument("--executors", type=int, required=True)
+    ap.add_argument("--driver-host", type=int, required=True)
+    ap.add_argument("--inputs", required=True, help="text files, comma-separated")
+    ap.add_argument("--warm", required=True)
+    ap.add_argument("--tables", required=True, help="CSV files k,v, comma-separated")
+    ap.add_argument("--warm-table", required=True)
+    ap.add_argument("--rows", type=int, default=1024)
+    ap.add_argument("--window", type=int, default=64)
+    ap.add_argument("--hot", type=int, default=0)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--switch-pid", type=int, help="p4sim's PID: its CPU time per path")
+    a = ap.parse_args(argv)
+    if a.switch_pid:
+        SWITCH_PID.append(a.switch_pid)
+    a.driver_ip = host_ip(a.driver_host)
+    t0 = time.perf_counter()
+    spark = cluster_session(a.master, a.executors)
+    spark.sparkContext.setLogLevel("ERROR")
+    out: dict[str, Any] = {"session_s": time.perf_counter() - t0}
+    try:
+        jobs = SwitchJobs(a)
+        texts, tables = a.inputs.split(","), a.tables.split(",")
+        out["wordcount"] = [
+            driver_word_count(spark, a, jobs, t, i == 0) for i, t in enumerate(texts)
+        ]
+        out["groupby"] = [driver_group_by(spark, a, jobs, t, i == 0) for i, t in enumerate(tables)]
+    finally:
+        spark.stop()
+    Path(a.out).write_text(json.dumps(out, indent=1))
+    return 0
+
+
+# --- the experiment (runs in the root namespace) ------------------------------------------
+def run_cluster(
+    executors: int = 2, sizes: tuple[int, ...] = (20000,), corpora: tuple[str, ...] = ("zipf",),
+    bw_mbps: float = 100.0, hot: int = 0, run_dir: Path = RUN_DIR, ask_rows: int = 1024,
+    window: int = 64, timeout: float = 3600.0, log: Any = print,
+) -> dict[str, Any]:  # fmt: skip
+    """The cluster, the driver's jobs and ASK's own mappers (module doc) on a corpus of each
+    kind and size (words; the GROUP BY tables have as many rows); the record."""
+    from topologies.ask_mappers import ServingMappers, zipf_table
+    from topologies.spark_cluster import SparkCluster, Tracked, run_tracked, spark_env
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    texts = []
+    for kind in corpora:
+        for n in sizes:
+            texts.append(run_dir / f"{kind}-{n}.txt")
+            write_corpus(texts[-1], kind, n)
+    tables = []
+    for n in sizes:
+        tables.append(run_dir / f"table-{n}.csv")
+        zipf_table(tables[-1], n, seed=12)
+    warm, warm_table = run_dir / "warm.txt", run_dir / "warm.csv"
+    write_corpus(warm, "zipf", 20000)
+    zipf_table(warm_table, 5000, seed=13)
+    master, driver = executors + 1, executors + 2
+    cfg = ExperimentConfig(star(driver), bw_mbps=bw_mbps, run_dir=run_dir, log=log)
+    record: dict[str, Any] = {"executors": executors, "bw_mbps": bw_mbps, "hot": hot}
+    driver_procs = Tracked()
+    with Experiment(cfg) as ex:
+        t0 = time.perf_counter()
+        workers = [f"h{i}" for i in range(1, executors + 1)]
+        with SparkCluster(ex, f"h{master}", workers, memory="1g") as cluster:
+            record["cluster_start_s"] = time.perf_counter() - t0
+            out = (run_dir / "driver.json").resolve()
+            out.unlink(missing_ok=True)
+            cmd = [sys.executable, "-m", "topologies.ask_cluster", "driver",
+                   "--master", cluster.url, "--controller", ex.controller_url,
+                   "--executors", str(executors), "--driver-host", str(driver),
+                   "--inputs", ",".join(str(t.resolve()) for t in texts),
+                   "--warm", str(warm.resolve()),
+                   "--tables", ",".join(str(t.resolve()) for t in tables),
+                   "--warm-table", str(warm_table.resolve()),
+                   "--rows", str(ask_rows), "--window", str(window), "--hot", str(hot),
+                   "--out", str(out), "--switch-pid", str(ex.switch("s1").proc.pid)]  # fmt: skip
+            env = spark_env(host_ip(driver), run_dir, f"h{driver}")
+            code = run_tracked(ex, f"h{driver}", cmd, ex.logs / "driver.log", timeout,
+                               driver_procs, env)  # fmt: skip
+            cluster.watch()
+            if code != 0 or not out.exists():
+                tail = (ex.logs / "driver.log").read_text(errors="replace").splitlines()[-8:]
+                raise ExperimentError(f"the Spark driver failed ({code}): {' | '.join(tail)}")
+            record.update(json.loads(out.read_text()))
+        record["left_running"] = cluster.alive() + driver_procs.alive()
+        with ServingMappers(ex, workers) as serving:  # ASK's own, on the executors' hosts
+            for text, rec in zip(texts, record["wordcount"], strict=True):
+                rec.update(serving.word_count(text, ask_rows, window, 1 << 20, run_dir, driver))
+    for text, rec in zip(texts, record["wordcount"], strict=True):
+        rec["corpus"] = text.name.split("-")[0]
+    record["processes"] = cluster.tracked.record() + driver_procs.record()
+    return record
+
+
+def write_corpus(path: Path, kind: str, words: int) -> None:
+    """Generated Zipf text (50,000-word vocabulary) or Debian's licences, repeated."""
+    from topologies.ask_mappers import licence_text, zipf_text
+
+    if kind == "zipf":
+        zipf_text(path, words, seed=21, vocab=50000)
+    elif kind == "licences":
+        path.write_text(licence_text(words))
+    else:
+        raise ExperimentError(f"unknown corpus {kind!r} (zipf, licences)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["driver"]:
+        return driver_main(args[1:])
+    raise SystemExit("usage: python -m topologies.ask cluster ... (this module's driver runs"
+                     " on the driver's host)")  # fmt: skip
+
+
+def cluster_main(a: argparse.Namespace) -> int:
+    """``python -m topologies.ask cluster``: one run, its table on stdout, the record in
+    ``results/ask_cluster.json``."""
+
+    def go() -> int:
+        rec = run_cluster(a.executors, (a.words,), (a.corpus,), bw_mbps=a.bw, hot=a.hot)
+        Path("results").mkdir(exist_ok=True)
+        Path("results/ask_cluster.json").write_text(json.dumps(rec, indent=1))
+        print(summary(rec))
+        exact = [v for job in ("wordcount", "groupby") for r in rec[job] for k, v in r.items()
+                 if k.endswith("_exact")]  # fmt: skip
+        return 0 if all(exact) and not rec["left_running"] else 1
+
+    return main_guard("topologies.ask cluster", go)
+
+
+def summary(rec: dict[str, Any]) -> str:
+    lines = [f"Spark standalone cluster: {rec['executors']} executors, links {rec['bw_mbps']:g}"
+             f" Mbit/s, cluster up in {rec['cluster_start_s']:.1f} s"]  # fmt: skip
+    for wc in rec["wordcount"]:
+        lines.append(f"word count ({wc['corpus']}, {wc['words']} words, {wc['keys']} keys):")
+        for k in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
+            setup = f"  (+{wc[f'{k}_setup_s']:.2f} s set-up)" if f"{k}_setup_s" in wc else ""
+            lines.append(f"  {k:13s} {wc[f'{k}_s']:8.2f} s  exact={wc[f'{k}_exact']}{setup}")
+    for gb in rec["groupby"]:
+        lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys):")
+        for k in ("spark_df", "switch_arrow"):
+            setup = f"  (+{gb[f'{k}_setup_s']:.2f} s set-up)" if f"{k}_setup_s" in gb else ""
+            lines.append(f"  {k:13s} {gb[f'{k}_s']:8.2f} s  exact={gb[f'{k}_exact']}{setup}")
+    lines.append(f"left running: {rec['left_running'] or 'nothing'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
