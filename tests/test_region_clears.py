@@ -87,3 +87,80 @@ def test_another_jobs_epoch_request_is_answered_while_a_cancelled_region_is_clea
     finally:
         held.release.set()
         daemon.stop()
+
+
+def held_regions(api: ControllerApi, job: int) -> list[Region]:
+    return [
+        Region(int(s["offset"]), int(s["size"]))
+        for s in api.memory()[0]["segments"]
+        if s["job_id"] == job
+    ]
+
+
+def test_an_epoch_request_is_answered_while_the_scheduler_clears_a_cancelled_jobs_memory(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The memory the scheduler takes back from a cancelled scheduled job is cleared after
+    the daemon's lock is given back: the other job's epoch request is answered meanwhile,
+    and the memory stays held (nobody is given it uncleared) until the clear ends."""
+    held = HeldClear(monkeypatch)
+    daemon = start(switch, files, tmp_path, pool=64, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        first = submit(api, [1, 2], **{"class": "be", "epochs": 3})
+        other = submit(api, [3, 4], **{"class": "be", "epochs": 3})
+        region = api.job(first)["region"]
+        held.region = Region(offset=int(region["offset"]), size=int(region["size"]))
+        assert held.region.size > 0
+        cancel, cancelled = in_thread(lambda: api.cancel(first))
+        assert held.entered.wait(WAIT_S), "the cancel never cleared the job's memory"
+        asked, answer = in_thread(lambda: api.epoch(other, 0, 0))
+        asked.join(WAIT_S)
+        assert "value" in answer, f"the epoch request was not answered during the clear: {answer}"
+        assert cancel.is_alive() and not held.release.is_set()  # the clear was still held
+        assert answer["value"]["epoch"] == 0
+        assert first not in [j["job_id"] for j in api.jobs()]
+        assert held_regions(api, first) == [held.region]  # held until cleared
+        mine = Region(answer["value"]["region_offset"], answer["value"]["region_size"])
+        assert mine.end <= held.region.offset or held.region.end <= mine.offset
+        held.release.set()
+        cancel.join(WAIT_S)
+        assert "value" in cancelled, cancelled
+        assert held_regions(api, first) == []
+    finally:
+        held.release.set()
+        daemon.stop()
+
+
+def test_an_epoch_request_is_answered_while_a_scheduled_jobs_admission_clears_its_region(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scheduled job's new region is cleared after the lock is given back: another
+    job's epoch request is answered meanwhile, a re-plan does not move the region being
+    cleared, and its id is not given to another job."""
+    held = HeldClear(monkeypatch)
+    daemon = start(switch, files, tmp_path, pool=64, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        running = submit(api, [1, 2], **{"class": "be", "epochs": 3})
+        start_of_free = max(r.end for r in held_regions(api, running))
+        # the next job goes right after it (fifo, best fit: the one free block)
+        held.region = Region(start_of_free, 12)
+        admit, admitted = in_thread(lambda: submit(api, [3, 4], **{"class": "be", "epochs": 3}))
+        assert held.entered.wait(WAIT_S), "the admission never cleared the new job's region"
+        asked, answer = in_thread(lambda: api.epoch(running, 0, 0))
+        asked.join(WAIT_S)
+        assert "value" in answer, f"the epoch request was not answered during the clear: {answer}"
+        assert admit.is_alive() and not held.release.is_set()
+        third = submit(api, [5, 6], **{"class": "be", "epochs": 3})  # a re-plan meanwhile
+        assert held.region in [Region(s["offset"], s["size"]) for s in api.memory()[0]["segments"]]
+        held.release.set()
+        admit.join(WAIT_S)
+        assert "value" in admitted, admitted
+        new = admitted["value"]
+        assert new not in (running, third)
+        region = api.job(new)["region"]
+        assert Region(int(region["offset"]), int(region["size"])) == held.region
+    finally:
+        held.release.set()
+        daemon.stop()
