@@ -164,3 +164,40 @@ def test_an_epoch_request_is_answered_while_a_scheduled_jobs_admission_clears_it
     finally:
         held.release.set()
         daemon.stop()
+
+
+def test_an_epoch_request_is_answered_while_memory_a_job_switched_away_from_is_cleared(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A deadline job makes EDF shrink a running job; once both its workers start the next
+    epoch, the memory it no longer uses is cleared after the lock is given back: the
+    deadline job's epoch request is answered meanwhile, and that memory is given to it
+    only once cleared."""
+    held = HeldClear(monkeypatch)
+    daemon = start(switch, files, tmp_path, pool=12, policy="edf")
+    api = ControllerApi(daemon.url)
+    try:
+        running = submit(api, [1, 2], **{"class": "be", "epochs": 10})
+        for w in (0, 1):
+            assert api.epoch(running, w, 0)["region_size"] == 12
+        need = {"class": "md", "epochs": 4, "deadline_s": 30, "model_bytes": 1_500_000}
+        urgent = submit(api, [3, 4], **need)
+        kept = api.job(running)["region"]
+        assert 0 < kept["size"] < 12, kept  # shrunk from its next epoch on
+        held.region = Region(kept["offset"] + kept["size"], 12 - kept["size"])
+        api.epoch(running, 0, 1)
+        switched, _ = in_thread(lambda: api.epoch(running, 1, 1))
+        assert held.entered.wait(WAIT_S), "the memory switched away from was never cleared"
+        asked, answer = in_thread(lambda: api.epoch(urgent, 0, 0))
+        asked.join(WAIT_S)
+        assert "value" in answer, f"the epoch request was not answered during the clear: {answer}"
+        assert switched.is_alive() and not held.release.is_set()
+        assert answer["value"]["region_size"] == 0  # the memory is not given uncleared
+        held.release.set()
+        switched.join(WAIT_S)
+        for w in (0, 1):
+            r = api.epoch(urgent, w, 0, wait=5)
+        assert (r["region_offset"], r["region_size"]) == (held.region.offset, held.region.size)
+    finally:
+        held.release.set()
+        daemon.stop()
