@@ -186,15 +186,21 @@ def check_rounds(got: list[dict[str, Any]], modes: list[str]) -> None:
             assert np.array_equal(got[0]["results"][e, j * SLOTS : (j + 1) * SLOTS], want), (e, j)
 
 
-def check_copies(paths: list[Path]) -> int:
-    """Every copy of each round's result that reached a host is the same; how many psns."""
+def check_copies(paths: list[Path]) -> tuple[int, int]:
+    """Every copy of each round's result that reached a host is the same; how many psns,
+    and how many copies a host got beyond the first of each psn (duplicates, answers to
+    late or resent packets)."""
     seen: dict[int, tuple[int, int, int]] = {}
+    again = 0
     for path in paths:
+        mine: set[int] = set()
         for line in path.read_text().splitlines():
             psn, epoch, bitmap, crc = json.loads(line)
             first = seen.setdefault(psn, (epoch, bitmap, crc))
             assert first == (epoch, bitmap, crc), f"psn {psn}: results {first} and {line}"
-    return len(seen)
+            again += psn in mine
+            mine.add(psn)
+    return len(seen), again
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -234,7 +240,10 @@ def test_concurrent_mode_swaps_under_training_never_split_or_redo_a_round(
     check_history(history)
     modes = mode_of_epochs(history)
     check_rounds(got, modes)
-    assert check_copies(paths) >= EPOCHS  # the recorders saw the run
+    psns, again = check_copies(paths)
+    assert psns >= EPOCHS and again > 0, (psns, again)  # the recorders saw the run
+    late = net.api.sync_state(job)["late"]
+    assert late > 0  # late packets of finished partial rounds were answered, not added
     # what the history must hold to say anything: requests in flight together, swaps
     # applied into partial and out of it, and refusals
     overlapping = sum(
