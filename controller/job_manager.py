@@ -40,7 +40,13 @@ from controller.jobs.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMe
 from controller.jobs.stamps import STAMPS
 from controller.jobs.store import JobStore
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError
-from controller.sched.scheduled_jobs import Admission, Clearing, ScheduledJobs, SchedulingOptions
+from controller.sched.scheduled_jobs import (
+    Admission,
+    Clearing,
+    ScheduledJobs,
+    SchedulingOptions,
+    ToClear,
+)
 
 log = logging.getLogger("controller.job_manager")
 
@@ -239,11 +245,16 @@ class JobManager:
                 if sw is not None:
                     for region in todo.regions:
                         await kind.clear_owned(sw, region)
-            except SwitchError as err:
+            except SwitchError as err:  # freed all the same: a later admission clears it
                 log.warning("clearing %s after job %d: %s", todo.regions, todo.owner.job_id, err)
-            finally:
-                async with self._lock:
-                    await self.scheduled.cleared(todo)
+            except asyncio.CancelledError:  # the request ended (daemon stopping): still held
+                self.scheduled.put_back(todo)
+                raise
+            await asyncio.shield(self._cleared(todo))  # freed once, even if cancelled now
+
+    async def _cleared(self, todo: ToClear) -> None:
+        async with self._lock:
+            await self.scheduled.cleared(todo)
 
     async def cancel(self, job_id: int) -> Job:
         async with self._lock, self.locked(job_id) as job:

@@ -5,6 +5,7 @@ jobs need: while one job's region is being cleared, the daemon serves the others
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from pathlib import Path
 from typing import Any
@@ -198,6 +199,36 @@ def test_an_epoch_request_is_answered_while_memory_a_job_switched_away_from_is_c
         for w in (0, 1):
             r = api.epoch(urgent, w, 0, wait=5)
         assert (r["region_offset"], r["region_size"]) == (held.region.offset, held.region.size)
+    finally:
+        held.release.set()
+        daemon.stop()
+
+
+def test_a_clear_cut_short_keeps_the_memory_held_until_a_later_request_clears_it(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request clearing a cancelled scheduled job's memory is itself cancelled in the
+    middle of the clear (as when the daemon stops): the memory stays held, never given
+    uncleared, and the next request that clears memory clears and frees it."""
+    held = HeldClear(monkeypatch)
+    daemon = start(switch, files, tmp_path, pool=64, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        first = submit(api, [1, 2], **{"class": "be", "epochs": 3})
+        other = submit(api, [3, 4], **{"class": "be", "epochs": 3})
+        region = api.job(first)["region"]
+        held.region = Region(offset=int(region["offset"]), size=int(region["size"]))
+        assert daemon.manager is not None
+        request = asyncio.run_coroutine_threadsafe(daemon.manager.cancel(first), daemon.loop)
+        assert held.entered.wait(WAIT_S), "the cancel never cleared the job's memory"
+        request.cancel()  # the request ends in the middle of its clear
+        with pytest.raises(concurrent.futures.CancelledError):
+            request.result(WAIT_S)
+        assert held_regions(api, first) == [held.region]  # still held: not cleared yet
+        held.region = None  # the next clear runs at once
+        held.release.set()
+        api.epoch(other, 0, 0)  # a request that clears what is waiting
+        assert held_regions(api, first) == []
     finally:
         held.release.set()
         daemon.stop()

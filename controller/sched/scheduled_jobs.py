@@ -345,6 +345,11 @@ class ScheduledJobs:
         then calls ``cleared``), or None."""
         return self._to_clear.pop(0) if self._to_clear else None
 
+    def put_back(self, todo: ToClear) -> None:
+        """A clear cut short (its request was cancelled): still held, the next request
+        that clears memory takes it again."""
+        self._to_clear.insert(0, todo)
+
     async def cleared(self, done: ToClear) -> None:
         """Memory held for clearing is clear (or could not be: the next owner's admission
         clears it): free now, and its pool re-planned with it (lock held)."""
