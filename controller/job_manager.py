@@ -314,6 +314,7 @@ class JobManager:
                         job.job_id,
                         job.device_id,
                     )
+        await self._clear_taken_back()  # what the previous run left uncleared too
         return again
 
     def set_params(self, job: Job, **params: Any) -> Job:

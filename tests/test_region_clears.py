@@ -15,7 +15,10 @@ import pytest
 from controller.api_client import ControllerApi
 from controller.jobs.job import Region
 from controller.jobs.job_kinds import kind_of
-from controller.p4rt.p4runtime_client import SwitchConnection
+from controller.jobs.store import JobStore
+from controller.p4rt.p4runtime_client import SwitchConnection, SwitchSpec
+from controller.systems.aggregator import AGG_JOB, copy_range
+from tests.test_controller_daemon import observe
 from tests.test_scheduled_jobs import start, submit
 from topologies.local_switch import LocalSwitch, PipelineFiles
 
@@ -231,4 +234,41 @@ def test_a_clear_cut_short_keeps_the_memory_held_until_a_later_request_clears_it
         assert held_regions(api, first) == []
     finally:
         held.release.set()
+        daemon.stop()
+
+
+def test_memory_a_stopped_daemon_left_uncleared_is_cleared_by_its_next_run(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    """A daemon stopped between taking memory back from a scheduled job and clearing it
+    leaves the memory in its store (as ``_hold_for_clearing`` writes it): the next run
+    holds it again, clears it on the switch before anyone is given it, and frees it."""
+    daemon = start(switch, files, tmp_path, pool=64, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        job = submit(api, [1, 2], **{"class": "be", "epochs": 3})
+        r = api.job(job)["region"]
+        region = Region(int(r["offset"]), int(r["size"]))
+        api.cancel(job)
+    finally:
+        daemon.stop()
+    cells = copy_range(region)
+
+    async def dirty() -> None:  # what the job's packets left there, and the store's row
+        async with SwitchConnection(SwitchSpec(0, switch.address, election_id=20)) as conn:
+            await conn.fill_register(AGG_JOB, cells, job)
+
+    asyncio.run(dirty())
+    store = JobStore(tmp_path / "controller.db")
+    store.add_clearing(0, "netreduce", job, [region])
+    store.close()
+    daemon = start(switch, files, tmp_path, pool=64, policy="fifo")
+    api = ControllerApi(daemon.url)
+    try:
+        assert set(observe(switch, (AGG_JOB, cells))) == {0}  # cleared at start
+        assert held_regions(api, job) == []  # and free
+        store = JobStore(tmp_path / "controller.db")
+        assert store.clearings() == []
+        store.close()
+    finally:
         daemon.stop()

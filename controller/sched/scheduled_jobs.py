@@ -70,6 +70,7 @@ class ToClear:
     kind: str
     owner: Clearing
     regions: tuple[Region, ...]
+    key: int  # its row in the store (a restarted controller clears it)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,8 @@ class ScheduledJobs:
         for job in manager.jobs():
             if job.params.get("scheduled"):
                 self._adopt(job)
+        for key, device, kind, job_id, regions in manager.store.clearings():
+            self._resume_clearing(key, device, kind, job_id, regions)
 
     def scheduler(self, device_id: int, pool: str = AGG_POOL) -> Scheduler:
         """The scheduler of one memory pool of one switch (NetReduce's ``agg``, ATP's ``atp``)."""
@@ -331,14 +334,31 @@ class ScheduledJobs:
         self._hold_for_clearing(job, freed)
 
     def _hold_for_clearing(self, job: Job, regions: list[Region]) -> None:
-        """Hold ``regions`` (free in the job's pool now) until the switch has cleared them."""
+        """Hold ``regions`` (free in the job's pool now) until the switch has cleared them;
+        kept in the store too, so that a controller stopped meanwhile clears them next run."""
         if not regions:
             return
         self._clearings += 1
         owner = Clearing(job.job_id, self._clearings)
         kind = kind_of(job.kind)
         self.m._memory(job.device_id, kind.pool).reserve(owner, NO_REGION, retiring=regions)
-        self._to_clear.append(ToClear(job.device_id, job.kind, owner, tuple(regions)))
+        key = self.m.store.add_clearing(job.device_id, job.kind, job.job_id, regions)
+        self._to_clear.append(ToClear(job.device_id, job.kind, owner, tuple(regions), key))
+
+    def _resume_clearing(
+        self, key: int, device: int, kind: str, job_id: int, regions: list[Region]
+    ) -> None:
+        """A clear the previous run of the controller did not finish: held again, queued."""
+        self._clearings += 1
+        owner = Clearing(job_id, self._clearings)
+        try:
+            memory = self.m._memory(device, kind_of(kind).pool)
+            memory.reserve(owner, NO_REGION, retiring=regions)
+        except (ValueError, KeyError, JobError) as err:  # a stored job holds it: not ours
+            log.warning("not clearing %s after job %d: %s", regions, job_id, err)
+            self.m.store.remove_clearing(key)
+            return
+        self._to_clear.append(ToClear(device, kind, owner, tuple(regions), key))
 
     def take_clear(self) -> ToClear | None:
         """The next memory waiting to be cleared (the caller clears it without the lock,
@@ -355,6 +375,7 @@ class ScheduledJobs:
         clears it): free now, and its pool re-planned with it (lock held)."""
         pool = kind_of(done.kind).pool
         self.m._memory(done.device_id, pool).free(done.owner)
+        self.m.store.remove_clearing(done.key)
         if (done.device_id, pool) in self.schedulers:
             await self.reschedule(done.device_id, pool)
         self._notify()
