@@ -5,7 +5,6 @@ jobs need: while one job's region is being cleared, the daemon serves the others
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
 from pathlib import Path
 from typing import Any
@@ -221,12 +220,21 @@ def test_a_clear_cut_short_keeps_the_memory_held_until_a_later_request_clears_it
         other = submit(api, [3, 4], **{"class": "be", "epochs": 3})
         region = api.job(first)["region"]
         held.region = Region(offset=int(region["offset"]), size=int(region["size"]))
-        assert daemon.manager is not None
-        request = asyncio.run_coroutine_threadsafe(daemon.manager.cancel(first), daemon.loop)
-        assert held.entered.wait(WAIT_S), "the cancel never cleared the job's memory"
-        request.cancel()  # the request ends in the middle of its clear
-        with pytest.raises(concurrent.futures.CancelledError):
-            request.result(WAIT_S)
+        manager = daemon.manager
+        assert manager is not None
+
+        async def cancel_cut_short() -> bool:
+            request = asyncio.ensure_future(manager.cancel(first))
+            loop = asyncio.get_running_loop()
+            entered = await loop.run_in_executor(None, held.entered.wait, WAIT_S)
+            request.cancel()  # the request ends in the middle of its clear
+            try:
+                await request
+            except asyncio.CancelledError:
+                return entered
+            return False
+
+        assert daemon.call(cancel_cut_short()), "the cancel's clear was not cut short"
         assert held_regions(api, first) == [held.region]  # still held: not cleared yet
         held.region = None  # the next clear runs at once
         held.release.set()
