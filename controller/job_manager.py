@@ -16,7 +16,10 @@ the entries, then clears the region for the next owner.
 
 A clear writes every cell of a region over P4Runtime (minutes for a large one), so it runs
 without the manager's lock: the job's id and region stay held (``_clearing``) until it
-ends, and the other jobs' requests (epochs, swaps, admissions) are served meanwhile.
+ends, and the other jobs' requests (epochs, swaps, admissions) are served meanwhile. The
+same holds for the scheduler's clears (a scheduled job's admission, memory it takes back
+from a job at a re-plan, an epoch boundary or the job's end): the request that caused one
+runs it after giving the lock back (``_clear_taken_back``), the memory held meanwhile.
 """
 
 from __future__ import annotations
@@ -37,7 +40,13 @@ from controller.jobs.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMe
 from controller.jobs.stamps import STAMPS
 from controller.jobs.store import JobStore
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError
-from controller.sched.scheduled_jobs import ScheduledJobs, SchedulingOptions
+from controller.sched.scheduled_jobs import (
+    Admission,
+    Clearing,
+    ScheduledJobs,
+    SchedulingOptions,
+    ToClear,
+)
 
 log = logging.getLogger("controller.job_manager")
 
@@ -137,12 +146,13 @@ class JobManager:
     def _pool_view(self, mm: MemoryManager) -> dict[str, Any]:
         segs = []
         for s in mm.segments():
-            job = self._jobs.get(s.owner) if isinstance(s.owner, int) else None
+            owner = s.owner.job_id if isinstance(s.owner, Clearing) else s.owner  # being cleared
+            job = self._jobs.get(owner) if isinstance(owner, int) else None
             segs.append(
                 {
                     "offset": s.offset,
                     "size": s.size,
-                    "job_id": s.owner,
+                    "job_id": owner,
                     "name": job.name if job else None,
                     "kind": job.kind if job else None,
                     "retiring": s.retiring,
@@ -164,16 +174,17 @@ class JobManager:
             if device not in self.switches:
                 raise JobError(f"no switch with device id {device} (have {sorted(self.switches)})")
             job_id = self._free_job_id()
+            admission = None
             if getattr(req, "scheduled", False):
-                job = await self.scheduled.submit(req, job_id, device)
-                self._jobs[job_id] = job
-                log.info("admitted scheduled job %d (%s), region %s", job_id, job.name, job.region)
-                return job
-            memory = self._memory(device, kind.pool)
-            region = kind.allocate(memory, job_id, req)
-            job = kind.make_job(req, job_id, device, region, time.time())
-            sw = self.switches[device]
+                admission = await self.scheduled.admit(req, job_id, device)
+            else:
+                memory = self._memory(device, kind.pool)
+                region = kind.allocate(memory, job_id, req)
+                job = kind.make_job(req, job_id, device, region, time.time())
+                sw = self.switches[device]
             self._clearing.add(job_id)
+        if admission is not None:
+            return await self._admit_scheduled(admission)
         try:
             try:
                 await kind.clear(sw, region)  # without ``_lock``: the id and region are held
@@ -206,20 +217,63 @@ class JobManager:
         )
         return job
 
+    async def _admit_scheduled(self, admission: Admission) -> Job:
+        job_id = admission.job.job_id
+        try:
+            try:
+                await self.scheduled.clear_admitted(admission)  # without ``_lock``
+            except BaseException:
+                async with self._lock:
+                    await self.scheduled.abandon(admission)
+                raise
+            async with self._lock:
+                job = await self.scheduled.install(admission)
+                self._jobs[job_id] = job
+        finally:
+            self._clearing.discard(job_id)
+        await self._clear_taken_back()
+        log.info("admitted scheduled job %d (%s), region %s", job_id, job.name, job.region)
+        return job
+
+    async def _clear_taken_back(self) -> None:
+        """Clear the memory the scheduler took back from jobs (without ``_lock``; each
+        clear once, whichever request finds it first), then give it to the pool."""
+        while (todo := self.scheduled.take_clear()) is not None:
+            kind = kind_of(todo.kind)
+            sw = self.switches.get(todo.device_id)
+            try:
+                if sw is not None:
+                    for region in todo.regions:
+                        await kind.clear_owned(sw, region)
+            except SwitchError as err:  # freed all the same: a later admission clears it
+                log.warning("clearing %s after job %d: %s", todo.regions, todo.owner.job_id, err)
+            except asyncio.CancelledError:  # the request ended (daemon stopping): still held
+                self.scheduled.put_back(todo)
+                raise
+            await asyncio.shield(self._cleared(todo))  # freed once, even if cancelled now
+
+    async def _cleared(self, todo: ToClear) -> None:
+        async with self._lock:
+            await self.scheduled.cleared(todo)
+
     async def cancel(self, job_id: int) -> Job:
         async with self._lock, self.locked(job_id) as job:
-            if self.scheduled.is_scheduled(job_id):
-                self._forget(job_id)
-                await self.scheduled.remove(job, finished=False)
-                log.info("cancelled scheduled job %d", job_id)
-                return job
+            scheduled = self.scheduled.is_scheduled(job_id)
             kind = kind_of(job.kind)
             sw = self.switches.get(job.device_id)
-            if sw is not None:
-                await kind.uninstall(sw, job)
-            self.store.remove(job_id)
-            del self._jobs[job_id]
-            self._clearing.add(job_id)
+            if scheduled:
+                self._forget(job_id)
+                await self.scheduled.remove(job, finished=False)  # its memory held to clear
+            else:
+                if sw is not None:
+                    await kind.uninstall(sw, job)
+                self.store.remove(job_id)
+                del self._jobs[job_id]
+                self._clearing.add(job_id)
+        if scheduled:
+            await self._clear_taken_back()
+            log.info("cancelled scheduled job %d", job_id)
+            return job
         memory = self._memory(job.device_id, kind.pool)
         try:
             if sw is not None:  # without ``_lock``: the id and region stay held meanwhile
@@ -260,6 +314,7 @@ class JobManager:
                         job.job_id,
                         job.device_id,
                     )
+        await self._clear_taken_back()  # what the previous run left uncleared too
         return again
 
     def set_params(self, job: Job, **params: Any) -> Job:
@@ -293,6 +348,7 @@ class JobManager:
         while True:
             async with self._lock:
                 reply, version = await self.scheduled.epoch(job_id, worker_id, epoch, rtt_s)
+            await self._clear_taken_back()
             left = end - loop.time()
             if not reply["wait"] or left <= 0:
                 return reply
@@ -311,6 +367,7 @@ class JobManager:
             if self.scheduled.clock() >= wake:
                 async with self._lock:
                     await self.scheduled.tick()
+                await self._clear_taken_back()
 
     async def run_ticks(self) -> None:
         """Give every job's kind its ``tick`` (run-time management, e.g. the key-value

@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from controller.api_client import ControllerApi
 from controller.jobs.stamps import Stamps
 from controller.jobs.store import JobStore
 from controller.systems import kv_cache
+from tests.test_controller_daemon import observe, start_daemon
 from tests.test_kv_cache import INC_P4, Bench
-from topologies.local_switch import LocalSwitch, compile_pipeline
+from topologies.local_switch import LocalSwitch, PipelineFiles, compile_pipeline
 from wire.header import KV_ANSWERED_BY_SWITCH, Op, unpack
 
 
@@ -99,3 +101,31 @@ def test_stamps_never_repeat_across_controller_restarts(tmp_path: Path) -> None:
         seen += [stamps.next() for _ in range(50)]
         store.close()
     assert len(set(seen)) == len(seen) and 0 not in seen
+
+
+def test_a_restarted_daemon_recovers_its_cache_job_and_never_stamps_an_entry_again(
+    switch: LocalSwitch, files: PipelineFiles, tmp_path: Path
+) -> None:
+    """Three runs of the daemon on one store and one switch: the cache job admitted in the
+    first run is recovered from SQLite by the next ones, and each run caches new keys: no
+    generation the switch was given repeats one an earlier run gave."""
+    db = tmp_path / "controller.db"
+    given: list[int] = []
+    job = 0
+    for run in range(3):
+        daemon = start_daemon(switch, files, db)
+        try:
+            api = ControllerApi(daemon.url)
+            if run == 0:
+                job = int(api.submit({"kind": "kv_cache", "workers": 2, "cache_size": 4})["job_id"])
+            assert [j["job_id"] for j in api.jobs()] == [job]  # recovered, not re-submitted
+            manager = daemon.manager
+            assert manager is not None
+            conn, kjob = manager.switches[0], manager.get(job)
+            keys = [100 * (run + 1) + k for k in range(kjob.region.size)]
+            daemon.call(kv_cache.cache_keys(conn, kjob, keys))
+            cells = range(kjob.region.offset, kjob.region.end)
+            given += observe(switch, (kv_cache.GEN, cells))
+        finally:
+            daemon.stop()
+    assert 0 not in given and len(set(given)) == len(given), given

@@ -414,3 +414,25 @@ def test_headline_says_where_edf_misses_the_goal() -> None:
     rows += [row(3.0, "edf", 0.9, 100.0), row(3.0, "rr", 0.9, 100.0)]
     goal = {h["load"]: h["goal"] for h in headline(rows)}
     assert goal == {1.0: False, 2.0: False, 3.0: True}  # lower JCT; more deadlines; a tie
+
+
+def test_a_job_being_admitted_keeps_its_region_through_a_replan_until_released() -> None:
+    """While a new job's region is cleared (``Scheduler.admitting``), a re-plan that would
+    shrink or move it leaves it where it is; afterwards the plan applies."""
+    s = Scheduler(make_policy("fifo"), MemoryManager(pool_size=64))
+    first = SchedJob(1, JobClass.BE, Profile(10, 12_800, 0.1), arrival=1.0, network=NET)
+    s.add(first)
+    s.replan(now=1.0)
+    given = s.memory.region_of(1)
+    assert given == Region(0, 64)
+    s.admitting.add(1)
+    earlier = SchedJob(2, JobClass.BE, Profile(10, 12_800, 0.1), arrival=0.0, network=NET)
+    s.add(earlier)  # fifo: arrived first, so it is given the memory first
+    s.replan(now=2.0)
+    assert s.memory.region_of(1) == given
+    s.admitting.discard(1)
+    s.replan(now=3.0)
+    assert s.memory.region_of(1) is None  # its memory retiring, then free for job 2
+    s.memory.release(1)
+    s.replan(now=4.0)
+    assert s.memory.region_of(2) == given

@@ -125,6 +125,43 @@ class JobStore:
             self._db.execute(_TOKENS)
             self._db.execute("DELETE FROM job_tokens WHERE job_id = ?", (job_id,))
 
+    # -- memory taken back from jobs, not cleared on the switch yet (controller/sched) ----
+
+    def _clearing_table(self) -> None:
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS clearing (key INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " device_id INTEGER NOT NULL, kind TEXT NOT NULL, job_id INTEGER NOT NULL,"
+            " regions TEXT NOT NULL)"
+        )
+
+    def add_clearing(self, device_id: int, kind: str, job_id: int, regions: list[Region]) -> int:
+        """Memory of ``kind``'s pool taken back from ``job_id``, to be cleared: its key."""
+        spans = json.dumps([[r.offset, r.size] for r in regions])
+        with self._lock, self._db:
+            self._clearing_table()
+            cur = self._db.execute(
+                "INSERT INTO clearing (device_id, kind, job_id, regions) VALUES (?, ?, ?, ?)",
+                (device_id, kind, job_id, spans),
+            )
+        return int(cur.lastrowid or 0)
+
+    def remove_clearing(self, key: int) -> None:
+        with self._lock, self._db:
+            self._clearing_table()
+            self._db.execute("DELETE FROM clearing WHERE key = ?", (key,))
+
+    def clearings(self) -> list[tuple[int, int, str, int, list[Region]]]:
+        """Every memory still to be cleared: (key, device id, kind, job id, regions)."""
+        with self._lock, self._db:
+            self._clearing_table()
+            rows = self._db.execute(
+                "SELECT key, device_id, kind, job_id, regions FROM clearing ORDER BY key"
+            ).fetchall()
+        return [
+            (int(k), int(d), str(kind), int(j), [Region(o, n) for o, n in json.loads(spans)])
+            for k, d, kind, j, spans in rows
+        ]
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

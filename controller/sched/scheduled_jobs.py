@@ -18,7 +18,11 @@ decides when the target is written into an epoch slot and which memory the switc
 still use, so that each epoch runs entirely under one layout. Memory the job no longer
 uses is cleared on the switch and released, and the scheduler re-plans with it.
 
-All state changes run under the job manager's lock, on its event loop.
+All state changes run under the job manager's lock, on its event loop; the clears do not
+(a clear writes every cell of a region over P4Runtime: minutes for a large one on BMv2).
+Memory taken back from a job is held by a ``Clearing`` owner, which nobody can be given,
+until the manager has cleared it without the lock (``take_clear``, ``cleared``); a job
+being admitted keeps the region it was given (``Scheduler.admitting``) while it is cleared.
 """
 
 from __future__ import annotations
@@ -47,6 +51,33 @@ if TYPE_CHECKING:
 log = logging.getLogger("controller.sched.scheduled_jobs")
 
 NO_REGION = Region(0, 0)
+
+
+@dataclass(frozen=True)
+class Clearing:
+    """Owner of memory taken back from job ``job_id`` until the switch has cleared it."""
+
+    job_id: int
+    serial: int
+
+
+@dataclass(frozen=True)
+class ToClear:
+    """Memory of one pool of one switch, held by ``owner``, to be cleared without the
+    manager's lock."""
+
+    device_id: int
+    kind: str
+    owner: Clearing
+    regions: tuple[Region, ...]
+    key: int  # its row in the store (a restarted controller clears it)
+
+
+@dataclass(frozen=True)
+class Admission:
+    """A scheduled job given its region under the lock, installed once it is cleared."""
+
+    job: Job  # with the region it was given (size 0: none yet)
 
 
 @dataclass(frozen=True)
@@ -108,9 +139,13 @@ class ScheduledJobs:
         self._last_plan = clock()
         self._version = 0
         self._changed: asyncio.Event | None = None  # set (and replaced) at every change
+        self._to_clear: list[ToClear] = []
+        self._clearings = 0
         for job in manager.jobs():
             if job.params.get("scheduled"):
                 self._adopt(job)
+        for key, device, kind, job_id, regions in manager.store.clearings():
+            self._resume_clearing(key, device, kind, job_id, regions)
 
     def scheduler(self, device_id: int, pool: str = AGG_POOL) -> Scheduler:
         """The scheduler of one memory pool of one switch (NetReduce's ``agg``, ATP's ``atp``)."""
@@ -152,58 +187,81 @@ class ScheduledJobs:
 
     # -- admission and removal ---------------------------------------------------------
 
-    async def submit(self, req: JobRequest, job_id: int, device: int) -> Job:
+    async def admit(self, req: JobRequest, job_id: int, device: int) -> Admission:
+        """Schedule a new job (lock held): the region it is given, kept for it (no re-plan
+        moves it) until ``install`` or ``abandon``; the caller clears it meanwhile."""
         assert isinstance(req, Scheduling) and req.scheduled
         kind = kind_of(req.kind)
         if not kind.schedulable:
             raise JobError(f"{req.kind} jobs cannot be scheduled (only netreduce and atp jobs)")
-        now = self.clock()
         sched = self.scheduler(device, kind.pool)
-        stub = kind.make_job(req, job_id, device, NO_REGION, now)
+        stub = kind.make_job(req, job_id, device, NO_REGION, self.clock())
         sched.add(self._sched_job(stub))
         try:
             await self.reschedule(device, kind.pool)
-            region = sched.memory.region_of(job_id) or NO_REGION
-            job = replace(stub, region=region, window=region.size)
-            sw = self.m.switches[device]
-            config = SlotConfig(region if region.size else None, job.quorum)
-            try:
-                if region.size:
-                    await kind.clear_owned(sw, region)
-                await sw.insert(
-                    [job_region.slot_entry(job_id, s, config.region, job.quorum) for s in (0, 1)]
-                )
-                await kind.install(sw, job)
-                self.m.store.add(job)
-            except BaseException:
-                await _quietly(kind.uninstall(sw, job))
-                await _quietly(self._delete_slots(sw, job_id))
-                raise
         except BaseException:
             sched.remove(job_id)
-            await self.reschedule(device, kind.pool)
             raise
-        self.switchovers[job_id] = Switchover([w.worker_id for w in job.workers], config)
-        self.done[job_id] = set()
+        sched.admitting.add(job_id)
+        region = sched.memory.region_of(job_id) or NO_REGION
+        return Admission(replace(stub, region=region, window=region.size))
+
+    async def clear_admitted(self, admission: Admission) -> None:
+        """Clear the region given to a job being admitted (without the lock)."""
+        job = admission.job
+        if job.region.size:
+            await kind_of(job.kind).clear_owned(self.m.switches[job.device_id], job.region)
+
+    async def install(self, admission: Admission) -> Job:
+        """Install a job whose region is cleared (lock held)."""
+        job = admission.job
+        kind = kind_of(job.kind)
+        sched = self._scheduler_of(job)
+        sched.admitting.discard(job.job_id)
+        sw = self.m.switches[job.device_id]
+        config = SlotConfig(job.region if job.region.size else None, job.quorum)
+        try:
+            await sw.insert(
+                [job_region.slot_entry(job.job_id, s, config.region, job.quorum) for s in (0, 1)]
+            )
+            await kind.install(sw, job)
+            self.m.store.add(job)
+        except BaseException:
+            await _quietly(kind.uninstall(sw, job))
+            await _quietly(self._delete_slots(sw, job.job_id))
+            await self.abandon(admission)
+            raise
+        self.switchovers[job.job_id] = Switchover([w.worker_id for w in job.workers], config)
+        self.done[job.job_id] = set()
         self._notify()
         return job
+
+    async def abandon(self, admission: Admission) -> None:
+        """Take back a job whose admission failed (lock held)."""
+        job = admission.job
+        sched = self._scheduler_of(job)
+        sched.admitting.discard(job.job_id)
+        if job.job_id in sched.jobs:
+            sched.remove(job.job_id)
+        await self.reschedule(job.device_id, kind_of(job.kind).pool)
 
     async def remove(self, job: Job, finished: bool) -> None:
         """Take the job off the switch and out of the scheduler (cancelled or finished)."""
         kind = kind_of(job.kind)
         sched = self.scheduler(job.device_id, kind.pool)
-        so = self.switchovers.pop(job.job_id)
+        self.switchovers.pop(job.job_id)
         self.done.pop(job.job_id, None)
-        held = [r for r in [sched.memory.region_of(job.job_id), *so.regions()] if r]
+        # What it holds (its epoch slots name only that): its region and retiring memory.
+        held = [r for r in [sched.memory.region_of(job.job_id)] if r]
         held += sched.memory.retiring_of(job.job_id)
         sw = self.m.switches.get(job.device_id)
         if sw is not None:
             await kind.uninstall(sw, job)
             await self._delete_slots(sw, job.job_id)
-            for r in held:
-                await kind.clear_owned(sw, r)
         sjob = sched.jobs[job.job_id]
         sched.remove(job.job_id)
+        if sw is not None:
+            self._hold_for_clearing(job, held)
         now = self.clock()
         self.finished.append(
             {
@@ -238,25 +296,19 @@ class ScheduledJobs:
         """Re-plan the device's pool; retarget the jobs whose region changed and release
         memory that no epoch slot names any more (which may let the plan grow again)."""
         sched = self.scheduler(device, pool)
-        done: list[Change] = []
         self._last_plan = self.clock()
-        for _ in range(16):  # each round frees memory only pending targets held
-            changes = sched.replan(self.clock())
-            freed = []
-            for c in changes:
-                freed += await self._retarget(c)
-            done += changes
-            if not freed:
-                break
-        if done:
+        changes = sched.replan(self.clock())
+        for c in changes:
+            await self._retarget(c)
+        if changes:
             self._notify()
-        return done
+        return changes
 
-    async def _retarget(self, c: Change) -> list[Region]:
+    async def _retarget(self, c: Change) -> None:
         so = self.switchovers.get(c.job_id)
         job = self.m._jobs.get(c.job_id)
         if so is None or job is None:
-            return []  # being admitted: it starts with what it was given
+            return  # being admitted: it starts with what it was given
         so.retarget(SlotConfig(c.new, job.quorum))
         region = c.new or NO_REGION
         self.m._jobs[c.job_id] = replace(job, region=region, window=region.size)
@@ -270,17 +322,63 @@ class ScheduledJobs:
             c.job_id,
             job.device_id,
         )
-        return await self._release(job)
+        self._release(job)
 
-    async def _release(self, job: Job) -> list[Region]:
-        """Clear and free the job's memory that neither its target nor a slot names."""
+    def _release(self, job: Job) -> None:
+        """Take back the job's memory that neither its target nor a slot names: held for
+        clearing (then free, and the pool re-planned)."""
         sched = self._scheduler_of(job)
         freed = sched.memory.release(job.job_id, keep=self.switchovers[job.job_id].regions())
-        sw = self.m.switches.get(job.device_id)
-        if sw is not None:
-            for r in freed:
-                await kind_of(job.kind).clear_owned(sw, r)
-        return freed
+        if self.m.switches.get(job.device_id) is None:
+            return  # no switch to clear: the next owner's admission clears it
+        self._hold_for_clearing(job, freed)
+
+    def _hold_for_clearing(self, job: Job, regions: list[Region]) -> None:
+        """Hold ``regions`` (free in the job's pool now) until the switch has cleared them;
+        kept in the store too, so that a controller stopped meanwhile clears them next run."""
+        if not regions:
+            return
+        self._clearings += 1
+        owner = Clearing(job.job_id, self._clearings)
+        kind = kind_of(job.kind)
+        self.m._memory(job.device_id, kind.pool).reserve(owner, NO_REGION, retiring=regions)
+        key = self.m.store.add_clearing(job.device_id, job.kind, job.job_id, regions)
+        self._to_clear.append(ToClear(job.device_id, job.kind, owner, tuple(regions), key))
+
+    def _resume_clearing(
+        self, key: int, device: int, kind: str, job_id: int, regions: list[Region]
+    ) -> None:
+        """A clear the previous run of the controller did not finish: held again, queued."""
+        self._clearings += 1
+        owner = Clearing(job_id, self._clearings)
+        try:
+            memory = self.m._memory(device, kind_of(kind).pool)
+            memory.reserve(owner, NO_REGION, retiring=regions)
+        except (ValueError, KeyError, JobError) as err:  # a stored job holds it: not ours
+            log.warning("not clearing %s after job %d: %s", regions, job_id, err)
+            self.m.store.remove_clearing(key)
+            return
+        self._to_clear.append(ToClear(device, kind, owner, tuple(regions), key))
+
+    def take_clear(self) -> ToClear | None:
+        """The next memory waiting to be cleared (the caller clears it without the lock,
+        then calls ``cleared``), or None."""
+        return self._to_clear.pop(0) if self._to_clear else None
+
+    def put_back(self, todo: ToClear) -> None:
+        """A clear cut short (its request was cancelled): still held, the next request
+        that clears memory takes it again."""
+        self._to_clear.insert(0, todo)
+
+    async def cleared(self, done: ToClear) -> None:
+        """Memory held for clearing is clear (or could not be: the next owner's admission
+        clears it): free now, and its pool re-planned with it (lock held)."""
+        pool = kind_of(done.kind).pool
+        self.m._memory(done.device_id, pool).free(done.owner)
+        self.m.store.remove_clearing(done.key)
+        if (done.device_id, pool) in self.schedulers:
+            await self.reschedule(done.device_id, pool)
+        self._notify()
 
     async def _follow_window(self, job: Job) -> None:
         """Tell the job's kind the largest window its workers may use now: its target's or
@@ -349,13 +447,11 @@ class ScheduledJobs:
                 [job_region.slot_entry(job_id, s, c.region, c.quorum) for s, c in answer.writes]
             )
             self._notify()
-        freed = await self._release(job)
+        self._release(job)
         if answer.writes:
             await self._follow_window(job)
         if so.lo > before:
             sched.update(job_id, epochs_done=max(so.lo, 0))
-        if freed:
-            await self.reschedule(job.device_id, kind_of(job.kind).pool)
         r = answer.config.region or NO_REGION
         reply = {
             "job_id": job_id,

@@ -137,6 +137,8 @@ class Scheduler:
     jobs: dict[int, SchedJob] = field(default_factory=dict)
     planned: dict[int, int] = field(default_factory=dict)  # the policy's last sizes
     last_rtt_s: float | None = None  # the latest RTT a job on this switch measured
+    # Jobs whose region is being cleared for their admission: ``replan`` leaves it as it is.
+    admitting: set[int] = field(default_factory=set)
     _clock: float | None = None
 
     def add(self, job: SchedJob) -> None:
@@ -151,6 +153,7 @@ class Scheduler:
     def remove(self, job_id: int) -> None:
         """Forget the job and give back all its memory (the caller clears it on the switch)."""
         self.jobs.pop(job_id)
+        self.admitting.discard(job_id)
         self.planned.pop(job_id, None)
         try:
             self.memory.free(job_id)
@@ -202,10 +205,10 @@ class Scheduler:
                 self.planned[j.job_id] = 0
         before = {jid: self.memory.region_of(jid) for jid in self.jobs}
         for jid, size in self.planned.items():
-            if size < self.jobs[jid].memory:
+            if size < self.jobs[jid].memory and jid not in self.admitting:
                 self.memory.resize(jid, size)
         for jid, size in plan:
-            if size > self.jobs[jid].memory:
+            if size > self.jobs[jid].memory and jid not in self.admitting:
                 self.memory.resize(jid, size)
         changes = []
         for jid, job in self.jobs.items():
