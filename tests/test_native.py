@@ -379,3 +379,43 @@ def test_error_keys_take_p4cs_error_numbers_on_native() -> None:
     assert run_both(py, nat, frames) == len(frames)
     assert nat.send(1, bytes([1, 0]))[0][1] == bytes([1, 0x10])
     assert nat.send(1, bytes([2, 0]))[0][1] == bytes([2, 0xEE])
+
+
+def _replication_setup(sw: Switch) -> None:
+    """Groups and clone sessions for the replication programs: a session to one port, a
+    truncating one to two ports, one to a multicast group, and one changed after use."""
+    sw.mc_group_create(3, [(2, 10), (4, 11)])
+    sw.mc_group_create(9, [(1, 1), (3, 2), (5, 3)])
+    sw.clone_session_set(5, [(7, 0)])
+    sw.clone_session_set(6, [(6, 3), (2, 4)], truncate_bytes=5)
+    sw.pre.mirroring_add_mc(7, 9)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "tests/compiler_programs/replicate.p4",
+        "tests/p4/conformance/architecture/clone.p4",
+        "tests/p4/conformance/architecture/resubmit_recirculate.p4",
+    ],
+)
+def test_clones_resubmits_and_recirculations_match_python(path: str) -> None:
+    """Every request kind (I2E/E2E clones to ports, truncated, to a multicast group;
+    resubmit and recirculate with field lists; endless resubmission cut by the pass
+    limit) on the same fuzzed requests: the same frames, in the same order."""
+    py = Switch.from_file(str(ROOT / path))
+    nat = Switch.from_file(str(ROOT / path), backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    for sw in (py, nat):
+        _replication_setup(sw)
+    rng = random.Random(29)
+    reqs = [
+        bytes([rng.randrange(11), rng.randrange(6)] + [0] * rng.randrange(4)) for _ in range(200)
+    ]
+    seeds = [r + bytes(rng.randrange(256) for _ in range(8)) for r in reqs[:20]]
+    frames = [(rng.randrange(8), f) for f in reqs + fuzz_frames(rng, 100, seeds)]
+    assert run_both(py, nat, frames[:150]) > 100
+    for sw in (py, nat):  # a session changed between packets reaches C
+        sw.clone_session_set(5, [(3, 8), (4, 9)], truncate_bytes=2)
+        sw.mc_group_create(3, [(6, 12)])
+    run_both(py, nat, frames[150:])

@@ -85,6 +85,16 @@ class _CGroup(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int64), ("ports", P64), ("rids", P64)]
 
 
+class _CClone(ctypes.Structure):
+    _fields_ = [
+        ("sid", ctypes.c_uint64),
+        ("trunc", ctypes.c_uint64),
+        ("n", ctypes.c_int64),
+        ("ports", P64),
+        ("rids", P64),
+    ]
+
+
 def _ptr(a: np.ndarray) -> Any:
     return a.ctypes.data_as(P64)
 
@@ -141,6 +151,7 @@ class Native:
         lib.p4n_vset_at.argtypes = [ctypes.c_int]
         lib.p4n_vset_at.restype = ctypes.POINTER(_CTable)
         lib.p4n_set_groups.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        lib.p4n_set_clones.argtypes = [ctypes.c_void_p, ctypes.c_int64]
 
     @staticmethod
     def _build(source: str) -> Path:
@@ -313,6 +324,9 @@ _PRE_MUTATORS = (
     "node_destroy",
     "node_associate",
     "node_dissociate",
+    "clone_session_set",
+    "mirroring_add_mc",
+    "clone_session_delete",
 )
 
 
@@ -337,9 +351,10 @@ for _n in _PRE_MUTATORS:
 
 
 class NativePipeline(Pipeline):
-    """The v1model pipeline with ``process`` in C (see the module docstring). Egress
-    queue rates, clones, resubmit, recirculate and digests are not covered: the program
-    generator refuses programs using them, and ``Switch`` refuses queue rates."""
+    """The v1model pipeline with ``process`` in C (see the module docstring), clones,
+    resubmit and recirculate included (cut after ``max_passes`` passes, as in Python).
+    Egress queue rates and digests are not covered: the program generator refuses
+    programs using digests, and ``Switch`` refuses queue rates."""
 
     def __init__(self, native: Native, inst: Any, pre: Any, ctx: Any, *args: Any) -> None:
         super().__init__(inst, pre, ctx, *args)
@@ -382,6 +397,7 @@ class NativePipeline(Pipeline):
         }
         self._counting = [bool(self._table_info(fq).direct_counter) for fq in gen.tables]
         self._cdirty = ctypes.c_int.in_dll(lib, "p4n_dirty")
+        ctypes.c_int.in_dll(lib, "p4n_max_passes").value = self.max_passes
         lib.p4n_lock.argtypes = lib.p4n_unlock.argtypes = []
         pre.__class__ = NativePRE
         self.pre: NativePRE = pre
@@ -505,6 +521,17 @@ class NativePipeline(Pipeline):
             groups[gid].n = len(reps)
             groups[gid].ports, groups[gid].rids = _ptr(ports), _ptr(rids)
         self.native.lib.p4n_set_groups(ctypes.addressof(groups), ng)
+        sessions = pre.clone_sessions()
+        clones = (_CClone * max(1, len(sessions)))()
+        keep.append(clones)
+        for c, sess in zip(clones, sessions, strict=False):
+            reps = pre.clone_replicas(sess.session_id)
+            ports = np.array([p for p, _ in reps] or [0], dtype=np.uint64)
+            rids = np.array([r for _, r in reps] or [0], dtype=np.uint64)
+            keep += [ports, rids]
+            c.sid, c.trunc, c.n = sess.session_id, sess.truncate_bytes, len(reps)
+            c.ports, c.rids = _ptr(ports), _ptr(rids)
+        self.native.lib.p4n_set_clones(ctypes.addressof(clones), len(sessions))
         self._keep = keep
 
     def sync(self) -> None:

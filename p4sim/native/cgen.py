@@ -43,6 +43,7 @@ from p4sim.compiler.typecheck import (
 )
 from p4sim.frontend import ast
 from p4sim.native.cg_functions import FunctionsMixin
+from p4sim.native.cg_replication import QUEUED, REQUESTS, ReplicationMixin
 from p4sim.native.cvalues import Unsupported, V, _lit, _mask
 from p4sim.runtime.tables import MATCH_KINDS
 
@@ -59,7 +60,7 @@ class Ctl:
     fn: str = ""
 
 
-class CGen(FunctionsMixin):
+class CGen(FunctionsMixin, ReplicationMixin):
     """Generates the C source of one program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
@@ -711,6 +712,9 @@ class CGen(FunctionsMixin):
                 return [f"{sm.code}.f_egress_spec = 511; {sm.code}.f_mcast_grp = 0;"]
             if f.name == "truncate" and len(args) == 1:  # cut the frame when it leaves
                 return [f"p4n_trunc = {self.value(args[0], TBit(32)).code};"]
+            replicating = self.replication_call(f.name, args)
+            if replicating is not None:
+                return replicating
             if f.name in ("verify_checksum", "update_checksum"):
                 return self.checksum(f.name, args)
             if f.name == "hash":
@@ -1457,17 +1461,17 @@ class CGen(FunctionsMixin):
             "static int64_t p4n_run;  /* the action the last table ran (action_run) */",
             "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
+            REQUESTS,
             *self.decls,
         ]
-        pipeline = PIPELINE.format(
+        queued = self.field_lists is not None  # the program clones, resubmits or recirculates
+        st = "st->" if queued else "p4n_ing."  # p4n_parse_into's state, or the one
+        parse = f"{p}(NULL, &{st}h, &{st}m, s0);"
+        fmt = dict(
             H=hn,
             M=mn,
             S=sn,
-            parse_call=(
-                f"if (setjmp(p4n_pjmp) == 0) {p}(NULL, &p4n_ing.h, &p4n_ing.m, s0);"
-                if self.stack_err
-                else f"{p}(NULL, &p4n_ing.h, &p4n_ing.m, s0);"
-            ),
+            parse_call=f"if (setjmp(p4n_pjmp) == 0) {parse}" if self.stack_err else parse,
             verify=v,
             ingress=i,
             egress=eg,
@@ -1480,6 +1484,9 @@ class CGen(FunctionsMixin):
             nregs=len(self.registers),
             ncounters=len(self.counters),
         )
+        fmt["fl_restore"] = self.field_list_restore(mn) if queued else ""
+        process = (QUEUED if queued else SIMPLE).format(**fmt)
+        pipeline = PIPELINE.format(process=process, **fmt)
         regs = ", ".join(f"&R{n}" for n in range(len(self.registers))) or "NULL"
         cnts = ", ".join(f"&K{n}" for n in range(len(self.counters))) or "NULL"
         pipeline = pipeline.replace("REGS_", regs).replace("CNTS_", cnts)
@@ -1594,8 +1601,8 @@ def _runtime() -> str:
 RUNTIME = _runtime()
 
 PIPELINE = """
-/* ---- the v1model pipeline (p4sim/v1model/pipeline.py, without clone/resubmit/
- * recirculate/digests/queues, which the generator refuses) ---- */
+/* ---- the v1model pipeline (p4sim/v1model/pipeline.py, without digests and queues,
+ * which the generator refuses) ---- */
 typedef struct {{ {H} h; {M} m; {S} s; }} p4n_state;
 static p4n_state p4n_ing, p4n_eg;
 
@@ -1608,31 +1615,6 @@ void p4n_set_counter(int n, u64 *cells) {{
 p4n_table *p4n_table_at(int n) {{ return &p4n_tables[n]; }}
 void p4n_set_groups(p4n_group *g, int64_t n) {{ p4n_groups = g; p4n_ngroups = n; }}
 
-/* One egress pass of the state in p4n_eg to port; 1 and the frame in out when it leaves. */
-static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
-                           uint8_t *out, u64 *olen, u64 cut) {{
-    {S} *s = &p4n_eg.s;
-    s->f_egress_port = port; s->f_egress_spec = 0; p4n_trunc = 0;
-    {egress_ts}
-    {enq_ts}
-    p4n_sm = s; p4n_pktlen = s->f_packet_length;
-    if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
-    if (s->f_egress_spec == 511) return 0;
-    if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
-    memset(out, 0, 2048);
-    p4n_out = out; p4n_ooff = 0;
-    {deparser}(NULL, &p4n_eg.h);
-    u64 hb = (p4n_ooff + 7) >> 3;
-    if (hb + plen > P4N_MAXPKT) return 0;
-    memcpy(out + hb, payload, plen);
-    *olen = hb + plen;
-    if (p4n_trunc) cut = p4n_trunc;  /* egress's own truncate, else ingress's */
-    if (cut && cut < *olen) *olen = cut;
-    return 1;
-}}
-
-/* Run one packet to completion: up to max outputs, frame i at out + i * P4N_MAXPKT.
- * Returns the number of frames out. */
 /* One mutex covers every use of the packet state and of the table/group layout: the C
  * loop's batches, and the Python side's packets and layout changes (p4n_lock). */
 static pthread_mutex_t p4n_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1642,47 +1624,7 @@ void p4n_unlock(void) {{ pthread_mutex_unlock(&p4n_mu); }}
  * returns before its next batch so that the change is laid out first. */
 volatile int p4n_dirty;
 
-int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
-                u64 *oports, u64 *olens, int max) {{
-    memset(&p4n_ing, 0, sizeof p4n_ing);
-    {S} *s0 = &p4n_ing.s;
-    s0->f_ingress_port = port; s0->f_packet_length = len; s0->f_instance_type = 0;
-    s0->f_parser_error = {noerror};
-    p4n_sm = s0; p4n_pktlen = len;
-    {ingress_ts}
-    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror}; p4n_rej = 0;
-    p4n_trunc = 0;
-    {parse_call}
-    if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
-    u64 pstart = p4n_off >> 3;
-    const uint8_t *payload = data + (pstart < len ? pstart : len);
-    u64 plen = pstart < len ? len - pstart : 0;
-    if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
-    if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
-    int n = 0;
-    if (s0->f_mcast_grp != 0) {{
-        u64 g = s0->f_mcast_grp;
-        if ((int64_t)g >= p4n_ngroups) return 0;
-        p4n_group *grp = &p4n_groups[g];
-        for (int64_t r = 0; r < grp->n && n < max; r++) {{
-            p4n_eg = p4n_ing;
-            p4n_eg.s.f_egress_rid = grp->rids[r];
-            p4n_eg.s.f_instance_type = 5;
-            if (p4n_egress_pass(grp->ports[r], now, payload, plen,
-                                out + (u64)n * P4N_MAXPKT, &olens[n], 0)) {{
-                oports[n] = grp->ports[r]; n++;
-            }}
-        }}
-        return n;
-    }}
-    if (s0->f_egress_spec == 511 || max < 1) return 0;
-    p4n_eg = p4n_ing;
-    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0], p4n_trunc)) {{
-        oports[0] = s0->f_egress_spec; n = 1;
-    }}
-    return n;
-}}
-
+{process}
 /* ---- the packet loop's hot part: receive a batch per port (recvmmsg), run each frame,
  * send what leaves per egress port in order (sendmmsg). p4sim/native/backend.py
  * serve() polls, takes the switch lock and calls p4n_drain. ---- */
@@ -1820,5 +1762,75 @@ int p4n_serve(const int *fds, const u64 *ports, int n, int wake_fd, int timeout_
         for (int i = 0; i < n; i++) ready[i] = (pf[i].revents & (POLLIN | POLLERR)) != 0;
         p4n_drain(fds, ports, n, budget, t0_ns, ready);
     }}
+}}
+"""
+
+#: p4n_process of a program that neither clones, resubmits nor recirculates: one
+#: ingress pass, then egress for the unicast port or each multicast replica.
+SIMPLE = """
+/* One egress pass of the state in p4n_eg to port; 1 and the frame in out when it leaves. */
+static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
+                           uint8_t *out, u64 *olen, u64 cut) {{
+    {S} *s = &p4n_eg.s;
+    s->f_egress_port = port; s->f_egress_spec = 0; p4n_trunc = 0;
+    {egress_ts}
+    {enq_ts}
+    p4n_sm = s; p4n_pktlen = s->f_packet_length;
+    if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
+    if (s->f_egress_spec == 511) return 0;
+    if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
+    memset(out, 0, 2048);
+    p4n_out = out; p4n_ooff = 0;
+    {deparser}(NULL, &p4n_eg.h);
+    u64 hb = (p4n_ooff + 7) >> 3;
+    if (hb + plen > P4N_MAXPKT) return 0;
+    memcpy(out + hb, payload, plen);
+    *olen = hb + plen;
+    if (p4n_trunc) cut = p4n_trunc;  /* egress's own truncate, else ingress's */
+    if (cut && cut < *olen) *olen = cut;
+    return 1;
+}}
+
+/* Run one packet to completion: up to max outputs, frame i at out + i * P4N_MAXPKT.
+ * Returns the number of frames out. */
+int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
+                u64 *oports, u64 *olens, int max) {{
+    memset(&p4n_ing, 0, sizeof p4n_ing);
+    {S} *s0 = &p4n_ing.s;
+    s0->f_ingress_port = port; s0->f_packet_length = len; s0->f_instance_type = 0;
+    s0->f_parser_error = {noerror};
+    p4n_sm = s0; p4n_pktlen = len;
+    {ingress_ts}
+    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror}; p4n_rej = 0;
+    p4n_trunc = 0;
+    {parse_call}
+    if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
+    u64 pstart = p4n_off >> 3;
+    const uint8_t *payload = data + (pstart < len ? pstart : len);
+    u64 plen = pstart < len ? len - pstart : 0;
+    if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
+    if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
+    int n = 0;
+    if (s0->f_mcast_grp != 0) {{
+        u64 g = s0->f_mcast_grp;
+        if ((int64_t)g >= p4n_ngroups) return 0;
+        p4n_group *grp = &p4n_groups[g];
+        for (int64_t r = 0; r < grp->n && n < max; r++) {{
+            p4n_eg = p4n_ing;
+            p4n_eg.s.f_egress_rid = grp->rids[r];
+            p4n_eg.s.f_instance_type = 5;
+            if (p4n_egress_pass(grp->ports[r], now, payload, plen,
+                                out + (u64)n * P4N_MAXPKT, &olens[n], 0)) {{
+                oports[n] = grp->ports[r]; n++;
+            }}
+        }}
+        return n;
+    }}
+    if (s0->f_egress_spec == 511 || max < 1) return 0;
+    p4n_eg = p4n_ing;
+    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0], p4n_trunc)) {{
+        oports[0] = s0->f_egress_spec; n = 1;
+    }}
+    return n;
 }}
 """
