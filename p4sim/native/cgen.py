@@ -43,6 +43,7 @@ from p4sim.compiler.typecheck import (
 )
 from p4sim.frontend import ast
 from p4sim.native.cg_functions import FunctionsMixin
+from p4sim.native.cg_loops import LoopsMixin
 from p4sim.native.cg_replication import QUEUED, REQUESTS, ReplicationMixin
 from p4sim.native.cvalues import Unsupported, V, _lit, _mask
 from p4sim.runtime.tables import MATCH_KINDS
@@ -60,7 +61,7 @@ class Ctl:
     fn: str = ""
 
 
-class CGen(FunctionsMixin, ReplicationMixin):
+class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
     """Generates the C source of one program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
@@ -595,6 +596,9 @@ class CGen(FunctionsMixin, ReplicationMixin):
                 return returned
         if isinstance(s, ast.Empty):
             return []
+        looped = self.loop_stmt(s)
+        if looped is not None:
+            return looped
         if isinstance(s, ast.Assign) and isinstance(s.target, ast.Slice):
             hi, lo = self.genv.const_int(s.target.hi), self.genv.const_int(s.target.lo)
             w = hi - lo + 1
@@ -1080,6 +1084,9 @@ class CGen(FunctionsMixin, ReplicationMixin):
             return v
         if isinstance(t, TComposite) and v.type is t:
             return v
+        if isinstance(t, TStack) and isinstance(v.type, TStack):  # the same C struct
+            if v.type.size == t.size and v.type.elem is t.elem:
+                return v
         raise Unsupported(f"conversion {v.type.show()} → {t.show()}")
 
     def expr(self, e: ast.Expr, expect: T | None = None) -> V:
