@@ -39,6 +39,7 @@ from p4sim.compiler.typecheck import (
     TExtern,
     TInfInt,
     TStack,
+    TTuple,
     type_width,
 )
 from p4sim.frontend import ast
@@ -71,6 +72,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         self.out: list[str] = []  # function definitions
         self.decls: list[str] = []  # globals and prototypes
         self.types: dict[int, str] = {}
+        self.tuples: dict[TTuple, str] = {}
         self.type_src: list[str] = []
         self.ids = 0
         self.tables: list[str] = []  # fq names, index = C table number
@@ -104,7 +106,22 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
             return self.struct(t)
         if isinstance(t, TStack):
             return self.stack_struct(t)[0]
+        if isinstance(t, TTuple):
+            return self.tuple_struct(t)
         raise Unsupported(f"type {t.show()}")
+
+    def tuple_struct(self, t: TTuple) -> str:
+        """A tuple as a C struct of its elements ``e0``, ``e1``, ... (one per tuple type)."""
+        got = self.tuples.get(t)
+        if got is not None:
+            return got
+        members = [f"{self.ctype(et)} e{i};" for i, et in enumerate(t.elems)]
+        name = f"tup_{len(self.tuples)}"
+        self.tuples[t] = name
+        self.type_src.append(
+            f"typedef struct {name} {{ {' '.join(members) or 'u64 empty_;'} }} {name};"
+        )
+        return name
 
     def stack_struct(self, t: TStack) -> tuple[str, str]:
         """(C struct, scratch element) of a header stack: ``e[size]`` and ``next_`` (the
@@ -1084,6 +1101,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
             return v
         if isinstance(t, TComposite) and v.type is t:
             return v
+        if isinstance(t, TTuple) and v.type == t:
+            return v
         if isinstance(t, TStack) and isinstance(v.type, TStack):  # the same C struct
             if v.type.size == t.size and v.type.elem is t.elem:
                 return v
@@ -1099,7 +1118,14 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         return v
 
     def _e_ListExpr(self, e: ast.ListExpr, expect: T | None) -> V:
-        """``{a, b}`` for a header or struct: a C compound literal (a header is valid)."""
+        """``{a, b}`` for a header, struct or tuple: a C compound literal (a header is
+        valid)."""
+        if isinstance(expect, TTuple) and len(e.elems) == len(expect.elems):
+            parts = [
+                f".e{i} = {self.value(x, et).code}"
+                for i, (x, et) in enumerate(zip(e.elems, expect.elems, strict=True))
+            ]
+            return V(f"(({self.ctype(expect)}){{ {', '.join(parts)} }})", expect)
         if not (isinstance(expect, TComposite) and expect.kind in ("header", "struct")):
             raise Unsupported("a list expression other than a header or struct initialiser")
         if len(e.elems) != len(expect.fields):
@@ -1213,6 +1239,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
 
     def _e_Index(self, e: ast.Index, expect: T | None) -> V:
         b = self.expr(e.expr)
+        if isinstance(b.type, TTuple):  # a constant index (the type checker's rule)
+            k = self.genv.const_int(e.index)
+            return V(f"{b.code}.e{k}", b.type.elems[k])
         if not isinstance(b.type, TStack):
             raise Unsupported(f"index into {b.type.show()}")
         i = self.expr(e.index, TBit(32))
@@ -1369,9 +1398,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         if a.const is not None and b.const is not None and isinstance(a.type, TInfInt):
             c = _fold(op, a.const, b.const)
             return V(str(c) if c < 0 else _lit(c), TBool() if op in _CMP else TInfInt(), c)
+        if op in ("==", "!=") and isinstance(a.type, (TComposite, TStack, TTuple)):
+            if a.type != b.type:
+                raise Unsupported(f"comparison of {a.type.show()} with {b.type.show()}")
+            eq = self.equal(a.code, b.code, a.type)
+            return V(f"({eq})" if op == "==" else f"(!({eq}))", TBool())
         if op in ("==", "!="):
-            if isinstance(a.type, TComposite):
-                raise Unsupported("comparison of headers/structs")
             if isinstance(a.type, TBit) and isinstance(b.type, TInfInt):
                 b = self.coerce(b, a.type)
             return V(f"({a.code} {op} {b.code})", TBool())
@@ -1424,6 +1456,28 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         if op == "%":
             return V(f"p4n_mod({a.code}, {b.code})", a.type)
         raise Unsupported(f"operator {op}")
+
+    def equal(self, a: str, b: str, t: T) -> str:
+        """C condition: ``a == b`` for values of type ``t`` (codes without side effects),
+        as the Python back end compares: two headers are equal when both are invalid or
+        both valid with equal fields; stacks by their elements, structs, unions and tuples
+        member by member."""
+        if isinstance(t, TComposite):
+            parts = [self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft) for n, ft in t.fields]
+            same = " && ".join(parts) or "1"
+            if t.kind == "header":
+                return f"{a}.valid_ == {b}.valid_ && (!{a}.valid_ || ({same}))"
+            return same
+        if isinstance(t, TStack):
+            return " && ".join(
+                f"({self.equal(f'{a}.e[{i}]', f'{b}.e[{i}]', t.elem)})" for i in range(t.size)
+            )
+        if isinstance(t, TTuple):
+            parts = [
+                f"({self.equal(f'{a}.e{i}', f'{b}.e{i}', et)})" for i, et in enumerate(t.elems)
+            ]
+            return " && ".join(parts) or "1"
+        return f"{a} == {b}"
 
     # -- assembly -------------------------------------------------------------------
 
