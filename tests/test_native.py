@@ -419,3 +419,48 @@ def test_clones_resubmits_and_recirculations_match_python(path: str) -> None:
         sw.clone_session_set(5, [(3, 8), (4, 9)], truncate_bytes=2)
         sw.mc_group_create(3, [(6, 12)])
     run_both(py, nat, frames[150:])
+
+
+EVAL_ORDER = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; bit<8> d; bit<8> e; }
+struct hdrs_t { h_t h; }
+struct meta_t {}
+bit<8> bump(inout bit<8> x) { x = x + 1; return x; }
+bit<8> sub(in bit<8> l, in bit<8> r) { return l - r; }
+parser P(packet_in pk, out hdrs_t h, inout meta_t m, inout standard_metadata_t sm) {
+    state start { pk.extract(h.h); transition accept; }
+}
+control VC(inout hdrs_t h, inout meta_t m) { apply {} }
+control Ig(inout hdrs_t h, inout meta_t m, inout standard_metadata_t sm) {
+    action put(bit<8> l, bit<8> r) { h.h.e = l - r; }
+    apply {
+        sm.egress_spec = 1;
+        h.h.a = bump(h.h.a) + h.h.a;              // the call first: (a0 + 1) * 2
+        h.h.b = sub(bump(h.h.b), h.h.b) + bump(h.h.b);  // 0 + (b0 + 2)
+        tuple<bit<8>, bit<8>> t = { h.h.c, bump(h.h.c) };
+        h.h.c = t[1] - t[0];                      // 1
+        put(bump(h.h.d), h.h.d);                  // 0
+        h.h.d = (h.h.d == 0) ? bump(h.h.d) : h.h.d ^ bump(h.h.d) ^ bump(h.h.d);  // 1^2^3
+    }
+}
+control Eg(inout hdrs_t h, inout meta_t m, inout standard_metadata_t sm) { apply {} }
+control CC(inout hdrs_t h, inout meta_t m) { apply {} }
+control D(packet_out pk, in hdrs_t h) { apply { pk.emit(h); } }
+V1Switch(P(), VC(), Ig(), Eg(), CC(), D()) main;
+"""
+
+
+def test_calls_with_inout_arguments_inside_expressions_run_in_p4_order_on_native() -> None:
+    """A call changing its argument inside a sum, a function's and an action's arguments,
+    a tuple initialiser and a conditional: evaluated left to right, each once, as on
+    Python (C alone leaves the order of operands open)."""
+    py = Switch.from_source(EVAL_ORDER, "eval_order_native.p4")
+    nat = Switch.from_source(EVAL_ORDER, "eval_order_native.p4", backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(8)
+    frames = [(0, bytes([0, 0, 0, 0, 0]))] + [(0, rng.randbytes(5)) for _ in range(200)]
+    assert run_both(py, nat, frames) == len(frames)
+    out = nat.send(0, bytes([10, 20, 30, 0, 9]))[0][1]
+    assert out == bytes([22, 22, 1, 0, 0])

@@ -3,10 +3,13 @@
 A function's ``in`` parameters are passed by value (headers and structs too: C copies
 them), its ``out`` and ``inout`` parameters as pointers to temporaries that the caller
 fills before the call (``inout``) and copies back after it, in argument order, as P4's
-copy-in/copy-out says. A call with out/inout arguments is a statement, or the whole right
-side of an assignment or a variable's initialiser; C does not fix the order in which it
-evaluates operands, so such a call inside a larger expression stays on Python. Calls of
-functions with only ``in`` parameters have no side effects and go anywhere.
+copy-in/copy-out says. A call with out/inout arguments is a statement, the whole right
+side of an assignment or a variable's initialiser, or, inside a larger expression, a GNU
+statement expression marked with ``cvalues.FX``: C does not fix the order in which it
+evaluates operands, so the code around a marked one evaluates its operands, arguments
+and initialisers into locals left to right (P4's order), and an assignment takes the
+target's place before the value. Calls of functions with only ``in`` parameters have no
+side effects and go anywhere.
 
 Example: ``h.x = max8(h.a, h.b);`` → ``h.f_x = fun_3_max8(h.f_a, h.f_b);``.
 """
@@ -17,7 +20,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from p4sim.frontend import ast
-from p4sim.native.cvalues import Unsupported, V
+from p4sim.native.cvalues import FX, Unsupported, V, has_fx
 
 if TYPE_CHECKING:
     from p4sim.compiler.typecheck import GlobalEnv
@@ -98,11 +101,21 @@ class FunctionsMixin:
         vals: list[str] = []
         pre: list[str] = []
         post: list[str] = []
+        fx = any(
+            has_fx(self.expr(x.value, self.genv.resolve(p.type)).code)
+            for p, x in zip(d.params, e.args, strict=True)
+            if not isinstance(x.value, ast.DontCare)
+        )
         for p, arg in zip(d.params, e.args, strict=True):
             t = self.genv.resolve(p.type)
             a = arg.value
             if p.direction not in ("out", "inout"):
-                vals.append(self.value(a, t).code)
+                code = self.value(a, t).code
+                if fx:  # arguments in order, into locals (C leaves the order open)
+                    n = self.new("sq")
+                    pre.append(f"{self.ctype(t)} {n} = {code};")
+                    code = n
+                vals.append(code)
                 continue
             if isinstance(a, ast.Slice):
                 raise Unsupported("a bit slice as an out/inout argument")
@@ -120,13 +133,18 @@ class FunctionsMixin:
         return pre, f"{cfn}({', '.join(vals)})", post
 
     def function_value(self, d: ast.FunctionDecl, e: ast.Call) -> V:
-        """A call inside an expression: only of a function without out/inout parameters."""
-        if any(p.direction in ("out", "inout") for p in d.params):
-            raise Unsupported(f"call of {d.name} (out/inout parameters) inside an expression")
+        """A call inside an expression. With out/inout parameters: a GNU statement
+        expression (copy-in, call, copy-out, the result) marked as having side effects,
+        which the code around it evaluates in P4's order."""
         if _is_void(d):
             raise Unsupported(f"value of void function {d.name}")
-        _, call, _ = self.function_call(d, e)
-        return V(call, self.genv.resolve(d.return_type))
+        t = self.genv.resolve(d.return_type)
+        pre, call, post = self.function_call(d, e)
+        if not any(p.direction in ("out", "inout") for p in d.params) and not pre:
+            return V(call, t)
+        r = self.new("ret")
+        body = " ".join([*pre, f"{self.ctype(t)} {r} = {call};", *post])
+        return V(f"({{ {FX} {body} {r}; }})", t)
 
     def function_stmt(self, s: ast.Stmt) -> list[str] | None:
         """``f(...);``, ``x = f(...);`` or ``T x = f(...);`` of a user function with
@@ -148,7 +166,7 @@ class FunctionsMixin:
             return None
         assert isinstance(value, ast.Call)
         if target is not None and _run_time_index(target):
-            raise Unsupported("assignment at a run-time index from a call with out/inout")
+            return None  # the target's place first: the assignment with side effects
         t = self.genv.resolve(d.return_type)
         pre, call, post = self.function_call(d, value)
         r = self.new("ret")

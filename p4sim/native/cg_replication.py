@@ -234,12 +234,13 @@ static void p4n_run_ingress(const p4n_ijob *job, u64 now) {{
     p4n_sm = s0;
     {ingress_ts}
     if (job->itype != 0) p4n_fl_restore(job->fl, &p4n_ing.m, &job->flm);
-    p4n_trunc = 0; p4n_clone_req = p4n_resub_req = p4n_recirc_req = 0;
+    p4n_trunc = 0; p4n_clone_req = p4n_resub_req = p4n_recirc_req = p4n_dg_req = 0;
     const uint8_t *payload; u64 plen;
     p4n_parse_into(&p4n_ing, job->data, job->len, &payload, &plen);
     p4n_sm = s0; p4n_pktlen = job->len;
     if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
     if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
+    p4n_digest_flush();
     u64 trunc = p4n_trunc;
     int resub = p4n_resub_req; int64_t resub_fl = p4n_resub_fl;
     if (p4n_clone_req) p4n_clone_i2e(job, &p4n_ing.m, p4n_clone_sid, p4n_clone_fl);
@@ -335,6 +336,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
                 u64 *oports, u64 *olens, int max) {{
     static uint8_t sink[P4N_MAXPKT];  /* frames beyond max: run, not kept */
     p4n_iq_head = p4n_iq_tail = p4n_eq_head = p4n_eq_tail = 0;
+    p4n_now = now;
     p4n_ijob *first = p4n_ipush();
     if (!first) return 0;
     memset(first, 0, sizeof *first);

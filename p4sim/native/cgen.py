@@ -46,7 +46,9 @@ from p4sim.frontend import ast
 from p4sim.native.cg_functions import FunctionsMixin
 from p4sim.native.cg_loops import LoopsMixin
 from p4sim.native.cg_replication import QUEUED, REQUESTS, ReplicationMixin
-from p4sim.native.cvalues import Unsupported, V, _lit, _mask
+from p4sim.native.cg_stateful import RUNTIME as STATEFUL
+from p4sim.native.cg_stateful import StatefulMixin
+from p4sim.native.cvalues import Unsupported, V, _lit, _mask, has_fx, in_order
 from p4sim.runtime.tables import MATCH_KINDS
 
 
@@ -62,7 +64,7 @@ class Ctl:
     fn: str = ""
 
 
-class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
+class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
     """Generates the C source of one program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
@@ -73,6 +75,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         self.decls: list[str] = []  # globals and prototypes
         self.types: dict[int, str] = {}
         self.tuples: dict[TTuple, str] = {}
+        self.aliases: dict[int, V] = {}  # AST node id → its value (compound assignment)
+        self.meters: list[tuple[str, int]] = []  # (fq, size), index = C meter number
+        self.digest_names: list[str] = []  # digest struct names, index = C digest id
         self.type_src: list[str] = []
         self.ids = 0
         self.tables: list[str] = []  # fq names, index = C table number
@@ -353,6 +358,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
             c.scope[d.name] = V(f"K{n}", None, obj=("counter", n, info.size))
         elif kind == "direct_counter":
             c.scope[d.name] = V("", None, obj=("direct_counter",))
+        elif kind == "meter":
+            c.scope[d.name] = self.meter_instance(fq, info)
         else:
             raise Unsupported(f"extern {kind}")
 
@@ -636,7 +643,19 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
                 raise Unsupported(f"assignment to a stack's {s.target.name}")
             tgt = self.expr(s.target)
             v = self.value(s.value, tgt.type)
-            return [f"{tgt.code} = {v.code};"]
+            if not (has_fx(tgt.code) or has_fx(v.code)):
+                return [f"{tgt.code} = {v.code};"]
+            # the target's place first, then the value (P4's order), the target once:
+            # `a op= b` reads it through the same pointer
+            ct, lp = self.ctype(tgt.type), self.new("lp")
+            if s.compound and isinstance(s.value, ast.Binary):
+                self.aliases[id(s.value.left)] = V(f"(*{lp})", tgt.type)
+                try:
+                    v = self.value(s.value, tgt.type)
+                finally:
+                    del self.aliases[id(s.value.left)]
+            tmp = self.new("rv")
+            return [f"{{ {ct} *{lp} = &{tgt.code}; {ct} {tmp} = {v.code}; *{lp} = {tmp}; }}"]
         if isinstance(s, ast.If):
             c = self.value(s.cond, TBool())
             out = [f"if ({c.code})"] + self.block(s.then)
@@ -740,6 +759,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
                 return self.checksum(f.name, args)
             if f.name == "hash":
                 return self.hash_call(args)
+            if f.name == "digest":
+                return self.digest_call(call)
             if (
                 f.name == "verify"
                 and self.cur is not None
@@ -756,11 +777,21 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
             ):
                 cfn, _, decl = self.action_ref(f.name)
                 vals, pre, post = [], [], []
+                fx = any(
+                    has_fx(self.expr(a, self.genv.resolve(p.type)).code)
+                    for p, a in zip(decl.params, args, strict=True)
+                    if not isinstance(a, ast.DontCare)
+                )
                 for p, a in zip(decl.params, args, strict=True):
                     t = self.genv.resolve(p.type)
                     composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
                     if p.direction not in ("out", "inout") and not composite_in:
-                        vals.append(self.value(a, t).code)
+                        code = self.value(a, t).code
+                        if fx:  # arguments in order, into locals (C leaves it open)
+                            n = self.new("sq")
+                            pre.append(f"{self.ctype(t)} {n} = {code};")
+                            code = n
+                        vals.append(code)
                         continue
                     if isinstance(a, ast.Slice):
                         raise Unsupported("a bit slice as an out/inout argument")
@@ -992,6 +1023,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
                 i = self.index(args[0])
                 val = self.value(args[1], TBit(w)).code
                 return f"{{ u64 ri_ = {i}; if (ri_ < {size}) R{n}[ri_] = {val}; }}"
+        if kind == "meter" and name == "execute_meter":
+            return self.execute_meter(sym, args)
         if kind == "direct_counter" and name == "count" and not args:
             return "(void)0"  # counted by the table on a hit, as BMv2 does
         if kind == "counter" and name == "count" and len(args) == 1:
@@ -1109,6 +1142,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         raise Unsupported(f"conversion {v.type.show()} → {t.show()}")
 
     def expr(self, e: ast.Expr, expect: T | None = None) -> V:
+        alias = self.aliases.get(id(e))
+        if alias is not None:  # the target of `a op= b`, evaluated once
+            return alias
         m = getattr(self, "_e_" + type(e).__name__, None)
         if m is None:
             raise Unsupported(f"expression {type(e).__name__}")
@@ -1121,11 +1157,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         """``{a, b}`` for a header, struct or tuple: a C compound literal (a header is
         valid)."""
         if isinstance(expect, TTuple) and len(e.elems) == len(expect.elems):
-            parts = [
-                f".e{i} = {self.value(x, et).code}"
-                for i, (x, et) in enumerate(zip(e.elems, expect.elems, strict=True))
-            ]
-            return V(f"(({self.ctype(expect)}){{ {', '.join(parts)} }})", expect)
+            codes = [self.value(x, et).code for x, et in zip(e.elems, expect.elems, strict=True)]
+            pre, codes = in_order(codes, [self.ctype(et) for et in expect.elems], self.new)
+            parts = [f".e{i} = {c}" for i, c in enumerate(codes)]
+            return _seq(pre, V(f"(({self.ctype(expect)}){{ {', '.join(parts)} }})", expect))
         if not (isinstance(expect, TComposite) and expect.kind in ("header", "struct")):
             raise Unsupported("a list expression other than a header or struct initialiser")
         if len(e.elems) != len(expect.fields):
@@ -1142,10 +1177,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
 
     def composite_literal(self, t: TComposite, given: list[tuple[str, ast.Expr]]) -> V:
         types = dict(t.fields)
-        parts = [f".f_{n} = {self.value(x, types[n]).code}" for n, x in given]
+        codes = [self.value(x, types[n]).code for n, x in given]  # in written order
+        pre, codes = in_order(codes, [self.ctype(types[n]) for n, _ in given], self.new)
+        parts = [f".f_{n} = {c}" for (n, _), c in zip(given, codes, strict=True)]
         if t.kind == "header":
             parts.append(".valid_ = 1")
-        return V(f"(({self.ctype(t)}){{ {', '.join(parts)} }})", t)
+        return _seq(pre, V(f"(({self.ctype(t)}){{ {', '.join(parts)} }})", t))
 
     def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
         if e.width is not None:  # int<W> values are W-bit two's-complement patterns
@@ -1251,6 +1288,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
             return V(f"{b.code}.e[{i.const}]", b.type.elem)
         if not isinstance(i.type, TBit):
             raise Unsupported(f"stack index of type {i.type.show()}")
+        if has_fx(i.code):  # the index once, into a local (stack_at reads it twice)
+            ix = self.new("ix")
+            at = self.stack_at(b, ix)
+            return V(f"(*({{ u64 {ix} = {i.code}; &{at.code}; }}))", at.type)
         return self.stack_at(b, i.code)
 
     def lookahead(self, call: ast.Call) -> tuple[T, int, str] | None:
@@ -1393,6 +1434,17 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         b = self.expr(
             e.right, a.type if isinstance(a.type, TBit) and op not in ("<<", ">>") else None
         )
+        if (has_fx(a.code) or has_fx(b.code)) and a.const is None:
+            # the left operand first, into a local: C leaves the order of operands open
+            if isinstance(a.type, (TComposite, TStack, TTuple)) and has_fx(b.code):
+                raise Unsupported("comparison with a call with out/inout arguments")
+            tmp = self.new("l")
+            r = self.binary(op, V(tmp, a.type), b)
+            return V(f"({{ {self.ctype(a.type)} {tmp} = {a.code}; {r.code}; }})", r.type)
+        return self.binary(op, a, b)
+
+    def binary(self, op: str, a: V, b: V) -> V:
+        """``a op b`` of two compiled operands (not ``&&``/``||``)."""
         if isinstance(b.type, TBit) and isinstance(a.type, TInfInt) and op not in ("<<", ">>"):
             a = self.coerce(a, b.type)
         if a.const is not None and b.const is not None and isinstance(a.type, TInfInt):
@@ -1523,6 +1575,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
             "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
             REQUESTS,
+            STATEFUL,
             *self.decls,
         ]
         queued = self.field_lists is not None  # the program clones, resubmits or recirculates
@@ -1548,6 +1601,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
         fmt["fl_restore"] = self.field_list_restore(mn) if queued else ""
         process = (QUEUED if queued else SIMPLE).format(**fmt)
         pipeline = PIPELINE.format(process=process, **fmt)
+        meters = "".join(
+            f" if (n == {n}) {{ M{n} = cells; MO{n} = origin; }}" for n in range(len(self.meters))
+        )
+        pipeline += f"void p4n_set_meter(int n, double *cells, int64_t *origin) {{{meters} }}\n"
         regs = ", ".join(f"&R{n}" for n in range(len(self.registers))) or "NULL"
         cnts = ", ".join(f"&K{n}" for n in range(len(self.counters))) or "NULL"
         pipeline = pipeline.replace("REGS_", regs).replace("CNTS_", cnts)
@@ -1555,6 +1612,13 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin):
 
 
 _CMP = ("<", "<=", ">", ">=")
+
+
+def _seq(pre: list[str], v: V) -> V:
+    """``v`` after the statements ``pre`` (a GNU statement expression)."""
+    if not pre:
+        return v
+    return V(f"({{ {' '.join(pre)} {v.code}; }})", v.type, v.const)
 
 
 def _width(t: T) -> int:
@@ -1856,6 +1920,7 @@ static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
  * Returns the number of frames out. */
 int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
                 u64 *oports, u64 *olens, int max) {{
+    p4n_now = now; p4n_dg_req = 0;
     memset(&p4n_ing, 0, sizeof p4n_ing);
     {S} *s0 = &p4n_ing.s;
     s0->f_ingress_port = port; s0->f_packet_length = len; s0->f_instance_type = 0;
@@ -1871,6 +1936,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
     u64 plen = pstart < len ? len - pstart : 0;
     if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
     if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
+    p4n_digest_flush();
     int n = 0;
     if (s0->f_mcast_grp != 0) {{
         u64 g = s0->f_mcast_grp;
