@@ -47,6 +47,7 @@ class FunctionsMixin:
         def value(self, e: ast.Expr, t: Any) -> V: ...
         def expr(self, e: ast.Expr, expect: Any = None) -> V: ...
         def coerce(self, v: V, t: Any) -> V: ...
+        def store(self, target: ast.Expr, code: str) -> str: ...
 
     def user_function(self, e: ast.Expr) -> ast.FunctionDecl | None:
         """The declaration of the user function ``e`` calls, None for anything else."""
@@ -117,8 +118,6 @@ class FunctionsMixin:
                     code = n
                 vals.append(code)
                 continue
-            if isinstance(a, ast.Slice):
-                raise Unsupported("a bit slice as an out/inout argument")
             tmp = self.new("arg")
             self.decls.append(f"static {self.ctype(t)} {tmp};")
             vals.append(f"&{tmp}")
@@ -129,7 +128,7 @@ class FunctionsMixin:
             if not isinstance(a, ast.DontCare):
                 if _run_time_index(a):
                     raise Unsupported("an out/inout argument at a run-time index")
-                post.append(f"{self.expr(a).code} = {tmp};")
+                post.append(self.store(a, tmp))
         return pre, f"{cfn}({', '.join(vals)})", post
 
     def function_value(self, d: ast.FunctionDecl, e: ast.Call) -> V:

@@ -563,11 +563,17 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         self.tables.append(fq)
         cases = []
         for i, act in enumerate(acts):
-            if act is not None and any(p.direction for p in act[1].params):
-                raise Unsupported(f"table {fq}: action {act[1].name} with directional parameters")
-            if act is not None:
-                args = ", ".join(f"A[{j}]" for j in range(len(act[1].params)))
-                cases.append(f"    case {i}: {act[0]}({args}); break;")
+            if act is None:
+                continue
+            params = act[1].params
+            bound = [a.value for a in d.actions[i].args] if i < len(d.actions) else []
+            if any(p.direction for p in params[len(bound) :]):
+                raise Unsupported(f"table {fq}: action {act[1].name} with unbound directions")
+            # bound arguments as a direct call binds them; action data from the entry
+            vals, pre, post = self.bind_args(params[: len(bound)], bound)
+            vals += [f"A[{j}]" for j in range(len(params) - len(bound))]
+            call = " ".join([*pre, f"{act[0]}({', '.join(vals)});", *post])
+            cases.append(f"    case {i}: {{ {call} }} break;")
         kcode = ", ".join(keys)
         fn = f"tbl_{n}"
         src = [
@@ -625,19 +631,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             return looped
         if isinstance(s, ast.Assign) and isinstance(s.target, ast.Slice):
             hi, lo = self.genv.const_int(s.target.hi), self.genv.const_int(s.target.lo)
-            w = hi - lo + 1
-            inner = s.target.expr
-            while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
-                ilo = self.genv.const_int(inner.lo)
-                hi, lo, inner = hi + ilo, lo + ilo, inner.expr
-            base = self.expr(inner)
-            if not isinstance(base.type, TBit):
-                raise Unsupported("assignment to a slice of a non-bit value")
-            v = self.value(s.value, TBit(w))
-            keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
-            return [
-                f"{base.code} = ({base.code} & {keep}) | (({v.code} & {_lit(_mask(w))}) << {lo});"
-            ]
+            v = self.value(s.value, TBit(hi - lo + 1))
+            return [self.store_slice(s.target, v.code)]
         if isinstance(s, ast.Assign):
             if isinstance(s.target, ast.Member) and s.target.name in ("next", "last"):
                 raise Unsupported(f"assignment to a stack's {s.target.name}")
@@ -688,6 +683,61 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if isinstance(s, ast.Switch):
             return self.switch(s)
         raise Unsupported(f"statement {type(s).__name__}")
+
+    def store_slice(self, target: ast.Slice, code: str) -> str:
+        """C statement writing the value ``code`` into the bits ``target`` names (a slice,
+        also of a slice), the other bits kept."""
+        hi, lo = self.genv.const_int(target.hi), self.genv.const_int(target.lo)
+        w = hi - lo + 1
+        inner = target.expr
+        while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
+            ilo = self.genv.const_int(inner.lo)
+            hi, lo, inner = hi + ilo, lo + ilo, inner.expr
+        base = self.expr(inner)
+        if not isinstance(base.type, TBit):
+            raise Unsupported("assignment to a slice of a non-bit value")
+        keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
+        return f"{base.code} = ({base.code} & {keep}) | ((({code}) & {_lit(_mask(w))}) << {lo});"
+
+    def store(self, target: ast.Expr, code: str) -> str:
+        """C statement writing ``code`` (a C value of the target's type) into ``target``."""
+        if isinstance(target, ast.Slice):
+            return self.store_slice(target, code)
+        return f"{self.expr(target).code} = {code};"
+
+    def bind_args(self, params: list[ast.Param], args: list[ast.Expr]) -> tuple[list, list, list]:
+        """(C arguments, copy-in statements, copy-out statements) of an action call:
+        directionless parameters by value, out/inout ones (and in headers/structs)
+        through copies written back after the call, in argument order."""
+        vals: list[str] = []
+        pre: list[str] = []
+        post: list[str] = []
+        fx = any(
+            has_fx(self.expr(a, self.genv.resolve(p.type)).code)
+            for p, a in zip(params, args, strict=True)
+            if not isinstance(a, ast.DontCare)
+        )
+        for p, a in zip(params, args, strict=True):
+            t = self.genv.resolve(p.type)
+            composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
+            if p.direction not in ("out", "inout") and not composite_in:
+                code = self.value(a, t).code
+                if fx:  # arguments in order, into locals (C leaves it open)
+                    n = self.new("sq")
+                    pre.append(f"{self.ctype(t)} {n} = {code};")
+                    code = n
+                vals.append(code)
+                continue
+            tmp = self.new("arg")
+            self.decls.append(f"static {self.ctype(t)} {tmp};")
+            vals.append(f"&{tmp}")
+            if p.direction == "out" or isinstance(a, ast.DontCare):
+                pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
+            else:
+                pre.append(f"{tmp} = {self.value(a, t).code};")
+            if not composite_in and not isinstance(a, ast.DontCare):
+                post.append(self.store(a, tmp))
+        return vals, pre, post
 
     def switch(self, s: ast.Switch) -> list[str]:
         """``switch (t.apply().action_run)`` (labels: the table's actions, by their index in
@@ -776,34 +826,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 f.name in self.genv.actions or (self.cur is not None and f.name in self.cur.actions)
             ):
                 cfn, _, decl = self.action_ref(f.name)
-                vals, pre, post = [], [], []
-                fx = any(
-                    has_fx(self.expr(a, self.genv.resolve(p.type)).code)
-                    for p, a in zip(decl.params, args, strict=True)
-                    if not isinstance(a, ast.DontCare)
-                )
-                for p, a in zip(decl.params, args, strict=True):
-                    t = self.genv.resolve(p.type)
-                    composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
-                    if p.direction not in ("out", "inout") and not composite_in:
-                        code = self.value(a, t).code
-                        if fx:  # arguments in order, into locals (C leaves it open)
-                            n = self.new("sq")
-                            pre.append(f"{self.ctype(t)} {n} = {code};")
-                            code = n
-                        vals.append(code)
-                        continue
-                    if isinstance(a, ast.Slice):
-                        raise Unsupported("a bit slice as an out/inout argument")
-                    tmp = self.new("arg")
-                    self.decls.append(f"static {self.ctype(t)} {tmp};")
-                    vals.append(f"&{tmp}")
-                    if p.direction == "out" or isinstance(a, ast.DontCare):
-                        pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
-                    else:
-                        pre.append(f"{tmp} = {self.value(a, t).code};")
-                    if not composite_in and not isinstance(a, ast.DontCare):
-                        post.append(f"{self.expr(a).code} = {tmp};")
+                vals, pre, post = self.bind_args(decl.params, args)
                 return pre + [f"{cfn}({', '.join(vals)});"] + post
             raise Unsupported(f"call of {f.name}")
         if isinstance(f, ast.Member):
