@@ -76,6 +76,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         self.types: dict[int, str] = {}
         self.tuples: dict[TTuple, str] = {}
         self.aliases: dict[int, V] = {}  # AST node id → its value (compound assignment)
+        self.exiting: set[int] = set()  # ids of actions that may exit (directly or by a call)
         self.meters: list[tuple[str, int]] = []  # (fq, size), index = C meter number
         self.digest_names: list[str] = []  # digest struct names, index = C digest id
         self.type_src: list[str] = []
@@ -478,13 +479,16 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         cfn = self.new(f"act_{re.sub(r'[^A-Za-z0-9_]', '_', d.name)}")
         self.locals.append({})
         ps = []
-        directed = any(p.direction in ("out", "inout") for p in d.params)
-        if directed and any(
+        if any(
             isinstance(x, ast.Exit)
-            or (isinstance(x, ast.CallStmt) and isinstance(x.call.func, ast.Name))
+            or (
+                isinstance(x, ast.CallStmt)
+                and isinstance(x.call.func, ast.Name)
+                and (x.call.func.name in self.genv.actions or x.call.func.name in c.actions)
+            )
             for x in _walk(d.body)
-        ):  # an exit copies out on Python, also through calling actions: not covered here
-            raise Unsupported(f"action {d.name} with out/inout parameters that exits or calls")
+        ):  # its callers copy out on an exit too (exit_guard)
+            self.exiting.add(id(d))
         for p in d.params:
             t = self.genv.resolve(p.type)
             if p.direction in ("out", "inout") or (
@@ -572,7 +576,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             # bound arguments as a direct call binds them; action data from the entry
             vals, pre, post = self.bind_args(params[: len(bound)], bound)
             vals += [f"A[{j}]" for j in range(len(params) - len(bound))]
-            call = " ".join([*pre, f"{act[0]}({', '.join(vals)});", *post])
+            call = " ".join(self.exit_guard(act[1], pre, f"{act[0]}({', '.join(vals)});", post))
             cases.append(f"    case {i}: {{ {call} }} break;")
         kcode = ", ".join(keys)
         fn = f"tbl_{n}"
@@ -739,6 +743,21 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 post.append(self.store(a, tmp))
         return vals, pre, post
 
+    def exit_guard(self, decl: Any, pre: list[str], call: str, post: list[str]) -> list[str]:
+        """An action call: copy-in, the call, copy-out. When the action may ``exit``, the
+        copy-out runs on that way out too (as Python's try/finally), then the exit goes on."""
+        if id(decl) not in self.exiting or not post:
+            return [*pre, call, *post]
+        back = " ".join(post)
+        return [
+            "{ jmp_buf sv_; memcpy(sv_, p4n_exit, sizeof sv_);",
+            *pre,
+            f"if (setjmp(p4n_exit) == 0) {{ {call} memcpy(p4n_exit, sv_, sizeof sv_); }}",
+            f"else {{ memcpy(p4n_exit, sv_, sizeof sv_); {back} longjmp(p4n_exit, 1); }}",
+            *post,
+            "}",
+        ]
+
     def switch(self, s: ast.Switch) -> list[str]:
         """``switch (t.apply().action_run)`` (labels: the table's actions, by their index in
         its action list) or ``switch (value)`` (constant labels), as an if/else chain."""
@@ -827,7 +846,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             ):
                 cfn, _, decl = self.action_ref(f.name)
                 vals, pre, post = self.bind_args(decl.params, args)
-                return pre + [f"{cfn}({', '.join(vals)});"] + post
+                return self.exit_guard(decl, pre, f"{cfn}({', '.join(vals)});", post)
             raise Unsupported(f"call of {f.name}")
         if isinstance(f, ast.Member):
             if f.name == "extract" and len(args) == 1 and isinstance(args[0], ast.DontCare):
