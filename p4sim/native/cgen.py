@@ -896,7 +896,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if len(args) != 5:
             raise Unsupported("hash with other than 5 arguments")
         algo = args[1]
+        # custom CRCs: their BMv2 default parameters (CRC-32 and CRC-16/ARC), as on Python
         codes = {"crc32": 0, "crc16": 1, "csum16": 2, "identity": 3, "xor16": 4}
+        codes.update(crc32_custom=0, crc16_custom=1)
         if not (isinstance(algo, ast.Member) and algo.name in codes):
             raise Unsupported(f"hash algorithm {getattr(algo, 'name', '?')}")
         dst = self.expr(args[0])
