@@ -40,6 +40,7 @@ from p4sim.compiler.typecheck import (
     TInfInt,
     TStack,
     TTuple,
+    TVarbit,
     type_width,
 )
 from p4sim.frontend import ast
@@ -185,9 +186,15 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         self.types[id(t)] = name
         lines = [f"typedef struct {name} {{"]
         for n, ft in t.fields:
+            if isinstance(ft, TVarbit) and t.kind == "header":  # its value and its bits
+                if ft.max_width > 64:
+                    raise Unsupported(f"type {ft.show()} (wider than 64 bits)")
+                lines.append(f"    u64 f_{n}; u64 n_{n};")
+                continue
             lines.append(f"    {self.ctype(ft)} f_{n};")
         if t.kind == "header":
-            if sum(_width(ft) for _, ft in t.fields) % 8:
+            fixed = [ft for _, ft in t.fields if not isinstance(ft, TVarbit)]
+            if sum(_width(ft) for ft in fixed) % 8:
                 raise Unsupported(f"header {t.name} is not a whole number of bytes")
             lines.append("    u64 valid_;")
         if len(lines) == 1:
@@ -986,19 +993,23 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                     f"{{ u64 n_ = {n.code}; if (p4n_off + n_ > p4n_inlen * 8) "
                     f"{{ p4n_perr = {short}; return; }} p4n_off += n_; }}"
                 )
-            if name == "extract" and len(args) == 1:
+            if name == "extract" and len(args) in (1, 2):
                 h = self.expr(args[0])
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
                     raise Unsupported("extract of a non-header")
                 a = args[0]
+                if len(args) == 2:
+                    ext = self.extract_varbit(h, self.value(args[1], TBit(32)).code)
+                else:
+                    ext = self.extract(h)
                 sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(a))
                 if sibs:  # a union member: the other members become invalid
-                    return f"{{ {self.extract(h)}{sibs} }}"
+                    return f"{{ {ext}{sibs} }}"
                 if isinstance(a, ast.Member) and a.name == "next":
                     st = self.expr(a.expr)
                     if isinstance(st.type, TStack):  # bounds checked by h, then counted
-                        return f"{{ {self.extract(h)} {st.code}.next_ += 1; }}"
-                return self.extract(h)
+                        return f"{{ {ext} {st.code}.next_ += 1; }}"
+                return ext
             if name == "emit" and len(args) == 1:
                 h = self.expr(args[0])
                 if isinstance(h.type, TComposite) and h.type.kind == "header":
@@ -1089,8 +1100,42 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             raise Unsupported(f"index of type {v.type.show()}")
         return v.code
 
+    def extract_varbit(self, h: V, nbits: str) -> str:
+        """``pk.extract(h, n)`` of a header with a varbit field of ``n`` bits, checked as
+        the Python back end checks it: whole bytes, at most the maximum, in the packet."""
+        t: TComposite = h.type
+        var = [ft for _, ft in t.fields if isinstance(ft, TVarbit)]
+        if len(var) != 1:
+            raise Unsupported("a two-argument extract of a header without one varbit field")
+        fixed = sum(_width(ft) for _, ft in t.fields if not isinstance(ft, TVarbit))
+        err = self.error_code
+        parts = [
+            f"u64 n_ = {nbits};",
+            f"if (n_ & 7) {{ p4n_perr = {err('ParserInvalidArgument')}; return; }}",
+            f"if (n_ > {var[0].max_width}) {{ p4n_perr = {err('HeaderTooShort')}; return; }}",
+            f"if (p4n_off + {fixed} + n_ > p4n_inlen * 8) "
+            f"{{ p4n_perr = {err('PacketTooShort')}; return; }}",
+            "u64 o_ = p4n_off;",
+        ]
+        for n, ft in t.fields:
+            if isinstance(ft, TVarbit):
+                parts.append(
+                    f"{h.code}.f_{n} = n_ ? p4n_get_bits(p4n_in, o_, (int)n_) : 0; "
+                    f"{h.code}.n_{n} = n_; o_ += n_;"
+                )
+                continue
+            for leaf, lt in (
+                _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
+            ):
+                w = _width(lt)
+                parts.append(f"{h.code}.{leaf} = p4n_get_bits(p4n_in, o_, {w}); o_ += {w};")
+        parts.append(f"{h.code}.valid_ = 1; p4n_off = o_;")
+        return "{ " + " ".join(parts) + " }"
+
     def extract(self, h: V) -> str:
         t: TComposite = h.type
+        if any(isinstance(ft, TVarbit) for _, ft in t.fields):
+            raise Unsupported("extract of a header with a varbit field without its size")
         w = sum(_width(ft) for _, ft in t.fields)
         short = self.error_code("PacketTooShort")
         parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
@@ -1137,6 +1182,21 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
 
     def emit(self, h: V) -> str:
         t: TComposite = h.type
+        if any(isinstance(ft, TVarbit) for _, ft in t.fields):  # bit by bit, its length
+            parts = ["u64 o_ = p4n_ooff;"]
+            for n, ft in t.fields:
+                if isinstance(ft, TVarbit):
+                    parts.append(
+                        f"if ({h.code}.n_{n}) p4n_put_bits(p4n_out, o_, {h.code}.f_{n}, "
+                        f"(int){h.code}.n_{n}); o_ += {h.code}.n_{n};"
+                    )
+                    continue
+                for leaf, lt in (
+                    _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
+                ):
+                    w = _width(lt)
+                    parts.append(f"p4n_put_bits(p4n_out, o_, {h.code}.{leaf}, {w}); o_ += {w};")
+            return f"if ({h.code}.valid_) {{ {' '.join(parts)} p4n_ooff = o_; }}"
         fast, slow = [], []
         off = 0
         for n, ft in _leaves(t):
@@ -1298,6 +1358,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 raise Unsupported(f"field {e.name}")
             if isinstance(ft, TEnum) and ft.underlying is not None:
                 ft = ft.underlying
+            if isinstance(ft, TVarbit):
+                raise Unsupported(f"varbit field {e.name} used as a value")
             return V(f"{b.code}.f_{e.name}", ft)
         raise Unsupported(f"member {e.name} of {b.type}")
 
@@ -1559,7 +1621,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         both valid with equal fields; stacks by their elements, structs, unions and tuples
         member by member."""
         if isinstance(t, TComposite):
-            parts = [self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft) for n, ft in t.fields]
+            parts = [
+                f"{a}.f_{n} == {b}.f_{n} && {a}.n_{n} == {b}.n_{n}"
+                if isinstance(ft, TVarbit)
+                else self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft)
+                for n, ft in t.fields
+            ]
             same = " && ".join(parts) or "1"
             if t.kind == "header":
                 return f"{a}.valid_ == {b}.valid_ && (!{a}.valid_ || ({same}))"
