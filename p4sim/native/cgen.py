@@ -195,7 +195,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if t.kind == "header":
             fixed = [ft for _, ft in t.fields if not isinstance(ft, TVarbit)]
             if sum(_width(ft) for ft in fixed) % 8:
-                raise Unsupported(f"header {t.name} is not a whole number of bytes")
+                if len(fixed) < len(t.fields):
+                    raise Unsupported(f"header {t.name} with a varbit, not of whole bytes")
+                # p4c's BMv2 `_padding`: the bits up to a whole byte, read and written back
+                lines.append("    u64 pad_;")
             lines.append("    u64 valid_;")
         if len(lines) == 1:
             lines.append("    u64 empty_;")
@@ -867,6 +870,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if not (isinstance(t, TComposite) and t.kind == "header"):
             raise Unsupported("extract of _ without a header type")
         w = sum(_width(ft) for _, ft in t.fields)
+        w += -w % 8  # the padding bits too (header_pad)
         short = self.error_code("PacketTooShort")
         return (
             f"{{ if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }} "
@@ -1137,11 +1141,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if any(isinstance(ft, TVarbit) for _, ft in t.fields):
             raise Unsupported("extract of a header with a varbit field without its size")
         w = sum(_width(ft) for _, ft in t.fields)
+        w += -w % 8  # with the padding bits (header_pad), kept in pad_
         short = self.error_code("PacketTooShort")
         parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
         fast, slow = [], []
         off = 0
-        for n, ft in _leaves(t):
+        for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
             slow.append(f"{h.code}.{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
@@ -1199,7 +1204,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             return f"if ({h.code}.valid_) {{ {' '.join(parts)} p4n_ooff = o_; }}"
         fast, slow = [], []
         off = 0
-        for n, ft in _leaves(t):
+        for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
             slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.{n}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:
@@ -1742,6 +1747,12 @@ def _width(t: T) -> int:
     if isinstance(t, TComposite) and t.kind == "struct":
         return sum(_width(ft) for _, ft in t.fields)
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _padding(t: TComposite) -> list[tuple[str, T]]:
+    """The ``pad_`` member of a header not of whole bytes (p4c's BMv2 ``_padding``)."""
+    pad = -sum(_width(ft) for _, ft in t.fields) % 8
+    return [("pad_", TBit(pad))] if pad else []
 
 
 def _leaves(t: TComposite, prefix: str = "") -> list[tuple[str, T]]:
