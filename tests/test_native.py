@@ -464,3 +464,51 @@ def test_calls_with_inout_arguments_inside_expressions_run_in_p4_order_on_native
     assert run_both(py, nat, frames) == len(frames)
     out = nat.send(0, bytes([10, 20, 30, 0, 9]))[0][1]
     assert out == bytes([22, 22, 1, 0, 0])
+
+
+UNION_STACK_SHIFTS = """
+#include <core.p4>
+#include <v1model.p4>
+header byte_t { bit<8> data; }
+header short_t { bit<16> data; }
+header_union u_t { byte_t byte; short_t short; }
+header h_t { bit<8> op; }
+struct hdrs_t { h_t h; u_t[3] u; }
+struct meta_t {}
+parser P(packet_in pk, out hdrs_t hdr, inout meta_t m, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.h); transition one; }
+    state one { pk.extract(hdr.u.next.byte);
+                transition select(hdr.u.last.byte.data) { 0: accept; 1: one; default: two; } }
+    state two { pk.extract(hdr.u.next.short); transition accept; }
+}
+control VC(inout hdrs_t hdr, inout meta_t m) { apply {} }
+control Ig(inout hdrs_t hdr, inout meta_t m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (hdr.h.op == 1) { hdr.u.push_front(1); }
+        if (hdr.h.op == 2) { hdr.u.pop_front(1); }
+        if (hdr.h.op == 3) { hdr.u.push_front(2); hdr.u[0].short.setValid(); }
+        hdr.h.op = hdr.u[0].isValid() ? 8w1 : 8w0;
+    }
+}
+control Eg(inout hdrs_t hdr, inout meta_t m, inout standard_metadata_t sm) { apply {} }
+control CC(inout hdrs_t hdr, inout meta_t m) { apply {} }
+control Dp(packet_out pk, in hdrs_t hdr) { apply { pk.emit(hdr); } }
+V1Switch(P(), VC(), Ig(), Eg(), CC(), Dp()) main;
+"""
+
+
+def test_stacks_of_header_unions_shift_like_python_on_native() -> None:
+    """Extract into stack.next.member, push_front/pop_front invalidating every member of
+    the elements shifted in, emit of the whole stack: Python's outputs."""
+    py = Switch.from_source(UNION_STACK_SHIFTS, "union_shifts.p4")
+    nat = Switch.from_source(UNION_STACK_SHIFTS, "union_shifts.p4", backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(3)
+    frames = [
+        (0, bytes([rng.randrange(4)] + [rng.choice([0, 1, 2, 7]) for _ in range(rng.randrange(7))]))
+        for _ in range(300)
+    ]
+    assert run_both(py, nat, frames) > 0
+    # [1, 0] then a push: [invalid, 1, 0]; u[0] invalid after it
+    assert nat.send(0, bytes([1, 1, 0]))[0][1] == bytes([0, 1, 0])

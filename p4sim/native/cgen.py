@@ -138,7 +138,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         got = self.stacks.get(key)
         if got is not None:
             return got
-        if not (isinstance(t.elem, TComposite) and t.elem.kind == "header"):
+        if not (isinstance(t.elem, TComposite) and t.elem.kind in ("header", "union")):
             raise Unsupported(f"stack of {t.elem.show()}")
         et = self.ctype(t.elem)
         name = f"stk_{et}_{t.size}"
@@ -964,15 +964,15 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             if n is None or n < 0:
                 raise Unsupported(f"{name} by a non-constant count")
             size, c = b.type.size, b.code
+            el = b.type.elem  # a header, or a union: each member becomes invalid
+            members = [f".f_{m}" for m, _ in el.fields] if el.kind == "union" else [""]
+            off = " ".join(f"{c}.e[i_]{m}.valid_ = 0;" for m in members)
             if name == "push_front":  # shift up by n; the n first become invalid
-                move = f"if (i_ >= {n}) {c}.e[i_] = {c}.e[i_ - {n}]; else {c}.e[i_].valid_ = 0;"
+                move = f"if (i_ >= {n}) {c}.e[i_] = {c}.e[i_ - {n}]; else {{ {off} }}"
                 loop = f"for (int64_t i_ = {size - 1}; i_ >= 0; i_--) {{ {move} }}"
                 nxt = f"{c}.next_ = {c}.next_ + {n} < {size} ? {c}.next_ + {n} : {size};"
             else:  # shift down by n; the n last become invalid
-                move = (
-                    f"if (i_ + {n} < {size}) {c}.e[i_] = {c}.e[i_ + {n}]; "
-                    f"else {c}.e[i_].valid_ = 0;"
-                )
+                move = f"if (i_ + {n} < {size}) {c}.e[i_] = {c}.e[i_ + {n}]; else {{ {off} }}"
                 loop = f"for (int64_t i_ = 0; i_ < {size}; i_++) {{ {move} }}"
                 nxt = f"{c}.next_ = {c}.next_ > {n} ? {c}.next_ - {n} : 0;"
             return f"{{ {loop} {nxt} }}"
@@ -1007,12 +1007,13 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 else:
                     ext = self.extract(h)
                 sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(a))
+                nxt = a.expr if sibs and isinstance(a, ast.Member) else a  # stack.next.member
+                if isinstance(nxt, ast.Member) and nxt.name == "next":
+                    st = self.expr(nxt.expr)
+                    if isinstance(st.type, TStack):  # bounds checked by h, then counted
+                        return f"{{ {ext}{sibs} {st.code}.next_ += 1; }}"
                 if sibs:  # a union member: the other members become invalid
                     return f"{{ {ext}{sibs} }}"
-                if isinstance(a, ast.Member) and a.name == "next":
-                    st = self.expr(a.expr)
-                    if isinstance(st.type, TStack):  # bounds checked by h, then counted
-                        return f"{{ {ext} {st.code}.next_ += 1; }}"
                 return ext
             if name == "emit" and len(args) == 1:
                 h = self.expr(args[0])
@@ -1175,7 +1176,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if isinstance(t, TComposite) and t.kind == "header":
             return self.emit(h)
         if isinstance(t, TStack):
-            return "; ".join(self.emit(V(f"{h.code}.e[{i}]", t.elem)) for i in range(t.size))
+            return "; ".join(self.emit_any(V(f"{h.code}.e[{i}]", t.elem)) for i in range(t.size))
         if isinstance(t, TComposite) and t.kind in ("struct", "union"):
             parts = [
                 self.emit_any(V(f"{h.code}.f_{n}", ft))
