@@ -964,7 +964,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             if n is None or n < 0:
                 raise Unsupported(f"{name} by a non-constant count")
             size, c = b.type.size, b.code
-            el = b.type.elem  # a header, or a union: each member becomes invalid
+            el: Any = b.type.elem  # a header, or a union: each member becomes invalid
             members = [f".f_{m}" for m, _ in el.fields] if el.kind == "union" else [""]
             off = " ".join(f"{c}.e[i_]{m}.valid_ = 0;" for m in members)
             if name == "push_front":  # shift up by n; the n first become invalid
