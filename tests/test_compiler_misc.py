@@ -19,9 +19,12 @@ from p4sim.runtime import hashes
 PROG = Path(__file__).parent / "compiler_programs" / "misc.p4"
 
 
-@pytest.fixture(scope="module")
-def sw() -> Switch:
-    return Switch.from_file(str(PROG), target="p4sim")
+@pytest.fixture(scope="module", params=["python", "native"])
+def sw(request: pytest.FixtureRequest) -> Switch:
+    """misc.p4 on each back end (the native one must not fall back)."""
+    s = Switch.from_file(str(PROG), target="p4sim", backend=request.param)
+    assert s.backend == request.param, s.backend_notice
+    return s
 
 
 def run(sw: Switch, op: int, i: int, good_csum: bool = True) -> bytes:

@@ -18,9 +18,12 @@ from p4sim import Switch
 PROG = Path(__file__).parent / "compiler_programs" / "parse.p4"
 
 
-@pytest.fixture(scope="module")
-def prog_sw() -> Switch:
-    return Switch.from_file(str(PROG), target="p4sim")
+@pytest.fixture(scope="module", params=["python", "native"])
+def prog_sw(request: pytest.FixtureRequest) -> Switch:
+    """parse.p4 on each back end (the native one must not fall back)."""
+    s = Switch.from_file(str(PROG), target="p4sim", backend=request.param)
+    assert s.backend == request.param, s.backend_notice
+    return s
 
 
 def run(sw: Switch, data: bytes) -> tuple[dict[str, int], bytes]:

@@ -90,8 +90,7 @@ class Stack:
             if i >= n:
                 self.h[i] = self.h[i - n].copy()
             else:
-                self.h[i] = self.h[i].copy()
-                self.h[i]._v = False
+                self.h[i] = _invalid(self.h[i].copy())
         self.nextIndex = min(self.nextIndex + n, size)
 
     def pop_front(self, n: int) -> None:
@@ -101,9 +100,18 @@ class Stack:
             if i + n < size:
                 self.h[i] = self.h[i + n].copy()
             else:
-                self.h[i] = self.h[i].copy()
-                self.h[i]._v = False
+                self.h[i] = _invalid(self.h[i].copy())
         self.nextIndex = max(self.nextIndex - n, 0)
+
+
+def _invalid(e: Any) -> Any:
+    """``e`` made invalid: a header, or every member of a header union."""
+    if hasattr(e, "_v"):
+        e._v = False
+    else:
+        for m in e.__slots__:
+            getattr(e, m)._v = False
+    return e
 
 
 class Ctx:

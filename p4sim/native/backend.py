@@ -41,7 +41,7 @@ from cbuild.shared_library import DEFAULT_FLAGS, BuildError, build
 from cbuild.shared_library import cache_dir as shared_cache_dir
 from p4sim.compiler.program import ValueSet
 from p4sim.native.cgen import CGen, Unsupported
-from p4sim.runtime.externs import Counter, Register
+from p4sim.runtime.externs import Counter, Meter, MeterState, Register
 from p4sim.runtime.pre import PacketReplicationEngine
 from p4sim.runtime.tables import Table
 from p4sim.v1model.pipeline import Pipeline
@@ -83,6 +83,16 @@ class _CTable(ctypes.Structure):
 
 class _CGroup(ctypes.Structure):
     _fields_ = [("n", ctypes.c_int64), ("ports", P64), ("rids", P64)]
+
+
+class _CClone(ctypes.Structure):
+    _fields_ = [
+        ("sid", ctypes.c_uint64),
+        ("trunc", ctypes.c_uint64),
+        ("n", ctypes.c_int64),
+        ("ports", P64),
+        ("rids", P64),
+    ]
 
 
 def _ptr(a: np.ndarray) -> Any:
@@ -136,6 +146,7 @@ class Native:
         lib.p4n_vset_at.argtypes = [ctypes.c_int]
         lib.p4n_vset_at.restype = ctypes.POINTER(_CTable)
         lib.p4n_set_groups.argtypes = [ctypes.c_void_p, ctypes.c_int64]
+        lib.p4n_set_clones.argtypes = [ctypes.c_void_p, ctypes.c_int64]
 
     @staticmethod
     def _build(source: str) -> Path:
@@ -176,6 +187,68 @@ class NativeCounter(Counter):
 
     def reset(self) -> None:
         self.cells[:] = 0
+
+
+#: A meter index's state in C (p4n_meter): one row of doubles, MeterState's fields.
+METER_FIELDS = ("configured", "cir", "cburst", "ctok", "clast", "pir", "pburst", "ptok", "plast")
+
+
+def _meter_field(k: int, kind: Any) -> property:
+    def get(self: NativeMeterState) -> Any:
+        return kind(self.row[k])
+
+    def put(self: NativeMeterState, v: Any) -> None:
+        self.row[k] = float(v)
+
+    return property(get, put)
+
+
+class NativeMeterState(MeterState):
+    """A MeterState whose fields are a row of the numpy array C's p4n_meter updates."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: Any, old: MeterState) -> None:  # noqa: D107 - keeps old's values
+        self.row = row
+        for name in METER_FIELDS:
+            setattr(self, name, getattr(old, name))
+
+
+for _k, _name in enumerate(METER_FIELDS):
+    _kind = bool if _name == "configured" else float if _name in ("cir", "pir") else int
+    setattr(NativeMeterState, _name, _meter_field(_k, _kind))
+
+
+class NativeMeter(Meter):
+    """A Meter whose states and time origin live in memory shared with the C code;
+    control-plane changes hold C's lock so that no packet sees half a configuration."""
+
+    native_lib: Any
+    origin: Any
+
+    @property  # type: ignore[override]
+    def time_origin_us(self) -> int:
+        return int(self.origin[0])
+
+    @time_origin_us.setter
+    def time_origin_us(self, v: int) -> None:
+        self.origin[0] = int(v)
+
+    def _locked(self, fn: Any, *args: Any) -> Any:
+        self.native_lib.p4n_lock()
+        try:
+            return fn(self, *args)
+        finally:
+            self.native_lib.p4n_unlock()
+
+    def set_rates(self, i: int, committed: tuple[float, int], peak: tuple[float, int]) -> None:
+        self._locked(Meter.set_rates, i, committed, peak)
+
+    def set_all_rates(self, committed: tuple[float, int], peak: tuple[float, int]) -> None:
+        self._locked(Meter.set_all_rates, committed, peak)
+
+    def reset_rates(self, i: int) -> None:
+        self._locked(Meter.reset_rates, i)
 
 
 class NativeValueSet(ValueSet):
@@ -287,6 +360,9 @@ _PRE_MUTATORS = (
     "node_destroy",
     "node_associate",
     "node_dissociate",
+    "clone_session_set",
+    "mirroring_add_mc",
+    "clone_session_delete",
 )
 
 
@@ -311,9 +387,10 @@ for _n in _PRE_MUTATORS:
 
 
 class NativePipeline(Pipeline):
-    """The v1model pipeline with ``process`` in C (see the module docstring). Egress
-    queue rates, clones, resubmit, recirculate and digests are not covered: the program
-    generator refuses programs using them, and ``Switch`` refuses queue rates."""
+    """The v1model pipeline with ``process`` in C (see the module docstring), clones,
+    resubmit and recirculate included (cut after ``max_passes`` passes, as in Python).
+    Egress queue rates and digests are not covered: the program generator refuses
+    programs using digests, and ``Switch`` refuses queue rates."""
 
     def __init__(self, native: Native, inst: Any, pre: Any, ctx: Any, *args: Any) -> None:
         super().__init__(inst, pre, ctx, *args)
@@ -336,6 +413,19 @@ class NativePipeline(Pipeline):
             c.__class__ = NativeCounter
             c.cells, c.packets, c.bytes = cells, cells[:, 0], cells[:, 1]
             lib.p4n_set_counter(n, cells.ctypes.data_as(P64))
+        lib.p4n_set_meter.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        lib.p4n_lock.argtypes = lib.p4n_unlock.argtypes = []
+        self._meter_cells: list[Any] = []
+        for n, (fq, size) in enumerate(gen.meters):
+            m = inst.externs[fq]
+            cells = np.zeros((size, len(METER_FIELDS)), dtype=np.float64)
+            origin = np.array([m.time_origin_us], dtype=np.int64)
+            m.__class__ = NativeMeter
+            m.native_lib, m.origin = lib, origin
+            m.states = [NativeMeterState(cells[i], st) for i, st in enumerate(m.states)]
+            self._meter_cells.append((cells, origin))
+            lib.p4n_set_meter(n, cells.ctypes.data, origin.ctypes.data)
+        self._digests = list(gen.digest_names)
         self.tables: list[NativeTable] = []
         for n, fq in enumerate(gen.tables):
             t = inst.tables[fq]
@@ -356,6 +446,7 @@ class NativePipeline(Pipeline):
         }
         self._counting = [bool(self._table_info(fq).direct_counter) for fq in gen.tables]
         self._cdirty = ctypes.c_int.in_dll(lib, "p4n_dirty")
+        ctypes.c_int.in_dll(lib, "p4n_max_passes").value = self.max_passes
         lib.p4n_lock.argtypes = lib.p4n_unlock.argtypes = []
         pre.__class__ = NativePRE
         self.pre: NativePRE = pre
@@ -479,6 +570,17 @@ class NativePipeline(Pipeline):
             groups[gid].n = len(reps)
             groups[gid].ports, groups[gid].rids = _ptr(ports), _ptr(rids)
         self.native.lib.p4n_set_groups(ctypes.addressof(groups), ng)
+        sessions = pre.clone_sessions()
+        clones = (_CClone * max(1, len(sessions)))()
+        keep.append(clones)
+        for c, sess in zip(clones, sessions, strict=False):
+            reps = pre.clone_replicas(sess.session_id)
+            ports = np.array([p for p, _ in reps] or [0], dtype=np.uint64)
+            rids = np.array([r for _, r in reps] or [0], dtype=np.uint64)
+            keep += [ports, rids]
+            c.sid, c.trunc, c.n = sess.session_id, sess.truncate_bytes, len(reps)
+            c.ports, c.rids = _ptr(ports), _ptr(rids)
+        self.native.lib.p4n_set_clones(ctypes.addressof(clones), len(sessions))
         self._keep = keep
 
     def sync(self) -> None:
@@ -521,6 +623,8 @@ class NativePipeline(Pipeline):
             n = lib.p4n_process(
                 port, data, len(data), self.now_us(), self.out, self._op, self._ol, MAXOUT
             )
+            if self._digests:
+                self._take_digests()
             base = ctypes.addressof(self.out)
             return [
                 (int(self.oports[i]), ctypes.string_at(base + i * MAXPKT, int(self.olens[i])))
@@ -528,6 +632,21 @@ class NativePipeline(Pipeline):
             ]
         finally:
             lib.p4n_unlock()
+
+    def _take_digests(self) -> None:
+        """The digests C queued for this packet into ``ctx.digests`` (Switch.digests) as
+        (struct name, values), as the Python pipeline appends them."""
+        lib = self.native.lib
+        count = ctypes.c_int64.in_dll(lib, "p4n_dgq_n")
+        if not count.value:
+            return
+        ids = (ctypes.c_int64 * count.value).in_dll(lib, "p4n_dgq_id")
+        lens = (ctypes.c_int64 * count.value).in_dll(lib, "p4n_dgq_len")
+        vals = (ctypes.c_uint64 * (64 * count.value)).in_dll(lib, "p4n_dgq_v")
+        for k in range(count.value):
+            v = tuple(int(x) for x in vals[64 * k : 64 * k + lens[k]])
+            self.ctx.digests.append((self._digests[ids[k]], v))
+        count.value = 0
 
     def release(self) -> list[tuple[int, bytes]]:
         return []
@@ -544,7 +663,8 @@ class NativeLoop:
     switch lock, before the next batch), when PortSet's wake-up pipe is written (stop),
     or after ``timeout`` idle seconds. ``switch()`` returns the switch now installed (the
     P4Runtime server may replace it); a switch on the Python back end, a port without
-    batch I/O or a pcap capture keep the Python loop."""
+    batch I/O or a pcap capture keep the Python loop, and so does a program with digests
+    (its packets still run in C, one by one, each with the digests it made)."""
 
     def __init__(self, portset: Any, switch: Any, budget: int = 64) -> None:
         self.portset = portset
@@ -555,6 +675,8 @@ class NativeLoop:
     def usable(self) -> Any:
         sw = self.switch()
         if sw is None or getattr(sw, "backend", "python") != "native":
+            return None
+        if sw.pipeline.native.gen.digest_names:  # each packet's digests go with it
             return None
         ps = self.portset
         if any(p.rx is None or p.pcap_in is not None for p in ps.ports.values()):

@@ -3,10 +3,16 @@
 A function's ``in`` parameters are passed by value (headers and structs too: C copies
 them), its ``out`` and ``inout`` parameters as pointers to temporaries that the caller
 fills before the call (``inout``) and copies back after it, in argument order, as P4's
-copy-in/copy-out says. A call with out/inout arguments is a statement, or the whole right
-side of an assignment or a variable's initialiser; C does not fix the order in which it
-evaluates operands, so such a call inside a larger expression stays on Python. Calls of
-functions with only ``in`` parameters have no side effects and go anywhere.
+copy-in/copy-out says. A call with out/inout arguments is a statement, the whole right
+side of an assignment or a variable's initialiser, or, inside a larger expression, a GNU
+statement expression marked with ``cvalues.FX``: C does not fix the order in which it
+evaluates operands, so the code around a marked one evaluates its operands, arguments
+and initialisers into locals left to right (P4's order), and an assignment takes the
+target's place before the value. Calls of functions with only ``in`` parameters have no
+side effects and go anywhere.
+
+A generic function becomes one C function per binding of its type parameters (written
+at the call or inferred from the arguments, as the Python back end infers them).
 
 Example: ``h.x = max8(h.a, h.b);`` → ``h.f_x = fun_3_max8(h.f_a, h.f_b);``.
 """
@@ -16,8 +22,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from p4sim.compiler.typecheck import TInfInt
 from p4sim.frontend import ast
-from p4sim.native.cvalues import Unsupported, V
+from p4sim.native.cvalues import FX, Unsupported, V, has_fx
 
 if TYPE_CHECKING:
     from p4sim.compiler.typecheck import GlobalEnv
@@ -44,6 +51,7 @@ class FunctionsMixin:
         def value(self, e: ast.Expr, t: Any) -> V: ...
         def expr(self, e: ast.Expr, expect: Any = None) -> V: ...
         def coerce(self, v: V, t: Any) -> V: ...
+        def store(self, target: ast.Expr, code: str) -> str: ...
 
     def user_function(self, e: ast.Expr) -> ast.FunctionDecl | None:
         """The declaration of the user function ``e`` calls, None for anything else."""
@@ -54,19 +62,57 @@ class FunctionsMixin:
         decls = [d for d in self.genv.functions.get(e.func.name, []) if d.body is not None]
         if not decls:
             return None
-        if len(decls) > 1 or decls[0].type_params:
-            raise Unsupported(f"generic or overloaded function {e.func.name}")
+        if len(decls) > 1:
+            raise Unsupported(f"overloaded function {e.func.name}")
         if any(a.name is not None for a in e.args) or len(e.args) != len(decls[0].params):
             raise Unsupported(f"call of {e.func.name} with named or default arguments")
         return decls[0]
 
-    def function_ref(self, d: ast.FunctionDecl) -> str:
-        """The C function of ``d``, generated on first use."""
-        memo: dict[int, str] = self.__dict__.setdefault("_functions", {})
-        if id(d) in memo:
-            return memo[id(d)]
+    def type_args(self, d: ast.FunctionDecl, e: ast.Call) -> dict[str, Any]:
+        """A generic function's type arguments at a call: written, or the types of the
+        arguments whose parameter type is a type parameter (as the Python back end)."""
+        if not d.type_params:
+            return {}
+        if e.type_args:
+            if len(e.type_args) != len(d.type_params):
+                raise Unsupported(f"type arguments of {d.name}")
+            return {
+                p: self.genv.resolve(a) for p, a in zip(d.type_params, e.type_args, strict=True)
+            }
+        bound: dict[str, Any] = {}
+        for p, a in zip(d.params, e.args, strict=True):
+            if isinstance(p.type, ast.NamedType) and p.type.name in d.type_params:
+                if p.type.name not in bound and not isinstance(a.value, ast.DontCare):
+                    at = self.expr(a.value).type
+                    if not isinstance(at, TInfInt):
+                        bound[p.type.name] = at
+        if any(t not in bound for t in d.type_params):
+            raise Unsupported(f"type parameters of {d.name} not inferred")
+        return bound
+
+    def resolve_in(self, t: Any, tvars: dict[str, Any]) -> Any:
+        """``t`` with a generic function's type parameters bound (the enclosing
+        function's own when ``tvars`` is empty)."""
+        return self.genv.resolve(t, tvars or None)
+
+    def function_ref(self, d: ast.FunctionDecl, tvars: dict[str, Any] | None = None) -> str:
+        """The C function of ``d`` (of one binding of its type parameters), generated on
+        first use."""
+        tvars = tvars or {}
+        memo: dict[Any, str] = self.__dict__.setdefault("_functions", {})
+        key = (id(d), tuple(sorted((k, v.show()) for k, v in tvars.items())))
+        if key in memo:
+            return memo[key]
         cfn = self.new(f"fun_{re.sub(r'[^A-Za-z0-9_]', '_', d.name)}")
-        memo[id(d)] = cfn
+        memo[key] = cfn
+        outer = getattr(self.genv, "fn_tvars", None)
+        self.genv.fn_tvars = tvars  # type: ignore[attr-defined]
+        try:
+            return self._function_def(d, cfn)
+        finally:
+            self.genv.fn_tvars = outer  # type: ignore[attr-defined]
+
+    def _function_def(self, d: ast.FunctionDecl, cfn: str) -> str:
         ret = self.genv.resolve(d.return_type)
         cret = "void" if _is_void(d) else self.ctype(ret)
         params, scope = [], {}
@@ -94,18 +140,27 @@ class FunctionsMixin:
 
     def function_call(self, d: ast.FunctionDecl, e: ast.Call) -> Call:
         """Copy-in, the call and copy-out of a user function (module docstring)."""
-        cfn = self.function_ref(d)
+        tvars = self.type_args(d, e)
+        cfn = self.function_ref(d, tvars)
         vals: list[str] = []
         pre: list[str] = []
         post: list[str] = []
+        fx = any(
+            has_fx(self.expr(x.value, self.resolve_in(p.type, tvars)).code)
+            for p, x in zip(d.params, e.args, strict=True)
+            if not isinstance(x.value, ast.DontCare)
+        )
         for p, arg in zip(d.params, e.args, strict=True):
-            t = self.genv.resolve(p.type)
+            t = self.resolve_in(p.type, tvars)
             a = arg.value
             if p.direction not in ("out", "inout"):
-                vals.append(self.value(a, t).code)
+                code = self.value(a, t).code
+                if fx:  # arguments in order, into locals (C leaves the order open)
+                    n = self.new("sq")
+                    pre.append(f"{self.ctype(t)} {n} = {code};")
+                    code = n
+                vals.append(code)
                 continue
-            if isinstance(a, ast.Slice):
-                raise Unsupported("a bit slice as an out/inout argument")
             tmp = self.new("arg")
             self.decls.append(f"static {self.ctype(t)} {tmp};")
             vals.append(f"&{tmp}")
@@ -116,17 +171,22 @@ class FunctionsMixin:
             if not isinstance(a, ast.DontCare):
                 if _run_time_index(a):
                     raise Unsupported("an out/inout argument at a run-time index")
-                post.append(f"{self.expr(a).code} = {tmp};")
+                post.append(self.store(a, tmp))
         return pre, f"{cfn}({', '.join(vals)})", post
 
     def function_value(self, d: ast.FunctionDecl, e: ast.Call) -> V:
-        """A call inside an expression: only of a function without out/inout parameters."""
-        if any(p.direction in ("out", "inout") for p in d.params):
-            raise Unsupported(f"call of {d.name} (out/inout parameters) inside an expression")
+        """A call inside an expression. With out/inout parameters: a GNU statement
+        expression (copy-in, call, copy-out, the result) marked as having side effects,
+        which the code around it evaluates in P4's order."""
         if _is_void(d):
             raise Unsupported(f"value of void function {d.name}")
-        _, call, _ = self.function_call(d, e)
-        return V(call, self.genv.resolve(d.return_type))
+        t = self.resolve_in(d.return_type, self.type_args(d, e))
+        pre, call, post = self.function_call(d, e)
+        if not any(p.direction in ("out", "inout") for p in d.params) and not pre:
+            return V(call, t)
+        r = self.new("ret")
+        body = " ".join([*pre, f"{self.ctype(t)} {r} = {call};", *post])
+        return V(f"({{ {FX} {body} {r}; }})", t)
 
     def function_stmt(self, s: ast.Stmt) -> list[str] | None:
         """``f(...);``, ``x = f(...);`` or ``T x = f(...);`` of a user function with
@@ -148,8 +208,8 @@ class FunctionsMixin:
             return None
         assert isinstance(value, ast.Call)
         if target is not None and _run_time_index(target):
-            raise Unsupported("assignment at a run-time index from a call with out/inout")
-        t = self.genv.resolve(d.return_type)
+            return None  # the target's place first: the assignment with side effects
+        t = self.resolve_in(d.return_type, self.type_args(d, value))
         pre, call, post = self.function_call(d, value)
         r = self.new("ret")
         lines = [f"{self.ctype(t)} {r};", *pre, f"{r} = {call};", *post]

@@ -39,11 +39,17 @@ from p4sim.compiler.typecheck import (
     TExtern,
     TInfInt,
     TStack,
+    TTuple,
+    TVarbit,
     type_width,
 )
 from p4sim.frontend import ast
 from p4sim.native.cg_functions import FunctionsMixin
-from p4sim.native.cvalues import Unsupported, V, _lit, _mask
+from p4sim.native.cg_loops import LoopsMixin
+from p4sim.native.cg_replication import QUEUED, REQUESTS, ReplicationMixin
+from p4sim.native.cg_stateful import RUNTIME as STATEFUL
+from p4sim.native.cg_stateful import StatefulMixin
+from p4sim.native.cvalues import Unsupported, V, _lit, _mask, has_fx, in_order
 from p4sim.runtime.tables import MATCH_KINDS
 
 
@@ -59,7 +65,7 @@ class Ctl:
     fn: str = ""
 
 
-class CGen(FunctionsMixin):
+class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
     """Generates the C source of one program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
@@ -69,6 +75,11 @@ class CGen(FunctionsMixin):
         self.out: list[str] = []  # function definitions
         self.decls: list[str] = []  # globals and prototypes
         self.types: dict[int, str] = {}
+        self.tuples: dict[TTuple, str] = {}
+        self.aliases: dict[int, V] = {}  # AST node id → its value (compound assignment)
+        self.exiting: set[int] = set()  # ids of actions that may exit (directly or by a call)
+        self.meters: list[tuple[str, int]] = []  # (fq, size), index = C meter number
+        self.digest_names: list[str] = []  # digest struct names, index = C digest id
         self.type_src: list[str] = []
         self.ids = 0
         self.tables: list[str] = []  # fq names, index = C table number
@@ -102,7 +113,22 @@ class CGen(FunctionsMixin):
             return self.struct(t)
         if isinstance(t, TStack):
             return self.stack_struct(t)[0]
+        if isinstance(t, TTuple):
+            return self.tuple_struct(t)
         raise Unsupported(f"type {t.show()}")
+
+    def tuple_struct(self, t: TTuple) -> str:
+        """A tuple as a C struct of its elements ``e0``, ``e1``, ... (one per tuple type)."""
+        got = self.tuples.get(t)
+        if got is not None:
+            return got
+        members = [f"{self.ctype(et)} e{i};" for i, et in enumerate(t.elems)]
+        name = f"tup_{len(self.tuples)}"
+        self.tuples[t] = name
+        self.type_src.append(
+            f"typedef struct {name} {{ {' '.join(members) or 'u64 empty_;'} }} {name};"
+        )
+        return name
 
     def stack_struct(self, t: TStack) -> tuple[str, str]:
         """(C struct, scratch element) of a header stack: ``e[size]`` and ``next_`` (the
@@ -112,7 +138,7 @@ class CGen(FunctionsMixin):
         got = self.stacks.get(key)
         if got is not None:
             return got
-        if not (isinstance(t.elem, TComposite) and t.elem.kind == "header"):
+        if not (isinstance(t.elem, TComposite) and t.elem.kind in ("header", "union")):
             raise Unsupported(f"stack of {t.elem.show()}")
         et = self.ctype(t.elem)
         name = f"stk_{et}_{t.size}"
@@ -160,10 +186,19 @@ class CGen(FunctionsMixin):
         self.types[id(t)] = name
         lines = [f"typedef struct {name} {{"]
         for n, ft in t.fields:
+            if isinstance(ft, TVarbit) and t.kind == "header":  # its value and its bits
+                if ft.max_width > 64:
+                    raise Unsupported(f"type {ft.show()} (wider than 64 bits)")
+                lines.append(f"    u64 f_{n}; u64 n_{n};")
+                continue
             lines.append(f"    {self.ctype(ft)} f_{n};")
         if t.kind == "header":
-            if sum(_width(ft) for _, ft in t.fields) % 8:
-                raise Unsupported(f"header {t.name} is not a whole number of bytes")
+            fixed = [ft for _, ft in t.fields if not isinstance(ft, TVarbit)]
+            if sum(_width(ft) for ft in fixed) % 8:
+                if len(fixed) < len(t.fields):
+                    raise Unsupported(f"header {t.name} with a varbit, not of whole bytes")
+                # p4c's BMv2 `_padding`: the bits up to a whole byte, read and written back
+                lines.append("    u64 pad_;")
             lines.append("    u64 valid_;")
         if len(lines) == 1:
             lines.append("    u64 empty_;")
@@ -334,6 +369,8 @@ class CGen(FunctionsMixin):
             c.scope[d.name] = V(f"K{n}", None, obj=("counter", n, info.size))
         elif kind == "direct_counter":
             c.scope[d.name] = V("", None, obj=("direct_counter",))
+        elif kind == "meter":
+            c.scope[d.name] = self.meter_instance(fq, info)
         else:
             raise Unsupported(f"extern {kind}")
 
@@ -452,13 +489,16 @@ class CGen(FunctionsMixin):
         cfn = self.new(f"act_{re.sub(r'[^A-Za-z0-9_]', '_', d.name)}")
         self.locals.append({})
         ps = []
-        directed = any(p.direction in ("out", "inout") for p in d.params)
-        if directed and any(
+        if any(
             isinstance(x, ast.Exit)
-            or (isinstance(x, ast.CallStmt) and isinstance(x.call.func, ast.Name))
+            or (
+                isinstance(x, ast.CallStmt)
+                and isinstance(x.call.func, ast.Name)
+                and (x.call.func.name in self.genv.actions or x.call.func.name in c.actions)
+            )
             for x in _walk(d.body)
-        ):  # an exit copies out on Python, also through calling actions: not covered here
-            raise Unsupported(f"action {d.name} with out/inout parameters that exits or calls")
+        ):  # its callers copy out on an exit too (exit_guard)
+            self.exiting.add(id(d))
         for p in d.params:
             t = self.genv.resolve(p.type)
             if p.direction in ("out", "inout") or (
@@ -537,11 +577,17 @@ class CGen(FunctionsMixin):
         self.tables.append(fq)
         cases = []
         for i, act in enumerate(acts):
-            if act is not None and any(p.direction for p in act[1].params):
-                raise Unsupported(f"table {fq}: action {act[1].name} with directional parameters")
-            if act is not None:
-                args = ", ".join(f"A[{j}]" for j in range(len(act[1].params)))
-                cases.append(f"    case {i}: {act[0]}({args}); break;")
+            if act is None:
+                continue
+            params = act[1].params
+            bound = [a.value for a in d.actions[i].args] if i < len(d.actions) else []
+            if any(p.direction for p in params[len(bound) :]):
+                raise Unsupported(f"table {fq}: action {act[1].name} with unbound directions")
+            # bound arguments as a direct call binds them; action data from the entry
+            vals, pre, post = self.bind_args(params[: len(bound)], bound)
+            vals += [f"A[{j}]" for j in range(len(params) - len(bound))]
+            call = " ".join(self.exit_guard(act[1], pre, f"{act[0]}({', '.join(vals)});", post))
+            cases.append(f"    case {i}: {{ {call} }} break;")
         kcode = ", ".join(keys)
         fn = f"tbl_{n}"
         src = [
@@ -594,27 +640,31 @@ class CGen(FunctionsMixin):
                 return returned
         if isinstance(s, ast.Empty):
             return []
+        looped = self.loop_stmt(s)
+        if looped is not None:
+            return looped
         if isinstance(s, ast.Assign) and isinstance(s.target, ast.Slice):
             hi, lo = self.genv.const_int(s.target.hi), self.genv.const_int(s.target.lo)
-            w = hi - lo + 1
-            inner = s.target.expr
-            while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
-                ilo = self.genv.const_int(inner.lo)
-                hi, lo, inner = hi + ilo, lo + ilo, inner.expr
-            base = self.expr(inner)
-            if not isinstance(base.type, TBit):
-                raise Unsupported("assignment to a slice of a non-bit value")
-            v = self.value(s.value, TBit(w))
-            keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
-            return [
-                f"{base.code} = ({base.code} & {keep}) | (({v.code} & {_lit(_mask(w))}) << {lo});"
-            ]
+            v = self.value(s.value, TBit(hi - lo + 1))
+            return [self.store_slice(s.target, v.code)]
         if isinstance(s, ast.Assign):
             if isinstance(s.target, ast.Member) and s.target.name in ("next", "last"):
                 raise Unsupported(f"assignment to a stack's {s.target.name}")
             tgt = self.expr(s.target)
             v = self.value(s.value, tgt.type)
-            return [f"{tgt.code} = {v.code};"]
+            if not (has_fx(tgt.code) or has_fx(v.code)):
+                return [f"{tgt.code} = {v.code};"]
+            # the target's place first, then the value (P4's order), the target once:
+            # `a op= b` reads it through the same pointer
+            ct, lp = self.ctype(tgt.type), self.new("lp")
+            if s.compound and isinstance(s.value, ast.Binary):
+                self.aliases[id(s.value.left)] = V(f"(*{lp})", tgt.type)
+                try:
+                    v = self.value(s.value, tgt.type)
+                finally:
+                    del self.aliases[id(s.value.left)]
+            tmp = self.new("rv")
+            return [f"{{ {ct} *{lp} = &{tgt.code}; {ct} {tmp} = {v.code}; *{lp} = {tmp}; }}"]
         if isinstance(s, ast.If):
             c = self.value(s.cond, TBool())
             out = [f"if ({c.code})"] + self.block(s.then)
@@ -647,6 +697,76 @@ class CGen(FunctionsMixin):
         if isinstance(s, ast.Switch):
             return self.switch(s)
         raise Unsupported(f"statement {type(s).__name__}")
+
+    def store_slice(self, target: ast.Slice, code: str) -> str:
+        """C statement writing the value ``code`` into the bits ``target`` names (a slice,
+        also of a slice), the other bits kept."""
+        hi, lo = self.genv.const_int(target.hi), self.genv.const_int(target.lo)
+        w = hi - lo + 1
+        inner = target.expr
+        while isinstance(inner, ast.Slice):  # x[7:4][3:0] = v: bits [7:4] of x
+            ilo = self.genv.const_int(inner.lo)
+            hi, lo, inner = hi + ilo, lo + ilo, inner.expr
+        base = self.expr(inner)
+        if not isinstance(base.type, TBit):
+            raise Unsupported("assignment to a slice of a non-bit value")
+        keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
+        return f"{base.code} = ({base.code} & {keep}) | ((({code}) & {_lit(_mask(w))}) << {lo});"
+
+    def store(self, target: ast.Expr, code: str) -> str:
+        """C statement writing ``code`` (a C value of the target's type) into ``target``."""
+        if isinstance(target, ast.Slice):
+            return self.store_slice(target, code)
+        return f"{self.expr(target).code} = {code};"
+
+    def bind_args(self, params: list[ast.Param], args: list[ast.Expr]) -> tuple[list, list, list]:
+        """(C arguments, copy-in statements, copy-out statements) of an action call:
+        directionless parameters by value, out/inout ones (and in headers/structs)
+        through copies written back after the call, in argument order."""
+        vals: list[str] = []
+        pre: list[str] = []
+        post: list[str] = []
+        fx = any(
+            has_fx(self.expr(a, self.genv.resolve(p.type)).code)
+            for p, a in zip(params, args, strict=True)
+            if not isinstance(a, ast.DontCare)
+        )
+        for p, a in zip(params, args, strict=True):
+            t = self.genv.resolve(p.type)
+            composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
+            if p.direction not in ("out", "inout") and not composite_in:
+                code = self.value(a, t).code
+                if fx:  # arguments in order, into locals (C leaves it open)
+                    n = self.new("sq")
+                    pre.append(f"{self.ctype(t)} {n} = {code};")
+                    code = n
+                vals.append(code)
+                continue
+            tmp = self.new("arg")
+            self.decls.append(f"static {self.ctype(t)} {tmp};")
+            vals.append(f"&{tmp}")
+            if p.direction == "out" or isinstance(a, ast.DontCare):
+                pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
+            else:
+                pre.append(f"{tmp} = {self.value(a, t).code};")
+            if not composite_in and not isinstance(a, ast.DontCare):
+                post.append(self.store(a, tmp))
+        return vals, pre, post
+
+    def exit_guard(self, decl: Any, pre: list[str], call: str, post: list[str]) -> list[str]:
+        """An action call: copy-in, the call, copy-out. When the action may ``exit``, the
+        copy-out runs on that way out too (as Python's try/finally), then the exit goes on."""
+        if id(decl) not in self.exiting or not post:
+            return [*pre, call, *post]
+        back = " ".join(post)
+        return [
+            "{ jmp_buf sv_; memcpy(sv_, p4n_exit, sizeof sv_);",
+            *pre,
+            f"if (setjmp(p4n_exit) == 0) {{ {call} memcpy(p4n_exit, sv_, sizeof sv_); }}",
+            f"else {{ memcpy(p4n_exit, sv_, sizeof sv_); {back} longjmp(p4n_exit, 1); }}",
+            *post,
+            "}",
+        ]
 
     def switch(self, s: ast.Switch) -> list[str]:
         """``switch (t.apply().action_run)`` (labels: the table's actions, by their index in
@@ -711,10 +831,15 @@ class CGen(FunctionsMixin):
                 return [f"{sm.code}.f_egress_spec = 511; {sm.code}.f_mcast_grp = 0;"]
             if f.name == "truncate" and len(args) == 1:  # cut the frame when it leaves
                 return [f"p4n_trunc = {self.value(args[0], TBit(32)).code};"]
+            replicating = self.replication_call(f.name, args)
+            if replicating is not None:
+                return replicating
             if f.name in ("verify_checksum", "update_checksum"):
                 return self.checksum(f.name, args)
             if f.name == "hash":
                 return self.hash_call(args)
+            if f.name == "digest":
+                return self.digest_call(call)
             if (
                 f.name == "verify"
                 and self.cur is not None
@@ -730,25 +855,8 @@ class CGen(FunctionsMixin):
                 f.name in self.genv.actions or (self.cur is not None and f.name in self.cur.actions)
             ):
                 cfn, _, decl = self.action_ref(f.name)
-                vals, pre, post = [], [], []
-                for p, a in zip(decl.params, args, strict=True):
-                    t = self.genv.resolve(p.type)
-                    composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
-                    if p.direction not in ("out", "inout") and not composite_in:
-                        vals.append(self.value(a, t).code)
-                        continue
-                    if isinstance(a, ast.Slice):
-                        raise Unsupported("a bit slice as an out/inout argument")
-                    tmp = self.new("arg")
-                    self.decls.append(f"static {self.ctype(t)} {tmp};")
-                    vals.append(f"&{tmp}")
-                    if p.direction == "out" or isinstance(a, ast.DontCare):
-                        pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
-                    else:
-                        pre.append(f"{tmp} = {self.value(a, t).code};")
-                    if not composite_in and not isinstance(a, ast.DontCare):
-                        post.append(f"{self.expr(a).code} = {tmp};")
-                return pre + [f"{cfn}({', '.join(vals)});"] + post
+                vals, pre, post = self.bind_args(decl.params, args)
+                return self.exit_guard(decl, pre, f"{cfn}({', '.join(vals)});", post)
             raise Unsupported(f"call of {f.name}")
         if isinstance(f, ast.Member):
             if f.name == "extract" and len(args) == 1 and isinstance(args[0], ast.DontCare):
@@ -762,6 +870,7 @@ class CGen(FunctionsMixin):
         if not (isinstance(t, TComposite) and t.kind == "header"):
             raise Unsupported("extract of _ without a header type")
         w = sum(_width(ft) for _, ft in t.fields)
+        w += -w % 8  # the padding bits too (header_pad)
         short = self.error_code("PacketTooShort")
         return (
             f"{{ if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }} "
@@ -798,7 +907,9 @@ class CGen(FunctionsMixin):
         if len(args) != 5:
             raise Unsupported("hash with other than 5 arguments")
         algo = args[1]
+        # custom CRCs: their BMv2 default parameters (CRC-32 and CRC-16/ARC), as on Python
         codes = {"crc32": 0, "crc16": 1, "csum16": 2, "identity": 3, "xor16": 4}
+        codes.update(crc32_custom=0, crc16_custom=1)
         if not (isinstance(algo, ast.Member) and algo.name in codes):
             raise Unsupported(f"hash algorithm {getattr(algo, 'name', '?')}")
         dst = self.expr(args[0])
@@ -853,15 +964,15 @@ class CGen(FunctionsMixin):
             if n is None or n < 0:
                 raise Unsupported(f"{name} by a non-constant count")
             size, c = b.type.size, b.code
+            el: Any = b.type.elem  # a header, or a union: each member becomes invalid
+            members = [f".f_{m}" for m, _ in el.fields] if el.kind == "union" else [""]
+            off = " ".join(f"{c}.e[i_]{m}.valid_ = 0;" for m in members)
             if name == "push_front":  # shift up by n; the n first become invalid
-                move = f"if (i_ >= {n}) {c}.e[i_] = {c}.e[i_ - {n}]; else {c}.e[i_].valid_ = 0;"
+                move = f"if (i_ >= {n}) {c}.e[i_] = {c}.e[i_ - {n}]; else {{ {off} }}"
                 loop = f"for (int64_t i_ = {size - 1}; i_ >= 0; i_--) {{ {move} }}"
                 nxt = f"{c}.next_ = {c}.next_ + {n} < {size} ? {c}.next_ + {n} : {size};"
             else:  # shift down by n; the n last become invalid
-                move = (
-                    f"if (i_ + {n} < {size}) {c}.e[i_] = {c}.e[i_ + {n}]; "
-                    f"else {c}.e[i_].valid_ = 0;"
-                )
+                move = f"if (i_ + {n} < {size}) {c}.e[i_] = {c}.e[i_ + {n}]; else {{ {off} }}"
                 loop = f"for (int64_t i_ = 0; i_ < {size}; i_++) {{ {move} }}"
                 nxt = f"{c}.next_ = {c}.next_ > {n} ? {c}.next_ - {n} : 0;"
             return f"{{ {loop} {nxt} }}"
@@ -886,19 +997,24 @@ class CGen(FunctionsMixin):
                     f"{{ u64 n_ = {n.code}; if (p4n_off + n_ > p4n_inlen * 8) "
                     f"{{ p4n_perr = {short}; return; }} p4n_off += n_; }}"
                 )
-            if name == "extract" and len(args) == 1:
+            if name == "extract" and len(args) in (1, 2):
                 h = self.expr(args[0])
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
                     raise Unsupported("extract of a non-header")
                 a = args[0]
+                if len(args) == 2:
+                    ext = self.extract_varbit(h, self.value(args[1], TBit(32)).code)
+                else:
+                    ext = self.extract(h)
                 sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(a))
-                if sibs:  # a union member: the other members become invalid
-                    return f"{{ {self.extract(h)}{sibs} }}"
-                if isinstance(a, ast.Member) and a.name == "next":
-                    st = self.expr(a.expr)
+                nxt = a.expr if sibs and isinstance(a, ast.Member) else a  # stack.next.member
+                if isinstance(nxt, ast.Member) and nxt.name == "next":
+                    st = self.expr(nxt.expr)
                     if isinstance(st.type, TStack):  # bounds checked by h, then counted
-                        return f"{{ {self.extract(h)} {st.code}.next_ += 1; }}"
-                return self.extract(h)
+                        return f"{{ {ext}{sibs} {st.code}.next_ += 1; }}"
+                if sibs:  # a union member: the other members become invalid
+                    return f"{{ {ext}{sibs} }}"
+                return ext
             if name == "emit" and len(args) == 1:
                 h = self.expr(args[0])
                 if isinstance(h.type, TComposite) and h.type.kind == "header":
@@ -967,6 +1083,8 @@ class CGen(FunctionsMixin):
                 i = self.index(args[0])
                 val = self.value(args[1], TBit(w)).code
                 return f"{{ u64 ri_ = {i}; if (ri_ < {size}) R{n}[ri_] = {val}; }}"
+        if kind == "meter" and name == "execute_meter":
+            return self.execute_meter(sym, args)
         if kind == "direct_counter" and name == "count" and not args:
             return "(void)0"  # counted by the table on a hit, as BMv2 does
         if kind == "counter" and name == "count" and len(args) == 1:
@@ -987,14 +1105,49 @@ class CGen(FunctionsMixin):
             raise Unsupported(f"index of type {v.type.show()}")
         return v.code
 
+    def extract_varbit(self, h: V, nbits: str) -> str:
+        """``pk.extract(h, n)`` of a header with a varbit field of ``n`` bits, checked as
+        the Python back end checks it: whole bytes, at most the maximum, in the packet."""
+        t: TComposite = h.type
+        var = [ft for _, ft in t.fields if isinstance(ft, TVarbit)]
+        if len(var) != 1:
+            raise Unsupported("a two-argument extract of a header without one varbit field")
+        fixed = sum(_width(ft) for _, ft in t.fields if not isinstance(ft, TVarbit))
+        err = self.error_code
+        parts = [
+            f"u64 n_ = {nbits};",
+            f"if (n_ & 7) {{ p4n_perr = {err('ParserInvalidArgument')}; return; }}",
+            f"if (n_ > {var[0].max_width}) {{ p4n_perr = {err('HeaderTooShort')}; return; }}",
+            f"if (p4n_off + {fixed} + n_ > p4n_inlen * 8) "
+            f"{{ p4n_perr = {err('PacketTooShort')}; return; }}",
+            "u64 o_ = p4n_off;",
+        ]
+        for n, ft in t.fields:
+            if isinstance(ft, TVarbit):
+                parts.append(
+                    f"{h.code}.f_{n} = n_ ? p4n_get_bits(p4n_in, o_, (int)n_) : 0; "
+                    f"{h.code}.n_{n} = n_; o_ += n_;"
+                )
+                continue
+            for leaf, lt in (
+                _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
+            ):
+                w = _width(lt)
+                parts.append(f"{h.code}.{leaf} = p4n_get_bits(p4n_in, o_, {w}); o_ += {w};")
+        parts.append(f"{h.code}.valid_ = 1; p4n_off = o_;")
+        return "{ " + " ".join(parts) + " }"
+
     def extract(self, h: V) -> str:
         t: TComposite = h.type
+        if any(isinstance(ft, TVarbit) for _, ft in t.fields):
+            raise Unsupported("extract of a header with a varbit field without its size")
         w = sum(_width(ft) for _, ft in t.fields)
+        w += -w % 8  # with the padding bits (header_pad), kept in pad_
         short = self.error_code("PacketTooShort")
         parts = [f"if (p4n_off + {w} > p4n_inlen * 8) {{ p4n_perr = {short}; return; }}"]
         fast, slow = [], []
         off = 0
-        for n, ft in _leaves(t):
+        for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
             slow.append(f"{h.code}.{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
@@ -1023,7 +1176,7 @@ class CGen(FunctionsMixin):
         if isinstance(t, TComposite) and t.kind == "header":
             return self.emit(h)
         if isinstance(t, TStack):
-            return "; ".join(self.emit(V(f"{h.code}.e[{i}]", t.elem)) for i in range(t.size))
+            return "; ".join(self.emit_any(V(f"{h.code}.e[{i}]", t.elem)) for i in range(t.size))
         if isinstance(t, TComposite) and t.kind in ("struct", "union"):
             parts = [
                 self.emit_any(V(f"{h.code}.f_{n}", ft))
@@ -1035,9 +1188,24 @@ class CGen(FunctionsMixin):
 
     def emit(self, h: V) -> str:
         t: TComposite = h.type
+        if any(isinstance(ft, TVarbit) for _, ft in t.fields):  # bit by bit, its length
+            parts = ["u64 o_ = p4n_ooff;"]
+            for n, ft in t.fields:
+                if isinstance(ft, TVarbit):
+                    parts.append(
+                        f"if ({h.code}.n_{n}) p4n_put_bits(p4n_out, o_, {h.code}.f_{n}, "
+                        f"(int){h.code}.n_{n}); o_ += {h.code}.n_{n};"
+                    )
+                    continue
+                for leaf, lt in (
+                    _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
+                ):
+                    w = _width(lt)
+                    parts.append(f"p4n_put_bits(p4n_out, o_, {h.code}.{leaf}, {w}); o_ += {w};")
+            return f"if ({h.code}.valid_) {{ {' '.join(parts)} p4n_ooff = o_; }}"
         fast, slow = [], []
         off = 0
-        for n, ft in _leaves(t):
+        for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
             slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.{n}, {fw});")
             if off % 8 == 0 and fw % 8 == 0:
@@ -1076,9 +1244,17 @@ class CGen(FunctionsMixin):
             return v
         if isinstance(t, TComposite) and v.type is t:
             return v
+        if isinstance(t, TTuple) and v.type == t:
+            return v
+        if isinstance(t, TStack) and isinstance(v.type, TStack):  # the same C struct
+            if v.type.size == t.size and v.type.elem is t.elem:
+                return v
         raise Unsupported(f"conversion {v.type.show()} → {t.show()}")
 
     def expr(self, e: ast.Expr, expect: T | None = None) -> V:
+        alias = self.aliases.get(id(e))
+        if alias is not None:  # the target of `a op= b`, evaluated once
+            return alias
         m = getattr(self, "_e_" + type(e).__name__, None)
         if m is None:
             raise Unsupported(f"expression {type(e).__name__}")
@@ -1088,7 +1264,13 @@ class CGen(FunctionsMixin):
         return v
 
     def _e_ListExpr(self, e: ast.ListExpr, expect: T | None) -> V:
-        """``{a, b}`` for a header or struct: a C compound literal (a header is valid)."""
+        """``{a, b}`` for a header, struct or tuple: a C compound literal (a header is
+        valid)."""
+        if isinstance(expect, TTuple) and len(e.elems) == len(expect.elems):
+            codes = [self.value(x, et).code for x, et in zip(e.elems, expect.elems, strict=True)]
+            pre, codes = in_order(codes, [self.ctype(et) for et in expect.elems], self.new)
+            parts = [f".e{i} = {c}" for i, c in enumerate(codes)]
+            return _seq(pre, V(f"(({self.ctype(expect)}){{ {', '.join(parts)} }})", expect))
         if not (isinstance(expect, TComposite) and expect.kind in ("header", "struct")):
             raise Unsupported("a list expression other than a header or struct initialiser")
         if len(e.elems) != len(expect.fields):
@@ -1105,10 +1287,12 @@ class CGen(FunctionsMixin):
 
     def composite_literal(self, t: TComposite, given: list[tuple[str, ast.Expr]]) -> V:
         types = dict(t.fields)
-        parts = [f".f_{n} = {self.value(x, types[n]).code}" for n, x in given]
+        codes = [self.value(x, types[n]).code for n, x in given]  # in written order
+        pre, codes = in_order(codes, [self.ctype(types[n]) for n, _ in given], self.new)
+        parts = [f".f_{n} = {c}" for (n, _), c in zip(given, codes, strict=True)]
         if t.kind == "header":
             parts.append(".valid_ = 1")
-        return V(f"(({self.ctype(t)}){{ {', '.join(parts)} }})", t)
+        return _seq(pre, V(f"(({self.ctype(t)}){{ {', '.join(parts)} }})", t))
 
     def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
         if e.width is not None:  # int<W> values are W-bit two's-complement patterns
@@ -1180,6 +1364,8 @@ class CGen(FunctionsMixin):
                 raise Unsupported(f"field {e.name}")
             if isinstance(ft, TEnum) and ft.underlying is not None:
                 ft = ft.underlying
+            if isinstance(ft, TVarbit):
+                raise Unsupported(f"varbit field {e.name} used as a value")
             return V(f"{b.code}.f_{e.name}", ft)
         raise Unsupported(f"member {e.name} of {b.type}")
 
@@ -1202,6 +1388,9 @@ class CGen(FunctionsMixin):
 
     def _e_Index(self, e: ast.Index, expect: T | None) -> V:
         b = self.expr(e.expr)
+        if isinstance(b.type, TTuple):  # a constant index (the type checker's rule)
+            k = self.genv.const_int(e.index)
+            return V(f"{b.code}.e{k}", b.type.elems[k])
         if not isinstance(b.type, TStack):
             raise Unsupported(f"index into {b.type.show()}")
         i = self.expr(e.index, TBit(32))
@@ -1211,6 +1400,10 @@ class CGen(FunctionsMixin):
             return V(f"{b.code}.e[{i.const}]", b.type.elem)
         if not isinstance(i.type, TBit):
             raise Unsupported(f"stack index of type {i.type.show()}")
+        if has_fx(i.code):  # the index once, into a local (stack_at reads it twice)
+            ix = self.new("ix")
+            at = self.stack_at(b, ix)
+            return V(f"(*({{ u64 {ix} = {i.code}; &{at.code}; }}))", at.type)
         return self.stack_at(b, i.code)
 
     def lookahead(self, call: ast.Call) -> tuple[T, int, str] | None:
@@ -1353,14 +1546,28 @@ class CGen(FunctionsMixin):
         b = self.expr(
             e.right, a.type if isinstance(a.type, TBit) and op not in ("<<", ">>") else None
         )
+        if (has_fx(a.code) or has_fx(b.code)) and a.const is None:
+            # the left operand first, into a local: C leaves the order of operands open
+            if isinstance(a.type, (TComposite, TStack, TTuple)) and has_fx(b.code):
+                raise Unsupported("comparison with a call with out/inout arguments")
+            tmp = self.new("l")
+            r = self.binary(op, V(tmp, a.type), b)
+            return V(f"({{ {self.ctype(a.type)} {tmp} = {a.code}; {r.code}; }})", r.type)
+        return self.binary(op, a, b)
+
+    def binary(self, op: str, a: V, b: V) -> V:
+        """``a op b`` of two compiled operands (not ``&&``/``||``)."""
         if isinstance(b.type, TBit) and isinstance(a.type, TInfInt) and op not in ("<<", ">>"):
             a = self.coerce(a, b.type)
         if a.const is not None and b.const is not None and isinstance(a.type, TInfInt):
             c = _fold(op, a.const, b.const)
             return V(str(c) if c < 0 else _lit(c), TBool() if op in _CMP else TInfInt(), c)
+        if op in ("==", "!=") and isinstance(a.type, (TComposite, TStack, TTuple)):
+            if a.type != b.type:
+                raise Unsupported(f"comparison of {a.type.show()} with {b.type.show()}")
+            eq = self.equal(a.code, b.code, a.type)
+            return V(f"({eq})" if op == "==" else f"(!({eq}))", TBool())
         if op in ("==", "!="):
-            if isinstance(a.type, TComposite):
-                raise Unsupported("comparison of headers/structs")
             if isinstance(a.type, TBit) and isinstance(b.type, TInfInt):
                 b = self.coerce(b, a.type)
             return V(f"({a.code} {op} {b.code})", TBool())
@@ -1414,6 +1621,33 @@ class CGen(FunctionsMixin):
             return V(f"p4n_mod({a.code}, {b.code})", a.type)
         raise Unsupported(f"operator {op}")
 
+    def equal(self, a: str, b: str, t: T) -> str:
+        """C condition: ``a == b`` for values of type ``t`` (codes without side effects),
+        as the Python back end compares: two headers are equal when both are invalid or
+        both valid with equal fields; stacks by their elements, structs, unions and tuples
+        member by member."""
+        if isinstance(t, TComposite):
+            parts = [
+                f"{a}.f_{n} == {b}.f_{n} && {a}.n_{n} == {b}.n_{n}"
+                if isinstance(ft, TVarbit)
+                else self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft)
+                for n, ft in t.fields
+            ]
+            same = " && ".join(parts) or "1"
+            if t.kind == "header":
+                return f"{a}.valid_ == {b}.valid_ && (!{a}.valid_ || ({same}))"
+            return same
+        if isinstance(t, TStack):
+            return " && ".join(
+                f"({self.equal(f'{a}.e[{i}]', f'{b}.e[{i}]', t.elem)})" for i in range(t.size)
+            )
+        if isinstance(t, TTuple):
+            parts = [
+                f"({self.equal(f'{a}.e{i}', f'{b}.e{i}', et)})" for i, et in enumerate(t.elems)
+            ]
+            return " && ".join(parts) or "1"
+        return f"{a} == {b}"
+
     # -- assembly -------------------------------------------------------------------
 
     def assemble(self, hn: str, mn: str, sn: str, fns: dict[str, Ctl]) -> str:
@@ -1457,17 +1691,18 @@ class CGen(FunctionsMixin):
             "static int64_t p4n_run;  /* the action the last table ran (action_run) */",
             "static jmp_buf p4n_exit, p4n_pjmp;  /* exit; a parser's stack error */",
             f"static {sn} *p4n_sm;",
+            REQUESTS,
+            STATEFUL,
             *self.decls,
         ]
-        pipeline = PIPELINE.format(
+        queued = self.field_lists is not None  # the program clones, resubmits or recirculates
+        st = "st->" if queued else "p4n_ing."  # p4n_parse_into's state, or the one
+        parse = f"{p}(NULL, &{st}h, &{st}m, s0);"
+        fmt = dict(
             H=hn,
             M=mn,
             S=sn,
-            parse_call=(
-                f"if (setjmp(p4n_pjmp) == 0) {p}(NULL, &p4n_ing.h, &p4n_ing.m, s0);"
-                if self.stack_err
-                else f"{p}(NULL, &p4n_ing.h, &p4n_ing.m, s0);"
-            ),
+            parse_call=f"if (setjmp(p4n_pjmp) == 0) {parse}" if self.stack_err else parse,
             verify=v,
             ingress=i,
             egress=eg,
@@ -1480,6 +1715,13 @@ class CGen(FunctionsMixin):
             nregs=len(self.registers),
             ncounters=len(self.counters),
         )
+        fmt["fl_restore"] = self.field_list_restore(mn) if queued else ""
+        process = (QUEUED if queued else SIMPLE).format(**fmt)
+        pipeline = PIPELINE.format(process=process, **fmt)
+        meters = "".join(
+            f" if (n == {n}) {{ M{n} = cells; MO{n} = origin; }}" for n in range(len(self.meters))
+        )
+        pipeline += f"void p4n_set_meter(int n, double *cells, int64_t *origin) {{{meters} }}\n"
         regs = ", ".join(f"&R{n}" for n in range(len(self.registers))) or "NULL"
         cnts = ", ".join(f"&K{n}" for n in range(len(self.counters))) or "NULL"
         pipeline = pipeline.replace("REGS_", regs).replace("CNTS_", cnts)
@@ -1487,6 +1729,13 @@ class CGen(FunctionsMixin):
 
 
 _CMP = ("<", "<=", ">", ">=")
+
+
+def _seq(pre: list[str], v: V) -> V:
+    """``v`` after the statements ``pre`` (a GNU statement expression)."""
+    if not pre:
+        return v
+    return V(f"({{ {' '.join(pre)} {v.code}; }})", v.type, v.const)
 
 
 def _width(t: T) -> int:
@@ -1499,6 +1748,12 @@ def _width(t: T) -> int:
     if isinstance(t, TComposite) and t.kind == "struct":
         return sum(_width(ft) for _, ft in t.fields)
     raise Unsupported(f"header field of type {t.show()}")
+
+
+def _padding(t: TComposite) -> list[tuple[str, T]]:
+    """The ``pad_`` member of a header not of whole bytes (p4c's BMv2 ``_padding``)."""
+    pad = -sum(_width(ft) for _, ft in t.fields) % 8
+    return [("pad_", TBit(pad))] if pad else []
 
 
 def _leaves(t: TComposite, prefix: str = "") -> list[tuple[str, T]]:
@@ -1594,8 +1849,8 @@ def _runtime() -> str:
 RUNTIME = _runtime()
 
 PIPELINE = """
-/* ---- the v1model pipeline (p4sim/v1model/pipeline.py, without clone/resubmit/
- * recirculate/digests/queues, which the generator refuses) ---- */
+/* ---- the v1model pipeline (p4sim/v1model/pipeline.py, without digests and queues,
+ * which the generator refuses) ---- */
 typedef struct {{ {H} h; {M} m; {S} s; }} p4n_state;
 static p4n_state p4n_ing, p4n_eg;
 
@@ -1608,31 +1863,6 @@ void p4n_set_counter(int n, u64 *cells) {{
 p4n_table *p4n_table_at(int n) {{ return &p4n_tables[n]; }}
 void p4n_set_groups(p4n_group *g, int64_t n) {{ p4n_groups = g; p4n_ngroups = n; }}
 
-/* One egress pass of the state in p4n_eg to port; 1 and the frame in out when it leaves. */
-static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
-                           uint8_t *out, u64 *olen, u64 cut) {{
-    {S} *s = &p4n_eg.s;
-    s->f_egress_port = port; s->f_egress_spec = 0; p4n_trunc = 0;
-    {egress_ts}
-    {enq_ts}
-    p4n_sm = s; p4n_pktlen = s->f_packet_length;
-    if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
-    if (s->f_egress_spec == 511) return 0;
-    if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
-    memset(out, 0, 2048);
-    p4n_out = out; p4n_ooff = 0;
-    {deparser}(NULL, &p4n_eg.h);
-    u64 hb = (p4n_ooff + 7) >> 3;
-    if (hb + plen > P4N_MAXPKT) return 0;
-    memcpy(out + hb, payload, plen);
-    *olen = hb + plen;
-    if (p4n_trunc) cut = p4n_trunc;  /* egress's own truncate, else ingress's */
-    if (cut && cut < *olen) *olen = cut;
-    return 1;
-}}
-
-/* Run one packet to completion: up to max outputs, frame i at out + i * P4N_MAXPKT.
- * Returns the number of frames out. */
 /* One mutex covers every use of the packet state and of the table/group layout: the C
  * loop's batches, and the Python side's packets and layout changes (p4n_lock). */
 static pthread_mutex_t p4n_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -1642,47 +1872,7 @@ void p4n_unlock(void) {{ pthread_mutex_unlock(&p4n_mu); }}
  * returns before its next batch so that the change is laid out first. */
 volatile int p4n_dirty;
 
-int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
-                u64 *oports, u64 *olens, int max) {{
-    memset(&p4n_ing, 0, sizeof p4n_ing);
-    {S} *s0 = &p4n_ing.s;
-    s0->f_ingress_port = port; s0->f_packet_length = len; s0->f_instance_type = 0;
-    s0->f_parser_error = {noerror};
-    p4n_sm = s0; p4n_pktlen = len;
-    {ingress_ts}
-    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror}; p4n_rej = 0;
-    p4n_trunc = 0;
-    {parse_call}
-    if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
-    u64 pstart = p4n_off >> 3;
-    const uint8_t *payload = data + (pstart < len ? pstart : len);
-    u64 plen = pstart < len ? len - pstart : 0;
-    if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
-    if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
-    int n = 0;
-    if (s0->f_mcast_grp != 0) {{
-        u64 g = s0->f_mcast_grp;
-        if ((int64_t)g >= p4n_ngroups) return 0;
-        p4n_group *grp = &p4n_groups[g];
-        for (int64_t r = 0; r < grp->n && n < max; r++) {{
-            p4n_eg = p4n_ing;
-            p4n_eg.s.f_egress_rid = grp->rids[r];
-            p4n_eg.s.f_instance_type = 5;
-            if (p4n_egress_pass(grp->ports[r], now, payload, plen,
-                                out + (u64)n * P4N_MAXPKT, &olens[n], 0)) {{
-                oports[n] = grp->ports[r]; n++;
-            }}
-        }}
-        return n;
-    }}
-    if (s0->f_egress_spec == 511 || max < 1) return 0;
-    p4n_eg = p4n_ing;
-    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0], p4n_trunc)) {{
-        oports[0] = s0->f_egress_spec; n = 1;
-    }}
-    return n;
-}}
-
+{process}
 /* ---- the packet loop's hot part: receive a batch per port (recvmmsg), run each frame,
  * send what leaves per egress port in order (sendmmsg). p4sim/native/backend.py
  * serve() polls, takes the switch lock and calls p4n_drain. ---- */
@@ -1820,5 +2010,77 @@ int p4n_serve(const int *fds, const u64 *ports, int n, int wake_fd, int timeout_
         for (int i = 0; i < n; i++) ready[i] = (pf[i].revents & (POLLIN | POLLERR)) != 0;
         p4n_drain(fds, ports, n, budget, t0_ns, ready);
     }}
+}}
+"""
+
+#: p4n_process of a program that neither clones, resubmits nor recirculates: one
+#: ingress pass, then egress for the unicast port or each multicast replica.
+SIMPLE = """
+/* One egress pass of the state in p4n_eg to port; 1 and the frame in out when it leaves. */
+static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
+                           uint8_t *out, u64 *olen, u64 cut) {{
+    {S} *s = &p4n_eg.s;
+    s->f_egress_port = port; s->f_egress_spec = 0; p4n_trunc = 0;
+    {egress_ts}
+    {enq_ts}
+    p4n_sm = s; p4n_pktlen = s->f_packet_length;
+    if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
+    if (s->f_egress_spec == 511) return 0;
+    if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
+    memset(out, 0, 2048);
+    p4n_out = out; p4n_ooff = 0;
+    {deparser}(NULL, &p4n_eg.h);
+    u64 hb = (p4n_ooff + 7) >> 3;
+    if (hb + plen > P4N_MAXPKT) return 0;
+    memcpy(out + hb, payload, plen);
+    *olen = hb + plen;
+    if (p4n_trunc) cut = p4n_trunc;  /* egress's own truncate, else ingress's */
+    if (cut && cut < *olen) *olen = cut;
+    return 1;
+}}
+
+/* Run one packet to completion: up to max outputs, frame i at out + i * P4N_MAXPKT.
+ * Returns the number of frames out. */
+int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
+                u64 *oports, u64 *olens, int max) {{
+    p4n_now = now; p4n_dg_req = 0;
+    memset(&p4n_ing, 0, sizeof p4n_ing);
+    {S} *s0 = &p4n_ing.s;
+    s0->f_ingress_port = port; s0->f_packet_length = len; s0->f_instance_type = 0;
+    s0->f_parser_error = {noerror};
+    p4n_sm = s0; p4n_pktlen = len;
+    {ingress_ts}
+    p4n_in = data; p4n_inlen = len; p4n_off = 0; p4n_perr = {noerror}; p4n_rej = 0;
+    p4n_trunc = 0;
+    {parse_call}
+    if (p4n_perr != {noerror}) s0->f_parser_error = p4n_perr;
+    u64 pstart = p4n_off >> 3;
+    const uint8_t *payload = data + (pstart < len ? pstart : len);
+    u64 plen = pstart < len ? len - pstart : 0;
+    if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
+    if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
+    p4n_digest_flush();
+    int n = 0;
+    if (s0->f_mcast_grp != 0) {{
+        u64 g = s0->f_mcast_grp;
+        if ((int64_t)g >= p4n_ngroups) return 0;
+        p4n_group *grp = &p4n_groups[g];
+        for (int64_t r = 0; r < grp->n && n < max; r++) {{
+            p4n_eg = p4n_ing;
+            p4n_eg.s.f_egress_rid = grp->rids[r];
+            p4n_eg.s.f_instance_type = 5;
+            if (p4n_egress_pass(grp->ports[r], now, payload, plen,
+                                out + (u64)n * P4N_MAXPKT, &olens[n], 0)) {{
+                oports[n] = grp->ports[r]; n++;
+            }}
+        }}
+        return n;
+    }}
+    if (s0->f_egress_spec == 511 || max < 1) return 0;
+    p4n_eg = p4n_ing;
+    if (p4n_egress_pass(s0->f_egress_spec, now, payload, plen, out, &olens[0], p4n_trunc)) {{
+        oports[0] = s0->f_egress_spec; n = 1;
+    }}
+    return n;
 }}
 """

@@ -27,3 +27,25 @@ class V:
     type: Any
     const: int | None = None
     obj: Any = None  # non-values: ("table", TableGen) | ("extern", ...) | ("instance", ...)
+
+
+#: Marks C code with side effects (a call with out/inout arguments, as a GNU statement
+#: expression): C leaves the order of operands open, so code around it fixes the order.
+FX = "/*fx*/"
+
+
+def has_fx(code: str) -> bool:
+    return FX in code
+
+
+def in_order(codes: list[str], ctypes: list[str], new: Any) -> tuple[list[str], list[str]]:
+    """(statements, codes): when any of ``codes`` has side effects, each is evaluated into
+    a fresh local in order (P4 evaluates left to right); else the codes as they are."""
+    if not any(has_fx(c) for c in codes):
+        return [], codes
+    lines, names = [], []
+    for c, ct in zip(codes, ctypes, strict=True):
+        n = new("sq")
+        lines.append(f"{ct} {n} = {c};")
+        names.append(n)
+    return lines, names

@@ -161,6 +161,15 @@ def _start_switch(target: str, case: Case, veths: _Veths, tmp: Path) -> subproce
             raise RuntimeError(f"{target} did not listen on gRPC port {grpc_port}")
         time.sleep(0.1)
     _program(f"127.0.0.1:{grpc_port}", compiled, case.write_runtime_json(tmp / "runtime.json"))
+    notice = [
+        ln
+        for ln in (tmp / f"{target}.log").read_text(errors="replace").splitlines()
+        if "native back end unavailable" in ln
+    ]
+    if target == "p4sim-native" and notice:  # the rate would be Python's, not native's
+        proc.kill()
+        proc.wait()
+        raise RuntimeError(f"{target} fell back to Python: {notice[0]}")
     return proc
 
 
