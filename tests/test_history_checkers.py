@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from hosts.consensus.log_check import Ack, check_log
 from hosts.consensus.replicated_log import NOOP, Entry
-from hosts.kv.linearizability import Op, check, check_key
+from hosts.kv.linearizability import Op, Result, by_versions, check, check_key
 
 
 def w(tag: int, version: int, s: float, e: float, key: int = 1) -> Op:
@@ -21,45 +23,55 @@ def r(value: int, version: int, s: float, e: float, key: int = 1, whole: bool = 
 
 
 # -- key-value linearizability -----------------------------------------------------------------
+# Every case runs twice: decided by the versions writes returned, and by the general search.
 
 
-def test_read_after_completed_write_returning_the_older_value_is_a_violation():
-    res = check([w(10, 1, 0, 1), w(20, 2, 2, 3), r(10, 1, 4, 5)])
+@pytest.fixture(params=[False, True], ids=["by_versions", "search"])
+def search(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def lin(ops: list[Op], search: bool) -> Result:
+    return check(ops, search=search)
+
+
+def test_read_after_completed_write_returning_the_older_value_is_a_violation(search):
+    res = lin([w(10, 1, 0, 1), w(20, 2, 2, 3), r(10, 1, 4, 5)], search)
     assert not res.ok
     assert "saw version 1 after version 2" in res.violations[0]
 
 
-def test_read_concurrent_with_a_write_may_return_either_value():
-    assert check([w(10, 1, 0, 1), w(20, 2, 2, 6), r(10, 1, 3, 4)]).ok
-    assert check([w(10, 1, 0, 1), w(20, 2, 2, 6), r(20, 2, 3, 4)]).ok
+def test_read_concurrent_with_a_write_may_return_either_value(search):
+    assert lin([w(10, 1, 0, 1), w(20, 2, 2, 6), r(10, 1, 3, 4)], search).ok
+    assert lin([w(10, 1, 0, 1), w(20, 2, 2, 6), r(20, 2, 3, 4)], search).ok
 
 
-def test_read_older_than_an_earlier_read_is_a_violation():
+def test_read_older_than_an_earlier_read_is_a_violation(search):
     # the write is concurrent with both reads, but once a read saw it a later one may not undo it
-    assert not check([w(20, 1, 0, 10), r(20, 1, 1, 2), r(0, 0, 3, 4)]).ok
-    assert check([w(20, 1, 0, 10), r(0, 0, 1, 2), r(20, 1, 3, 4)]).ok
+    assert not lin([w(20, 1, 0, 10), r(20, 1, 1, 2), r(0, 0, 3, 4)], search).ok
+    assert lin([w(20, 1, 0, 10), r(0, 0, 1, 2), r(20, 1, 3, 4)], search).ok
 
 
-def test_value_no_write_wrote_and_torn_value_are_violations():
-    assert not check([w(10, 1, 0, 1), r(11, 1, 2, 3)]).ok
-    assert not check([w(10, 1, 0, 1), r(10, 1, 2, 3, whole=False)]).ok
-    assert not check([r(5, 0, 0, 1)]).ok  # the initial value is 0
+def test_value_no_write_wrote_and_torn_value_are_violations(search):
+    assert not lin([w(10, 1, 0, 1), r(11, 1, 2, 3)], search).ok
+    assert not lin([w(10, 1, 0, 1), r(10, 1, 2, 3, whole=False)], search).ok
+    assert not lin([r(5, 0, 0, 1)], search).ok  # the initial value is 0
 
 
-def test_two_writes_with_one_version_are_a_violation():
-    assert not check([w(10, 1, 0, 1), w(20, 1, 2, 3)]).ok
+def test_two_writes_with_one_version_are_a_violation(search):
+    assert not lin([w(10, 1, 0, 1), w(20, 1, 2, 3)], search).ok
 
 
-def test_unanswered_write_may_take_effect_late_or_never():
+def test_unanswered_write_may_take_effect_late_or_never(search):
     lost = w(10, 0, 0, math.inf)
-    assert check([lost, r(0, 0, 1, 2), r(10, 1, 3, 4)]).ok  # took effect between the reads
-    assert check([lost, r(0, 0, 5, 6)]).ok  # never took effect
-    assert not check([lost, r(10, 1, 1, 2), r(0, 0, 3, 4)]).ok  # and cannot be undone
+    assert lin([lost, r(0, 0, 1, 2), r(10, 1, 3, 4)], search).ok  # took effect between the reads
+    assert lin([lost, r(0, 0, 5, 6)], search).ok  # never took effect
+    assert not lin([lost, r(10, 1, 1, 2), r(0, 0, 3, 4)], search).ok  # and cannot be undone
 
 
-def test_keys_are_checked_apart_and_the_failing_key_is_named():
-    res = check([w(10, 1, 0, 1, key=3), r(10, 1, 2, 3, key=3), w(7, 1, 0, 1, key=4),
-                 r(0, 0, 2, 3, key=4)])  # fmt: skip
+def test_keys_are_checked_apart_and_the_failing_key_is_named(search):
+    res = lin([w(10, 1, 0, 1, key=3), r(10, 1, 2, 3, key=3), w(7, 1, 0, 1, key=4),
+               r(0, 0, 2, 3, key=4)], search)  # fmt: skip
     assert res.keys == 2 and len(res.violations) == 1
     assert res.violations[0].startswith("key 4:")
 
@@ -91,14 +103,21 @@ def simulated_history(n: int, clients: int, seed: int) -> list[Op]:
     return out
 
 
-def test_thousands_of_overlapping_operations_pass_and_one_stale_read_among_them_is_found():
+def test_thousands_of_overlapping_operations_pass_and_one_stale_read_among_them_is_found(search):
     ops = simulated_history(3000, clients=6, seed=1)
-    assert check(ops).ok
+    assert lin(ops, search).ok
     # make the last read of key 0 return the initial value although writes completed before
     last_read = max((o for o in ops if o.key == 0 and not o.write), key=lambda o: o.start)
     assert any(o.write and o.end < last_read.start for o in ops if o.key == 0)
     bad = [o if o is not last_read else r(0, 0, o.start, o.end, key=0) for o in ops]
-    assert not check_key([o for o in bad if o.key == 0])
+    assert not check_key([o for o in bad if o.key == 0], search)
+
+
+def test_versions_decide_unless_a_version_belongs_to_an_unrevealed_unanswered_write():
+    lost = w(10, 0, 0, math.inf)
+    assert by_versions([lost, r(10, 1, 1, 2)]) is True  # the read revealed its place
+    assert by_versions([lost, w(20, 2, 1, 2)]) is None  # version 1 is lost's, unseen
+    assert lin([lost, w(20, 2, 1, 2), r(20, 2, 3, 4)], False).ok  # the search decides
 
 
 # -- replicated log ----------------------------------------------------------------------------
