@@ -39,8 +39,9 @@ repeat is logged again; ``read`` drops repeats).
   the view; a commit needs the answers of one view. A replica that restarts empty copies the
   current leader's log and never leads from nothing.
 
-Limits: a view change's messages carry the current session's entries in one datagram
-(about 1,500 entries); the host-sequenced baseline keeps replica 0 as its sequencer.
+A view change's messages (VC, START) carry the current session's entries in chunks of
+``CHUNK`` entries, joined again at the receiver. Limit: the host-sequenced baseline keeps
+replica 0 as its sequencer.
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ class Replica:
     sync_log: list[Entry] = field(default_factory=list)
     early: list[tuple[int, int, Entry]] = field(default_factory=list)
     vc_logs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    parts: dict[tuple[str, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
     heard: float = 0.0  # when the leader was last heard
     host_seq: int = 0
     timers: dict[str, float] = field(default_factory=dict)
@@ -316,7 +318,8 @@ class Replica:
             if now > self.timers.get("vc_end", now + 1):
                 self.start_view_change(self.view + 1)  # the new leader is gone too
             elif self.rid != self.leader_id:
-                self.send_ctl(self.leader_id, self.vc_message())
+                for part in chunked(self.vc_message()):
+                    self.send_ctl(self.leader_id, part)
 
     def latest_heard(self) -> int | None:
         heard = [s for s, _, _ in self.early] + ([self.session] if self.session is not None else [])
@@ -332,6 +335,7 @@ class Replica:
         leader merges the logs of ``f + 1`` replicas."""
         self.view, self.changing = view, True
         self.vc_logs = {}
+        self.parts.clear()
         now = time.monotonic()
         self.timers["vc"] = now
         self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT
@@ -344,6 +348,27 @@ class Replica:
         return {"t": "VC", "s": self.session, "base": self.base,
                 "e": [e.wire() for e in self.log[self.base :]]}  # fmt: skip
 
+    def assembled(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A VC or START message whole again once all its chunks came (``chunked``)."""
+        if "len" not in msg:
+            return msg
+        got = self.parts.setdefault((str(msg["t"]), int(msg["r"])), {})
+        first = next(iter(got.values()), None)
+        if first is not None and (first["s"], first["base"], first["len"], first["v"]) != (
+            msg["s"],
+            msg["base"],
+            msg["len"],
+            msg["v"],
+        ):
+            got.clear()  # chunks of another message: start again
+        got[int(msg["from"])] = msg
+        if sum(len(m["e"]) for m in got.values()) < int(msg["len"]):
+            return None
+        whole = dict(msg)
+        whole["e"] = [e for _, m in sorted(got.items()) for e in m["e"]]
+        del self.parts[(str(msg["t"]), int(msg["r"]))]
+        return whole
+
     def on_vc(self, msg: dict[str, Any]) -> None:
         v = int(msg["v"])
         if self.syncing or v < self.view or (v == self.view and not self.changing):
@@ -352,7 +377,10 @@ class Replica:
             self.start_view_change(v)
         if self.rid != self.leader_id:
             return
-        self.vc_logs[int(msg["r"])] = msg
+        whole = self.assembled(msg)
+        if whole is None:
+            return
+        self.vc_logs[int(msg["r"])] = whole
         sessions = [m["s"] for m in self.vc_logs.values() if m["s"] is not None]
         latest = None
         for s in sessions:
@@ -378,13 +406,18 @@ class Replica:
         self.fresh = False
         start = {"t": "START", "s": latest, "base": base, "e": [e.wire() for e in merged]}
         for r in self.others():
-            self.send_ctl(r, dict(start))
+            for part in chunked(start):
+                self.send_ctl(r, part)
         self.replay_early()
 
     def on_start(self, msg: dict[str, Any]) -> None:
         v = int(msg["v"])
         if self.syncing or v < self.view:
             return
+        whole = self.assembled(msg)
+        if whole is None:
+            return
+        msg = whole
         base = int(msg["base"])
         if base > len(self.log):
             self.begin_sync()
@@ -703,6 +736,16 @@ class LogClient:
     def close(self) -> None:
         self.sock.close()
         self.ctl.close()
+
+
+def chunked(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    """A VC or START message as datagrams of at most ``CHUNK`` entries each (``from``,
+    ``len``): a session's log outgrows one datagram (Replica.assembled joins them)."""
+    entries = msg["e"]
+    return [
+        msg | {"from": i, "len": len(entries), "e": entries[i : i + CHUNK]}
+        for i in range(0, max(len(entries), 1), CHUNK)
+    ]
 
 
 def distinct(entries: Sequence[Entry]) -> list[Entry]:
