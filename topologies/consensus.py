@@ -175,7 +175,8 @@ def _pass(
     hist_dir.mkdir(parents=True, exist_ok=True)
     paths = [hist_dir / f"job{g.job}-{name}-c{c}.json" for c in range(1, n + 1)]
     start_at = time.monotonic() + START_DELAY
-    cpu0 = process_cpu_seconds(g.procs[0].pid)
+    switch_pid = ex.switch("s1").proc.pid
+    cpu0, sw0 = process_cpu_seconds(g.procs[0].pid), process_cpu_seconds(switch_pid)
     thr0 = cpu.stat(g.hosts[0]) if cpu is not None else None
     cmds = []
     for c in range(1, n + 1):
@@ -186,6 +187,7 @@ def _pass(
         cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
     runs = ex.run_hosts(cmds)
     used = process_cpu_seconds(g.procs[0].pid) - cpu0
+    switch_used = process_cpu_seconds(switch_pid) - sw0
     throttled = throttled_share(thr0, cpu.stat(g.hosts[0])) if thr0 is not None else None
     for r in runs:
         if r.code != 0:
@@ -193,7 +195,8 @@ def _pass(
     commits = [c for p in paths for c in json.loads(p.read_text())]
     g.commits.extend(commits)
     res = [json.loads(r.lines[-1]) for r in runs]
-    return summarize(res, used, commits) | {"leader_throttled": throttled}
+    row = summarize(res, used, commits)
+    return row | {"leader_throttled": throttled, "switch_cpu": switch_used / row["span_s"]}
 
 
 def goals(run: LogRun) -> list[tuple[str, bool]]:
@@ -212,7 +215,8 @@ def table(run: LogRun, cfg: LogBenchConfig) -> Table:
                     f"{cfg.window} in flight (p4sim, Mininet)")  # fmt: skip
     budget = f"of {cfg.host_cpu:g} core" if cfg.host_cpu else "of a core"
     for col in ("sequencer", "commits/s", "x", "p50 us", "p99 us", f"leader CPU ({budget})",
-                "leader throttled", "CPU us/op leader, clients", "retx"):  # fmt: skip
+                "leader throttled", "switch CPU", "CPU us/op leader, clients",
+                "retx"):  # fmt: skip
         t.add_column(col, justify="right")
     base = run.rows["host leader"]["ops_per_s"]
     for mode, r in run.rows.items():
@@ -220,6 +224,7 @@ def table(run: LogRun, cfg: LogBenchConfig) -> Table:
                   f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
                   f"{100 * r['leader_cpu'] / (cfg.host_cpu or 1):.0f} %",
                   "-" if r["leader_throttled"] is None else f"{100 * r['leader_throttled']:.0f} %",
+                  f"{100 * r['switch_cpu']:.0f} %",
                   f"{r['leader_us_per_op']:.1f}, {r['client_us_per_op']:.1f}",
                   str(r["retransmissions"]))  # fmt: skip
     return t

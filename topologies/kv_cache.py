@@ -177,7 +177,8 @@ def _pass(
     hist_dir.mkdir(parents=True, exist_ok=True)
     paths = [hist_dir / f"job{st.job}-{name}-c{c}.npz" for c in range(1, n + 1)]
     start_at = time.monotonic() + START_DELAY
-    cpu0 = process_cpu_seconds(st.proc.pid)
+    switch_pid = ex.switch("s1").proc.pid
+    cpu0, sw0 = process_cpu_seconds(st.proc.pid), process_cpu_seconds(switch_pid)
     thr0 = cpu.stat(st.host) if cpu is not None else None
     cmds = []
     for c in range(1, n + 1):
@@ -190,13 +191,15 @@ def _pass(
         cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
     runs = ex.run_hosts(cmds)
     used = process_cpu_seconds(st.proc.pid) - cpu0
+    switch_used = process_cpu_seconds(switch_pid) - sw0
     throttled = throttled_share(thr0, cpu.stat(st.host)) if thr0 is not None else None
     for r in runs:
         if r.code != 0:
             raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
     st.histories.extend(paths)
     res = [json.loads(r.lines[-1]) for r in runs]
-    return summarize(res, used, paths) | {"server_throttled": throttled}
+    row = summarize(res, used, paths)
+    return row | {"server_throttled": throttled, "switch_cpu": switch_used / row["span_s"]}
 
 
 def goals(run: KvRun) -> list[tuple[str, bool]]:
@@ -220,7 +223,8 @@ def table(run: KvRun, cfg: KvBenchConfig) -> Table:
                     "entries (p4sim, Mininet)")  # fmt: skip
     budget = f"of {cfg.host_cpu:g} core" if cfg.host_cpu else "of a core"
     for col in ("writes", "path", "ops/s", "x", "p50 us", "p99 us", "by switch",
-                f"server CPU ({budget})", "server throttled", "CPU us/op server, clients",
+                f"server CPU ({budget})", "server throttled", "switch CPU",
+                "CPU us/op server, clients",
                 "retx"):  # fmt: skip
         t.add_column(col, justify="right")
     for (share, mode), r in run.rows.items():
@@ -230,6 +234,7 @@ def table(run: KvRun, cfg: KvBenchConfig) -> Table:
                   f"{100 * r['switch_share']:.1f} %",
                   f"{100 * r['server_cpu'] / (cfg.host_cpu or 1):.0f} %",
                   _pct(r["server_throttled"]),
+            f"{100 * r['switch_cpu']:.0f} %",
                   f"{r['server_us_per_op']:.1f}, {r['client_us_per_op']:.1f}",
                   str(r["retransmissions"]))  # fmt: skip
     return t
