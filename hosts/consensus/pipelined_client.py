@@ -6,7 +6,7 @@ Example (``topologies/consensus.py`` runs one per client host)::
         --worker-id 0 --count 20000 --window 32 --sequencer switch --history c0.json
 
 The requests are those of ``hosts/consensus/replicated_log.py`` (``LogClient.append``),
-built before the first send, append ``i`` carrying the data ``c<worker>-<i>``, sent
+built before the first send, append ``i`` carrying the data ``c<worker>-<first id>-<i>``, sent
 through ``hosts/transport/request_window.py`` with up to ``window`` in flight: to the
 group address (``--sequencer switch``) or to the leader with ``FALLBACK`` (``host``). An
 append is committed when the client holds the answers of the leader of a view and ``f``
@@ -58,7 +58,8 @@ class PipelinedLogClient:
         self.config, self.count = config, count
         self.sock = udp_socket(config.port, ip=config.ip)
         self.first_id = wrap(int(time.time() * 1000) << 8)
-        self.data = [f"c{config.worker_id}-{i}".encode() for i in range(count)]
+        # unique per append across runs too (the first id comes from the clock)
+        self.data = [f"c{config.worker_id}-{self.first_id:x}-{i}".encode() for i in range(count)]
         self.n, self.f = len(config.replicas), len(config.replicas) // 2
         self.votes: list[dict[tuple[int, int, int], int]] = [{} for _ in range(count)]
         self.session = [0] * count
