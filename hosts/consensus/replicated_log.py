@@ -85,7 +85,8 @@ HEARTBEAT = 0.05
 CHUNK = 100  # log entries per SYNC / read message
 HOST_SESSION = 1  # the session number of --sequencer host
 LEADER_TIMEOUT = 0.5  # a follower that hears nothing from the leader this long changes view
-VIEW_CHANGE_TIMEOUT = 1.0  # a view change not done by then moves on to the next view
+VIEW_CHANGE_TIMEOUT = 1.0  # a view change not done by then moves on to the next view ...
+VC_CHUNK_TIME = 0.02  # ... plus this per chunk of the session's log (CHUNK entries)
 BOOT_WAIT = 1.0  # replica 0 leads a new group if nobody with state answered by then
 VIEW_SHIFT = 8  # a reply's bitmap: the replica's bit, and the view above this bit
 # The request path parses and builds headers with struct (wire/header.py's layout) and
@@ -329,7 +330,8 @@ class Replica:
         if self.normal and not self.leader and now - self.heard > LEADER_TIMEOUT:
             self.start_view_change(self.view + 1)
         if self.changing and self.timers.get("vc", 0) <= now:
-            self.timers["vc"] = now + RETRY
+            # a long session's VC is many chunks: resend it no faster than they can be sent
+            self.timers["vc"] = now + RETRY * max(1.0, self.vc_chunks() / 10)
             if now > self.timers.get("vc_end", now + 1):
                 self.start_view_change(self.view + 1)  # the new leader is gone too
             elif self.rid != self.leader_id:
@@ -353,11 +355,15 @@ class Replica:
         self.parts.clear()
         now = time.monotonic()
         self.timers["vc"] = now
-        self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT
+        # time to move every chunk of the logs (VC in, START out) before giving up on the view
+        self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT + VC_CHUNK_TIME * self.vc_chunks()
         self.timers.pop("gap", None)
         self.count("view_changes")
         if self.rid == self.leader_id:
             self.vc_logs[self.rid] = self.vc_message()
+
+    def vc_chunks(self) -> int:
+        return (len(self.log) - self.base) // CHUNK + 1
 
     def vc_message(self) -> dict[str, Any]:
         return {"t": "VC", "s": self.session, "base": self.base,
@@ -412,6 +418,12 @@ class Replica:
             got = [Entry.of(m["e"][i]) for m in logs if i < len(m["e"])]
             merged.append(next((e for e in got if e.client >= 0), NOOP))
         base = int(logs[0]["base"])
+        if base > len(self.log):
+            # this replica lacks entries of an earlier session (the VC messages carry only the
+            # latest session's): it must not lead; the next view's leader will, and this
+            # replica then copies its log (START with a base beyond its log: a sync)
+            self.start_view_change(self.view + 1)
+            return
         self.log = self.log[:base] + merged
         self.session, self.base, self.next_seq = latest, base, len(merged) + 1
         self.pending.clear()

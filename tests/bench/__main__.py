@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bw", type=float, default=1.0, help="netreduce: link Mbit/s")
     ap.add_argument("--kv-reads", type=int, default=5000, help="kvcons: ops per client, pass")
     ap.add_argument(
-        "--log-appends", type=int, default=4000, help="kvcons: appends per client, pass"
+        "--log-appends", type=int, default=2500, help="kvcons: appends per client, pass"
     )
     ap.add_argument("--ask-words", type=int, default=1_000_000, help="ask: words, scale row")
     args = ap.parse_args(argv)

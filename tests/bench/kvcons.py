@@ -33,13 +33,15 @@ def run(kv_count: int, log_count: int, console: Console) -> None:
                       f"{kv_cfg.command()} and {log_cfg.command()}")  # fmt: skip
         return
     from topologies import consensus, kv_cache
+    from topologies.experiment import sigterm_as_interrupt
     from topologies.load_curve import plot_curves
 
     t0 = time.monotonic()
-    kv = kv_cache.measure(kv_cfg, log=console.print)
-    log = consensus.measure(log_cfg, log=console.print)
-    console.print(kv_cache.table(kv, kv_cfg))
-    console.print(kv_cache.ratio_line(kv))
+    with sigterm_as_interrupt():  # a stopped bench still stops its network and processes
+        kv = kv_cache.measure(kv_cfg, log=console.print)
+        console.print(kv_cache.table(kv, kv_cfg))
+        console.print(kv_cache.ratio_line(kv))
+        log = consensus.measure(log_cfg, log=console.print)
     console.print(consensus.table(log, log_cfg))
     console.print(consensus.ratio_line(log))
     for goal, met in [*kv_cache.goals(kv), *consensus.goals(log)]:
