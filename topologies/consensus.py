@@ -124,7 +124,7 @@ class _Group:
 
 
 def _measure(cfg: LogBenchConfig, cpu: Any, log: Any) -> LogRun:
-    from topologies.experiment import Experiment, ExperimentConfig, star
+    from topologies.experiment import Experiment, ExperimentConfig, star, terminate
     from topologies.host_cpu import in_budget
 
     n = cfg.clients
@@ -161,6 +161,7 @@ def _measure(cfg: LogBenchConfig, cpu: Any, log: Any) -> LogRun:
         time.sleep(0.5)  # followers fill their last gaps from the leader
         for g in groups:
             for p in g.procs:
+                terminate(p, grace=60.0)  # a replica on its budget takes a while to print its log
                 ex.stop(p)
             out.checks[g.mode] = check_run(ex, g.job, g.commits)
     return out

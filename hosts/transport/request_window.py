@@ -13,8 +13,9 @@ more than ``span`` ids past the oldest unanswered one (the server remembers that
 client's write ids: ``hosts/kv/store.py``, ``WRITE_WINDOW``). ``on_reply(i, datagram)``
 says whether the reply completes request ``i`` (a commit may need several). An unanswered
 request is sent again after ``rto`` or three smoothed round trips, whichever is longer (a
-saturated server's queue is not loss), doubling for each resend up to ``max_rto``, with
-``retx_flag`` OR-ed into its flags byte; after ``tries`` sends it is given up (``end`` stays NaN).
+saturated server's queue is not loss; before any answer, after ``INITIAL_RTO``), doubling
+for each resend up to ``max_rto``, with ``retx_flag`` OR-ed into its flags byte; after
+``tries`` sends it is given up (``end`` stays NaN).
 Send and receive are batched per wake-up: every queued reply is drained, then every free
 slot of the window filled, and only then are overdue requests looked for (so a client that
 was descheduled does not resend what was answered meanwhile).
@@ -40,6 +41,7 @@ _PSN = struct.Struct("!I")
 _PSN_OFFSET = 8
 _FLAGS_OFFSET = 1
 WAITING, IN_FLIGHT, DONE, GIVEN_UP = 0, 1, 2, 3
+INITIAL_RTO = 1.0  # seconds before the first resend while no round trip is measured
 
 
 class RequestWindow:
@@ -116,8 +118,9 @@ class RequestWindow:
                         continue
                     state[i] = DONE
                     t = end[i] = clock()
-                    if sends[i] == 1:
-                        self.srtt += ((t - start[i]) - self.srtt) / 8
+                    if sends[i] == 1:  # Karn: only first sends measure the round trip
+                        sample = t - start[i]
+                        self.srtt += (sample - self.srtt) / 8 if self.srtt else sample
                     in_flight -= 1
                     finished += 1
                 while oldest < nxt and state[oldest] >= DONE:
@@ -135,7 +138,9 @@ class RequestWindow:
             if in_flight > self.max_in_flight:
                 self.max_in_flight = in_flight
             if now >= next_scan:
-                rto = max(self.rto, 3 * self.srtt)
+                # before the first answer, a saturated server's queue is unknown: wait as
+                # long as a first TCP timeout (RFC 6298) rather than resend a whole window
+                rto = max(self.rto, 3 * self.srtt) if self.srtt else max(self.rto, INITIAL_RTO)
                 next_scan = now + rto / 4
                 for i in range(oldest, nxt):
                     if state[i] != IN_FLIGHT or now - last[i] < min(rto * backoff[i], self.max_rto):
