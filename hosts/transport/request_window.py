@@ -12,8 +12,9 @@ lookup. At most ``window`` requests are unanswered at once, and no new request i
 more than ``span`` ids past the oldest unanswered one (the server remembers that many of a
 client's write ids: ``hosts/kv/store.py``, ``WRITE_WINDOW``). ``on_reply(i, datagram)``
 says whether the reply completes request ``i`` (a commit may need several). An unanswered
-request is sent again after ``rto`` or three smoothed round trips, whichever is longer (a
-saturated server's queue is not loss; before any answer, after ``INITIAL_RTO``), doubling
+request is sent again after ``rto`` or RFC 6298's timeout (smoothed round trip plus four
+mean deviations: a switch's fast hits and a saturated server's queued misses give a wide
+spread, and a queue is not loss), whichever is longer (before any answer: INITIAL_RTO), doubling
 for each resend up to ``max_rto``, with ``retx_flag`` OR-ed into its flags byte; after
 ``tries`` sends it is given up (``end`` stays NaN).
 Send and receive are batched per wake-up: every queued reply is drained, then every free
@@ -75,6 +76,7 @@ class RequestWindow:
         self.end = [math.nan] * n
         self.state = bytearray(n)
         self.srtt = 0.0  # smoothed round trip of first sends (Karn: not of retransmissions)
+        self.rttvar = 0.0  # and its mean deviation
         self.retransmissions = 0
         self.given_up = 0
         self.max_in_flight = 0
@@ -120,7 +122,11 @@ class RequestWindow:
                     t = end[i] = clock()
                     if sends[i] == 1:  # Karn: only first sends measure the round trip
                         sample = t - start[i]
-                        self.srtt += (sample - self.srtt) / 8 if self.srtt else sample
+                        if self.srtt:  # RFC 6298's estimators
+                            self.rttvar += (abs(self.srtt - sample) - self.rttvar) / 4
+                            self.srtt += (sample - self.srtt) / 8
+                        else:
+                            self.srtt, self.rttvar = sample, sample / 2
                     in_flight -= 1
                     finished += 1
                 while oldest < nxt and state[oldest] >= DONE:
@@ -140,7 +146,8 @@ class RequestWindow:
             if now >= next_scan:
                 # before the first answer, a saturated server's queue is unknown: wait as
                 # long as a first TCP timeout (RFC 6298) rather than resend a whole window
-                rto = max(self.rto, 3 * self.srtt) if self.srtt else max(self.rto, INITIAL_RTO)
+                rto = self.srtt + 4 * self.rttvar if self.srtt else INITIAL_RTO
+                rto = max(self.rto, rto)
                 next_scan = now + rto / 4
                 for i in range(oldest, nxt):
                     if state[i] != IN_FLIGHT or now - last[i] < min(rto * backoff[i], self.max_rto):

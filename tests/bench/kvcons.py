@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-PNG = Path("run/kvcons/throughput-vs-load.png")
+PNG = Path("results/kvcons_throughput_vs_load.png")
 
 
 def run(kv_count: int, log_count: int, console: Console) -> None:
