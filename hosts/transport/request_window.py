@@ -12,9 +12,10 @@ lookup. At most ``window`` requests are unanswered at once, and no new request i
 more than ``span`` ids past the oldest unanswered one (the server remembers that many of a
 client's write ids: ``hosts/kv/store.py``, ``WRITE_WINDOW``). ``on_reply(i, datagram)``
 says whether the reply completes request ``i`` (a commit may need several). An unanswered
-request is sent again after ``rto`` or RFC 6298's timeout (smoothed round trip plus four
-mean deviations: a switch's fast hits and a saturated server's queued misses give a wide
-spread, and a queue is not loss), whichever is longer (before any answer: INITIAL_RTO), doubling
+request is sent again after the longest of ``rto``, three smoothed round trips (a saturated
+server's steady queue) and RFC 6298's timeout (smoothed round trip plus four mean
+deviations: a switch's fast hits beside a server's queued misses); a queue is not loss
+(before any answer: INITIAL_RTO). The timeout doubles
 for each resend up to ``max_rto``, with ``retx_flag`` OR-ed into its flags byte; after
 ``tries`` sends it is given up (``end`` stays NaN).
 Send and receive are batched per wake-up: every queued reply is drained, then every free
@@ -146,8 +147,10 @@ class RequestWindow:
             if now >= next_scan:
                 # before the first answer, a saturated server's queue is unknown: wait as
                 # long as a first TCP timeout (RFC 6298) rather than resend a whole window
-                rto = self.srtt + 4 * self.rttvar if self.srtt else INITIAL_RTO
-                rto = max(self.rto, rto)
+                if self.srtt:  # a steady queue has a small deviation: keep 3 round trips too
+                    rto = max(self.rto, 3 * self.srtt, self.srtt + 4 * self.rttvar)
+                else:
+                    rto = max(self.rto, INITIAL_RTO)
                 next_scan = now + rto / 4
                 for i in range(oldest, nxt):
                     if state[i] != IN_FLIGHT or now - last[i] < min(rto * backoff[i], self.max_rto):
