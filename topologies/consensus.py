@@ -1,21 +1,26 @@
-"""Consensus experiment: the switch as sequencer against a host-only leader, same replicas.
+"""Consensus experiment: the switch as sequencer against a host-only leader, same replicas,
+pipelined clients at a load that saturates the leader.
 
 Example (as root; ``make bench`` runs it in section kvcons)::
 
-    python -m topologies.consensus --clients 2 --appends 500
+    python -m topologies.consensus --clients 3 --window 32 --count 6000 --curve 1,4,16
 
-One network (``star(clients + 3)``: clients ``h1..hN``, replicas on the next three hosts,
-replica 0 leading), one run, two replicated logs measured one after the other with the
-same clients and replica hosts (``hosts/consensus/replicated_log.py``, the same code in both):
+One network (``star(clients + 6)``: clients ``h1..hN``, each design's three replicas on
+three hosts of its own, replica 0 leading), one run, two replicated logs measured pass by
+pass in turn with the same clients (``hosts/consensus/replicated_log.py``, the same code in both):
 
 - **host leader**: clients send to the leader, which numbers the requests and sends them
   to the followers (``--sequencer host``): client → leader → followers → client;
 - **switch sequencer**: clients send to the group address, the switch numbers the requests
   and multicasts them to all replicas: client → replicas → client.
 
-Each client appends ``appends`` entries, one outstanding, and waits for each commit (the
-leader's and ``f`` other replicas' answers). Figures: commits per second (all clients),
-median and 99th percentile commit latency, retransmissions.
+Each pass runs one pipelined client per client host (``hosts/consensus/pipelined_client.py``:
+``count`` appends, ``window`` in flight, all starting at one instant); an append commits
+with the leader's and ``f`` other replicas' answers. A row gives commits per second (all
+commits over the span from the first send to the last commit), p50/p99 commit latency and
+the leader's CPU over the pass (``/proc/PID/stat``; near 100 % of a core: saturated). The
+curve repeats the pass at several windows. After the passes the replicas' logs and every
+client's commits are checked (``hosts/consensus/log_check.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,24 +37,36 @@ from rich.console import Console
 from rich.table import Table
 
 MODES = {"host leader": "host", "switch sequencer": "switch"}
+START_DELAY = 6.0  # seconds for every client process to start before the common instant
 
 
 @dataclass(frozen=True)
 class LogBenchConfig:
-    clients: int = 2
-    appends: int = 500
+    clients: int = 3
+    window: int = 32
+    count: int = 6000  # appends per client per pass
+    curve: tuple[int, ...] = ()
+    host_cpu: float = 0.05  # each host's CPU budget in cores (topologies/host_cpu.py); 0: none
     run_dir: Path = Path("run/consensus")
 
     def command(self) -> str:
         return (f"{sys.executable} -m topologies.consensus --clients {self.clients}"
-                f" --appends {self.appends}")  # fmt: skip
+                f" --window {self.window} --count {self.count}"
+                f" --curve {','.join(map(str, self.curve))}"
+                f" --host-cpu {self.host_cpu}")  # fmt: skip
 
 
-def _fields(cfg: LogBenchConfig) -> dict[str, Any]:
+@dataclass
+class LogRun:
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
+    curve: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)  # mode -> log_check result
+
+
+def _fields(cfg: LogBenchConfig, reps: list[int]) -> dict[str, Any]:
     from topologies.experiment import host_ip, host_mac
 
     clients = list(range(1, cfg.clients + 1))
-    reps = [cfg.clients + 1 + i for i in range(3)]
     return {
         "kind": "consensus", "workers": len(clients), "worker_ports": clients,
         "worker_ips": [host_ip(h) for h in clients], "worker_macs": [host_mac(h) for h in clients],
@@ -57,55 +75,166 @@ def _fields(cfg: LogBenchConfig) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def measure(cfg: LogBenchConfig, log: Any = print) -> dict[str, dict[str, Any]]:
-    from topologies.experiment import Experiment, ExperimentConfig, star
+def summarize(res: list[dict[str, Any]], cpu: float, commits: list[list[Any]]) -> dict[str, Any]:
+    import numpy as np
+
+    lat = np.array([c[6] - c[5] for c in commits])
+    span = max(r["ended"] for r in res) - min(r["began"] for r in res)
+    return {
+        "ops_per_s": len(commits) / span, "ops": len(commits), "span_s": span,
+        "p50_us": float(np.percentile(lat, 50) * 1e6),
+        "p99_us": float(np.percentile(lat, 99) * 1e6),
+        "leader_cpu": cpu / span, "leader_us_per_op": cpu / len(commits) * 1e6,
+        "client_us_per_op": sum(r["cpu_s"] for r in res) / len(commits) * 1e6,
+        "retransmissions": sum(r["retransmissions"] for r in res),
+        "given_up": sum(r["given_up"] for r in res),
+    }  # fmt: skip
+
+
+def check_run(ex: Any, job: int, commits: list[list[Any]]) -> Any:
+    """The replicas' logs (their summaries at stop) against every client's commits."""
+    from hosts.consensus.log_check import Ack, check_log
+    from hosts.consensus.replicated_log import Entry
+
+    logs = []
+    for r in range(3):
+        lines = (ex.logs / f"replica{job}-{r}.log").read_text().splitlines()
+        summary = json.loads(next(x for x in reversed(lines) if x.startswith("{")))
+        logs.append([Entry.of(e) for e in summary["log"]])
+    acks = [Ack(int(c[0]), int(c[1]), str(c[2]).encode(), int(c[4])) for c in commits]
+    return check_log(logs, acks)
+
+
+def measure(cfg: LogBenchConfig, log: Any = print) -> LogRun:
+    from topologies.host_cpu import budgets
+
+    with budgets(cfg.host_cpu) as cpu:
+        return _measure(cfg, cpu, log)
+
+
+@dataclass
+class _Group:
+    """One design's log: its job, replica hosts and processes, every pass's commits."""
+
+    mode: str
+    job: int
+    hosts: list[str]
+    procs: list[Any]
+    commits: list[list[Any]] = field(default_factory=list)
+
+
+def _measure(cfg: LogBenchConfig, cpu: Any, log: Any) -> LogRun:
+    from topologies.experiment import Experiment, ExperimentConfig, star, terminate
+    from topologies.host_cpu import in_budget
 
     n = cfg.clients
-    out: dict[str, dict[str, Any]] = {}
-    ex_cfg = ExperimentConfig(star(n + 3), run_dir=cfg.run_dir, log=lambda s: None)
+    out = LogRun()
+    ex_cfg = ExperimentConfig(star(n + 6), run_dir=cfg.run_dir, log=lambda s: None)
     with Experiment(ex_cfg) as ex:
-        for mode, seq in MODES.items():
-            job = ex.api.submit(_fields(cfg))["job_id"]
-            base = [sys.executable, "-m", "hosts.consensus.replicated_log"]
-            common = ["--controller", ex.controller_url, "--job-id", str(job), "--sequencer", seq]
-            reps = [
-                ex.start_service(f"h{n + 1 + r}", [*base, "replica", *common, "--replica-id",
-                                                   str(r)], "ready", f"replica{job}-{r}")
+        groups = []
+        for k, (mode, seq) in enumerate(MODES.items()):
+            reps = [n + 1 + 3 * k + r for r in range(3)]
+            job = ex.api.submit(_fields(cfg, reps))["job_id"]
+            hosts = [f"h{h}" for h in reps]
+            cmd = [sys.executable, "-m", "hosts.consensus.replicated_log", "replica",
+                   "--controller", ex.controller_url, "--job-id", str(job),
+                   "--sequencer", seq]  # fmt: skip
+            procs = [
+                ex.start_service(hosts[r], in_budget(cpu, hosts[r], [*cmd, "--replica-id", str(r)]),
+                                 "ready", f"replica{job}-{r}")
                 for r in range(3)
             ]  # fmt: skip
-            log(f"consensus: {mode}, {n} clients x {cfg.appends} appends ...")
-            runs = ex.run_hosts([
-                (f"h{c}", [*base, "client", *common, "--worker-id", str(c - 1),
-                           "--count", str(cfg.appends)])
-                for c in range(1, n + 1)
-            ])  # fmt: skip
-            for r in runs:
-                if r.code != 0:
-                    raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
-            res = [json.loads(r.lines[-1]) for r in runs]
-            for p in reps:
+            groups.append(_Group(mode, job, hosts, procs))
+        time.sleep(1.5)  # replica 0 leads each new group after BOOT_WAIT
+        # the two designs alternate, pass by pass, so a change of the machine's other load
+        # falls on both alike
+        for g in groups:
+            log(f"consensus: {g.mode}, {n} clients x {cfg.count} appends, window {cfg.window} ...")
+            out.rows[g.mode] = _pass(ex, cfg, cpu, g, "main", cfg.window)
+        for window in cfg.curve:
+            for g in groups:
+                r = out.rows[g.mode] if window == cfg.window else None
+                if r is None:  # (at the main row's window, that row is the point)
+                    log(f"consensus: {g.mode}, curve: window {window} ...")
+                    r = _pass(ex, cfg, cpu, g, f"curve{window}", window)
+                out.curve.setdefault(g.mode, []).append((n * window, r["ops_per_s"]))
+        time.sleep(0.5)  # followers fill their last gaps from the leader
+        for g in groups:
+            for p in g.procs:
+                terminate(p, grace=60.0)  # a replica on its budget takes a while to print its log
                 ex.stop(p)
-            out[mode] = {
-                "ops_per_s": sum(r["ops_per_s"] for r in res),
-                "p50_us": max(r["p50_us"] for r in res),
-                "p99_us": max(r["p99_us"] for r in res),
-                "retransmissions": sum(r["retransmissions"] for r in res),
-            }
+            out.checks[g.mode] = check_run(ex, g.job, g.commits)
     return out
 
 
-def table(rows: dict[str, dict[str, Any]], cfg: LogBenchConfig) -> Table:
-    t = Table(title=f"Replicated log, 3 replicas, {cfg.clients} clients (p4sim, Mininet)")
-    for col in ("sequencer", "commits/s", "p50 us", "p99 us", "retransmissions"):
+def _pass(
+    ex: Any, cfg: LogBenchConfig, cpu: Any, g: _Group, name: str, window: int
+) -> dict[str, Any]:
+    """One pass of every client against one design; its row."""
+    from topologies.host_cpu import in_budget, process_cpu_seconds, throttled_share
+
+    n = cfg.clients
+    hist_dir = ex.run_dir / "histories"
+    hist_dir.mkdir(parents=True, exist_ok=True)
+    paths = [hist_dir / f"job{g.job}-{name}-c{c}.json" for c in range(1, n + 1)]
+    start_at = time.monotonic() + START_DELAY
+    switch_pid = ex.switch("s1").proc.pid
+    cpu0, sw0 = process_cpu_seconds(g.procs[0].pid), process_cpu_seconds(switch_pid)
+    thr0 = cpu.stat(g.hosts[0]) if cpu is not None else None
+    cmds = []
+    for c in range(1, n + 1):
+        cmd = [sys.executable, "-m", "hosts.consensus.pipelined_client", "--controller",
+               ex.controller_url, "--job-id", str(g.job), "--sequencer", MODES[g.mode],
+               "--worker-id", str(c - 1), "--count", str(cfg.count), "--window", str(window),
+               "--start-at", str(start_at), "--history", str(paths[c - 1])]  # fmt: skip
+        cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
+    runs = ex.run_hosts(cmds)
+    used = process_cpu_seconds(g.procs[0].pid) - cpu0
+    switch_used = process_cpu_seconds(switch_pid) - sw0
+    throttled = throttled_share(thr0, cpu.stat(g.hosts[0])) if thr0 is not None else None
+    for r in runs:
+        if r.code != 0:
+            raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
+    commits = [c for p in paths for c in json.loads(p.read_text())]
+    g.commits.extend(commits)
+    res = [json.loads(r.lines[-1]) for r in runs]
+    row = summarize(res, used, commits)
+    return row | {"leader_throttled": throttled, "switch_cpu": switch_used / row["span_s"]}
+
+
+def goals(run: LogRun) -> list[tuple[str, bool]]:
+    a, b = run.rows["host leader"], run.rows["switch sequencer"]
+    out = [
+        ("log: switch sequencer >= 2x host leader commits/s", b["ops_per_s"] >= 2 * a["ops_per_s"]),
+        ("log: lower median commit latency", b["p50_us"] < a["p50_us"]),
+    ]
+    for mode, c in run.checks.items():
+        out.append((f"{mode}: log check clean over {c.acked} commits", c.ok))
+    return out
+
+
+def table(run: LogRun, cfg: LogBenchConfig) -> Table:
+    t = Table(title=f"Replicated log, 3 replicas, {cfg.clients} pipelined clients x "
+                    f"{cfg.window} in flight (p4sim, Mininet)")  # fmt: skip
+    budget = f"of {cfg.host_cpu:g} core" if cfg.host_cpu else "of a core"
+    for col in ("sequencer", "commits/s", "x", "p50 us", "p99 us", f"leader CPU ({budget})",
+                "leader throttled", "switch CPU", "CPU us/op leader, clients",
+                "retx"):  # fmt: skip
         t.add_column(col, justify="right")
-    for mode, r in rows.items():
-        t.add_row(mode, f"{r['ops_per_s']:.0f}", f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
+    base = run.rows["host leader"]["ops_per_s"]
+    for mode, r in run.rows.items():
+        t.add_row(mode, f"{r['ops_per_s']:.0f}", f"{r['ops_per_s'] / base:.2f}",
+                  f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
+                  f"{100 * r['leader_cpu'] / (cfg.host_cpu or 1):.0f} %",
+                  "-" if r["leader_throttled"] is None else f"{100 * r['leader_throttled']:.0f} %",
+                  f"{100 * r['switch_cpu']:.0f} %",
+                  f"{r['leader_us_per_op']:.1f}, {r['client_us_per_op']:.1f}",
                   str(r["retransmissions"]))  # fmt: skip
     return t
 
 
-def ratio_line(rows: dict[str, dict[str, Any]]) -> str:
-    a, b = rows["host leader"], rows["switch sequencer"]
+def ratio_line(run: LogRun) -> str:
+    a, b = run.rows["host leader"], run.rows["switch sequencer"]
     speed, lat = b["ops_per_s"] / a["ops_per_s"], b["p50_us"] / a["p50_us"]
     return (f"switch sequencer / host leader: commits/s {speed:.2f}x, median commit latency"
             f" {lat:.2f}x (same run, same network)")  # fmt: skip
@@ -116,19 +245,41 @@ def main(argv: list[str] | None = None) -> int:
 
     doc = __doc__.split("\n")[0]
     ap = argparse.ArgumentParser(prog="python -m topologies.consensus", description=doc)
-    ap.add_argument("--clients", type=int, default=2)
-    ap.add_argument("--appends", type=int, default=500, help="appends per client")
+    ap.add_argument("--clients", type=int, default=3, help="client hosts, one client each")
+    ap.add_argument("--window", type=int, default=32, help="appends in flight per client")
+    ap.add_argument("--count", type=int, default=6000, help="appends per client per pass")
+    ap.add_argument("--curve", default="", help="windows of the curve, e.g. 1,4,16")
+    ap.add_argument(
+        "--host-cpu",
+        type=float,
+        default=0.05,
+        help="each host's CPU budget in cores (0: none; the switch has none)",
+    )
+    ap.add_argument("--png", type=Path, default=None, help="write the curve here")
     a = ap.parse_args(argv)
-    if a.clients < 1 or a.appends < 1:
-        print("consensus: --clients and --appends must be positive")
+    try:
+        curve = tuple(int(x) for x in a.curve.split(",") if x.strip())
+    except ValueError:
+        print("consensus: --curve takes comma-separated integers")
         return 2
-    cfg = LogBenchConfig(a.clients, a.appends)
+    if min(a.clients, a.window, a.count, *curve) < 1 or a.host_cpu < 0:
+        print("consensus: --clients, --window, --count and --curve must be positive,"
+              " --host-cpu 0 or positive")  # fmt: skip
+        return 2
+    cfg = LogBenchConfig(a.clients, a.window, a.count, curve, a.host_cpu)
 
     def run() -> int:
-        console = Console()
-        rows = measure(cfg, log=console.print)
-        console.print(table(rows, cfg))
-        console.print(ratio_line(rows))
+        from topologies.load_curve import plot_curves
+
+        console = Console(width=150)
+        res = measure(cfg, log=console.print)
+        console.print(table(res, cfg))
+        console.print(ratio_line(res))
+        for goal, met in goals(res):
+            console.print(f"goal {'MET' if met else 'NOT met'}: {goal}")
+        if a.png is not None and res.curve:
+            plot_curves({"replicated log appends": res.curve}, a.png)
+            console.print(f"curve: {a.png}")
         return 0
 
     return main_guard("consensus", run)

@@ -1,20 +1,28 @@
-"""Key-value cache experiment: Zipf reads through the switch cache against the server alone.
+"""Key-value cache experiment: pipelined Zipf load through the switch cache against the
+server alone, at a load that saturates the server.
 
 Example (as root; ``make bench`` runs it in section kvcons)::
 
-    python -m topologies.kv_cache --clients 4 --reads 2000 --keys 1000 --alpha 0.99
+    python -m topologies.kv_cache --clients 4 --window 32 --count 6000 \\
+        --write-shares 0,0.05,0.2 --curve 1,4,16,64 --png run/kv-cache/curve.png
 
 One network (``star(clients + 2)``: clients ``h1..hN``, two storage servers), one run, two
-key-value jobs measured one after the other with the same clients, keys and seeds:
+key-value jobs with the same clients, keys and seeds:
 
 - **server only**: a job whose controller never caches a key (``min_reads`` out of reach),
-  so every read goes client → switch → server → switch → client;
+  so every operation goes client → switch → server → switch → client;
 - **switch cache**: ``cache_size`` entries, hot keys chosen by the controller from the
-  switch's counters (a warm-up pass lets it see the workload; the measured pass follows).
+  switch's counters (a read-only warm-up pass lets it see the workload).
 
-Each client reads ``reads`` keys drawn from Zipf(``alpha``) over ``keys`` keys, one request
-outstanding (``hosts/kv/store.py bench``). Figures: reads per second (all clients), median
-and 99th percentile latency, the share the switch answered, and the reads the server saw.
+Each pass runs one pipelined client per client host (``hosts/kv/pipelined_client.py``:
+``count`` operations, ``window`` in flight, a share of writes), all starting at one instant.
+A row gives the pass's operations per second (all operations over the span from the first
+send to the last answer), p50/p99 latency, the switch's share, and the server's CPU
+(``/proc/PID/stat`` of the server process over the pass): near 100 % of one core means the
+single-threaded server is the bottleneck. The curve repeats the read-only pass at several
+windows (offered load = clients x window) for both designs. Every pass's history is kept
+and all of a job's passes are checked together for linearizability
+(``hosts/kv/linearizability.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +31,7 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,21 +39,35 @@ from rich.console import Console
 from rich.table import Table
 
 MODES = ("server only", "switch cache")
+START_DELAY = 6.0  # seconds for every client process to start before the common instant
 
 
 @dataclass(frozen=True)
 class KvBenchConfig:
     clients: int = 4
-    reads: int = 2000
+    window: int = 32
+    count: int = 6000  # operations per client per pass
     keys: int = 1000
     alpha: float = 0.99
-    cache_size: int = 64
+    cache_size: int = 256
+    write_shares: tuple[float, ...] = (0.0, 0.05, 0.2)
+    curve: tuple[int, ...] = ()  # windows of the read-only curve (empty: none)
+    host_cpu: float = 0.05  # each host's CPU budget in cores (topologies/host_cpu.py); 0: none
     run_dir: Path = Path("run/kv-cache")
 
     def command(self) -> str:
         return (f"{sys.executable} -m topologies.kv_cache --clients {self.clients} "
-                f"--reads {self.reads} --keys {self.keys} --alpha {self.alpha} "
-                f"--cache-size {self.cache_size}")  # fmt: skip
+                f"--window {self.window} --count {self.count} --keys {self.keys} "
+                f"--alpha {self.alpha} --cache-size {self.cache_size} --write-shares "
+                f"{','.join(map(str, self.write_shares))} --curve "
+                f"{','.join(map(str, self.curve))} --host-cpu {self.host_cpu}")  # fmt: skip
+
+
+@dataclass
+class KvRun:
+    rows: dict[tuple[float, str], dict[str, Any]] = field(default_factory=dict)
+    curve: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)  # mode -> linearizability result
 
 
 def _fields(cfg: KvBenchConfig, server: int, **extra: Any) -> dict[str, Any]:
@@ -59,82 +81,183 @@ def _fields(cfg: KvBenchConfig, server: int, **extra: Any) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def measure(cfg: KvBenchConfig, log: Any = print) -> dict[str, dict[str, Any]]:
+def summarize(res: list[dict[str, Any]], cpu: float, histories: list[Path]) -> dict[str, Any]:
+    """One pass: all clients' operations over the common span, latency over every op."""
+    import numpy as np
+
+    lat, cached, ops = [], 0, 0
+    for h in histories:
+        with np.load(h) as d:
+            done = d["done"]
+            lat.append((d["end"] - d["start"])[done])
+            cached += int((d["cached"] & done).sum())
+            ops += int(done.sum())
+    all_lat = np.concatenate(lat)
+    span = max(r["ended"] for r in res) - min(r["began"] for r in res)
+    return {
+        "ops_per_s": ops / span, "ops": ops, "span_s": span,
+        "p50_us": float(np.percentile(all_lat, 50) * 1e6),
+        "p99_us": float(np.percentile(all_lat, 99) * 1e6),
+        "switch_share": cached / ops, "server_cpu": cpu / span,
+        "server_us_per_op": cpu / ops * 1e6,
+        "client_us_per_op": sum(r["cpu_s"] for r in res) / ops * 1e6,
+        "retransmissions": sum(r["retransmissions"] for r in res),
+        "given_up": sum(r["given_up"] for r in res),
+    }  # fmt: skip
+
+
+def measure(cfg: KvBenchConfig, log: Any = print) -> KvRun:
+    from topologies.host_cpu import budgets
+
+    with budgets(cfg.host_cpu) as cpu:
+        return _measure(cfg, cpu, log)
+
+
+@dataclass
+class _Store:
+    """One design's job: its server process and every pass's histories."""
+
+    mode: str
+    job: int
+    host: str
+    proc: Any
+    histories: list[Path] = field(default_factory=list)
+
+
+def _measure(cfg: KvBenchConfig, cpu: Any, log: Any) -> KvRun:
+    from hosts.kv.linearizability import check_files
     from topologies.experiment import Experiment, ExperimentConfig, star
+    from topologies.host_cpu import in_budget
 
     n = cfg.clients
-    out: dict[str, dict[str, Any]] = {}
+    out = KvRun()
     ex_cfg = ExperimentConfig(star(n + 2), run_dir=cfg.run_dir, log=lambda s: None)
     with Experiment(ex_cfg) as ex:
+        stores = []
         for mode, server in zip(MODES, (n + 1, n + 2), strict=True):
             extra = {"cache_size": 1, "min_reads": 1 << 30} if mode == MODES[0] else {
-                "cache_size": cfg.cache_size, "refresh_ms": 1000}  # fmt: skip
+                "cache_size": cfg.cache_size, "refresh_ms": 500}  # fmt: skip
             job = ex.api.submit(_fields(cfg, server, **extra))["job_id"]
             srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job)]
-            server_proc = ex.start_service(f"h{server}", srv, "kv server", f"kv-server{job}")
-
-            def bench(count: int, job: int = job) -> list[dict[str, Any]]:
-                runs = ex.run_hosts([
-                    (f"h{c}", [sys.executable, "-m", "hosts.kv.store", "bench", "--controller",
-                               ex.controller_url, "--job-id", str(job), "--worker-id", str(c - 1),
-                               "--count", str(count), "--keys", str(cfg.keys),
-                               "--alpha", str(cfg.alpha), "--seed", str(c)])
-                    for c in range(1, n + 1)
-                ])  # fmt: skip
-                for r in runs:
-                    if r.code != 0:
-                        raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
-                return [json.loads(r.lines[-1]) for r in runs]
-
-            if mode == MODES[1]:
-                log(f"kv: warming the cache ({cfg.reads // 2} reads per client) ...")
-                bench(cfg.reads // 2)
-                time.sleep(2.5)  # two refreshes: the hottest keys are in the switch
-            log(f"kv: {mode}, {n} clients x {cfg.reads} Zipf({cfg.alpha}) reads ...")
-            res = bench(cfg.reads)
-            ex.stop(server_proc)
-            lines = (ex.logs / f"kv-server{job}.log").read_text().splitlines()
-            served = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
-            out[mode] = {
-                "ops_per_s": sum(r["ops_per_s"] for r in res),
-                "p50_us": max(r["p50_us"] for r in res),
-                "p99_us": max(r["p99_us"] for r in res),
-                "hit_p50_us": _median(r["hit_p50_us"] for r in res),
-                "miss_p50_us": _median(r["miss_p50_us"] for r in res),
-                "switch_share": sum(r["cached"] for r in res) / sum(r["reads"] for r in res),
-                "server_reads": served.get("reads"),
-                "retransmissions": sum(r["retransmissions"] for r in res),
-            }
+            host = f"h{server}"
+            proc = ex.start_service(host, in_budget(cpu, host, srv), "kv server", f"kv-server{job}")
+            stores.append(_Store(mode, job, host, proc))
+        log(f"kv: warming the cache ({cfg.count // 2} reads per client) ...")
+        _pass(ex, cfg, cpu, stores[1], "warm", cfg.window, 0.0, cfg.count // 2)
+        time.sleep(1.2)  # two refreshes: the hottest keys are in the switch
+        # the two designs alternate, pass by pass, so a change of the machine's other load
+        # falls on both alike
+        for share in cfg.write_shares:
+            for st in stores:
+                log(f"kv: {st.mode}, {n} clients x {cfg.count} ops, window {cfg.window}, "
+                    f"{100 * share:g} % writes ...")  # fmt: skip
+                out.rows[(share, st.mode)] = _pass(ex, cfg, cpu, st, f"w{share}", cfg.window,
+                                                   share, cfg.count)  # fmt: skip
+        for window in cfg.curve:
+            for st in stores:
+                r = out.rows.get((0.0, st.mode)) if window == cfg.window else None
+                if r is None:  # (at the rows' window, the read-only row is the point)
+                    log(f"kv: {st.mode}, curve: window {window} ...")
+                    r = _pass(ex, cfg, cpu, st, f"curve{window}", window, 0.0, cfg.count)
+                out.curve.setdefault(st.mode, []).append((n * window, r["ops_per_s"]))
+        for st in stores:
+            ex.stop(st.proc)
+            log(f"kv: {st.mode}: checking {len(st.histories)} histories for linearizability ...")
+            out.checks[st.mode] = check_files(st.histories)
     return out
 
 
-def _median(values: Any) -> float | None:
-    got = [v for v in values if v is not None]
-    return sorted(got)[len(got) // 2] if got else None
+def _pass(
+    ex: Any, cfg: KvBenchConfig, cpu: Any, st: _Store, name: str, window: int, share: float,
+    count: int,
+) -> dict[str, Any]:  # fmt: skip
+    """One pass of every client against one design; its row."""
+    from topologies.host_cpu import in_budget, process_cpu_seconds, throttled_share
+
+    n = cfg.clients
+    hist_dir = ex.run_dir / "histories"
+    hist_dir.mkdir(parents=True, exist_ok=True)
+    paths = [hist_dir / f"job{st.job}-{name}-c{c}.npz" for c in range(1, n + 1)]
+    start_at = time.monotonic() + START_DELAY
+    switch_pid = ex.switch("s1").proc.pid
+    cpu0, sw0 = process_cpu_seconds(st.proc.pid), process_cpu_seconds(switch_pid)
+    thr0 = cpu.stat(st.host) if cpu is not None else None
+    cmds = []
+    for c in range(1, n + 1):
+        cmd = [sys.executable, "-m", "hosts.kv.pipelined_client", "--controller",
+               ex.controller_url, "--job-id", str(st.job), "--worker-id", str(c - 1),
+               "--count", str(count), "--window", str(window), "--write-share", str(share),
+               "--keys", str(cfg.keys), "--alpha", str(cfg.alpha),
+               "--seed", str(c + 100 * len(st.histories)), "--start-at", str(start_at),
+               "--history", str(paths[c - 1])]  # fmt: skip
+        cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
+    runs = ex.run_hosts(cmds)
+    used = process_cpu_seconds(st.proc.pid) - cpu0
+    switch_used = process_cpu_seconds(switch_pid) - sw0
+    throttled = throttled_share(thr0, cpu.stat(st.host)) if thr0 is not None else None
+    for r in runs:
+        if r.code != 0:
+            raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
+    st.histories.extend(paths)
+    res = [json.loads(r.lines[-1]) for r in runs]
+    row = summarize(res, used, paths)
+    return row | {"server_throttled": throttled, "switch_cpu": switch_used / row["span_s"]}
 
 
-def _us(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0f}"
+def goals(run: KvRun) -> list[tuple[str, bool]]:
+    """The issue's goals, each with whether this run met it."""
+    out = []
+    for share in sorted({s for s, _ in run.rows}):
+        a, b = run.rows[(share, MODES[0])], run.rows[(share, MODES[1])]
+        if share == 0.0:
+            out.append(("reads: switch cache >= 3x server-only ops/s",
+                        b["ops_per_s"] >= 3 * a["ops_per_s"]))  # fmt: skip
+            out.append(("reads: lower p50 and p99",
+                        b["p50_us"] < a["p50_us"] and b["p99_us"] < a["p99_us"]))  # fmt: skip
+    for mode, c in run.checks.items():
+        out.append((f"{mode}: no linearizability violation in {c.ops} ops", c.ok))
+    return out
 
 
-def table(rows: dict[str, dict[str, Any]], cfg: KvBenchConfig) -> Table:
-    t = Table(title=f"Key-value reads, Zipf {cfg.alpha} over {cfg.keys} keys, {cfg.clients}"
-                    f" clients, cache {cfg.cache_size} entries (p4sim, Mininet)")  # fmt: skip
-    for col in ("path", "reads/s", "p50 us", "p99 us", "p50 us of hits", "p50 us of misses",
-                "answered by switch", "server reads"):  # fmt: skip
+def table(run: KvRun, cfg: KvBenchConfig) -> Table:
+    t = Table(title=f"Key-value ops, Zipf {cfg.alpha} over {cfg.keys} keys, {cfg.clients} "
+                    f"pipelined clients x {cfg.window} in flight, cache {cfg.cache_size} "
+                    "entries (p4sim, Mininet)")  # fmt: skip
+    budget = f"of {cfg.host_cpu:g} core" if cfg.host_cpu else "of a core"
+    for col in ("writes", "path", "ops/s", "x", "p50 us", "p99 us", "by switch",
+                f"server CPU ({budget})", "server throttled", "switch CPU",
+                "CPU us/op server, clients",
+                "retx"):  # fmt: skip
         t.add_column(col, justify="right")
-    for mode, r in rows.items():
-        t.add_row(mode, f"{r['ops_per_s']:.0f}", f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
-                  _us(r["hit_p50_us"]), _us(r["miss_p50_us"]),
-                  f"{100 * r['switch_share']:.1f} %", str(r["server_reads"]))  # fmt: skip
+    for (share, mode), r in run.rows.items():
+        base = run.rows[(share, MODES[0])]["ops_per_s"]
+        t.add_row(f"{100 * share:g} %", mode, f"{r['ops_per_s']:.0f}",
+                  f"{r['ops_per_s'] / base:.2f}", f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
+                  f"{100 * r['switch_share']:.1f} %",
+                  f"{100 * r['server_cpu'] / (cfg.host_cpu or 1):.0f} %",
+                  _pct(r["server_throttled"]),
+            f"{100 * r['switch_cpu']:.0f} %",
+                  f"{r['server_us_per_op']:.1f}, {r['client_us_per_op']:.1f}",
+                  str(r["retransmissions"]))  # fmt: skip
     return t
 
 
-def ratio_line(rows: dict[str, dict[str, Any]]) -> str:
-    a, b = rows[MODES[0]], rows[MODES[1]]
-    speed, lat = b["ops_per_s"] / a["ops_per_s"], b["p50_us"] / a["p50_us"]
-    return (f"switch cache / server only: reads/s {speed:.2f}x, median latency {lat:.2f}x"
-            " (same run, same network)")  # fmt: skip
+def ratio_line(run: KvRun) -> str:
+    parts = []
+    for share in sorted({s for s, _ in run.rows}):
+        a, b = run.rows[(share, MODES[0])], run.rows[(share, MODES[1])]
+        speed, p50 = b["ops_per_s"] / a["ops_per_s"], b["p50_us"] / a["p50_us"]
+        parts.append(f"{100 * share:g} % writes: ops/s {speed:.2f}x, p50 {p50:.2f}x, "
+                     f"p99 {b['p99_us'] / a['p99_us']:.2f}x")  # fmt: skip
+    return "switch cache / server only (same run, same network): " + "; ".join(parts)
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{100 * v:.0f} %"
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    return tuple(float(x) for x in text.split(",") if x.strip())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,22 +266,53 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m topologies.kv_cache", description=__doc__.split("\n")[0]
     )
-    ap.add_argument("--clients", type=int, default=4)
-    ap.add_argument("--reads", type=int, default=2000, help="measured reads per client")
+    ap.add_argument("--clients", type=int, default=4, help="client hosts, one client each")
+    ap.add_argument("--window", type=int, default=32, help="requests in flight per client")
+    ap.add_argument("--count", type=int, default=6000, help="operations per client per pass")
+    ap.add_argument("--write-shares", default="0,0.05,0.2", help="one row pair per share")
     ap.add_argument("--keys", type=int, default=1000)
     ap.add_argument("--alpha", type=float, default=0.99, help="Zipf exponent")
-    ap.add_argument("--cache-size", type=int, default=64)
+    ap.add_argument("--cache-size", type=int, default=256)
+    ap.add_argument("--curve", default="", help="windows of the read-only curve, e.g. 1,4,16")
+    ap.add_argument(
+        "--host-cpu",
+        type=float,
+        default=0.05,
+        help="each host's CPU budget in cores (0: none; the switch has none)",
+    )
+    ap.add_argument("--png", type=Path, default=None, help="write the curve here")
     a = ap.parse_args(argv)
-    if min(a.clients, a.reads, a.keys, a.cache_size) < 1 or not a.alpha > 0:
-        print("kv_cache: --clients, --reads, --keys, --cache-size and --alpha must be positive")
+    try:
+        shares, curve = _floats(a.write_shares), tuple(int(w) for w in _floats(a.curve))
+    except ValueError:
+        print("kv_cache: --write-shares and --curve take comma-separated numbers")
         return 2
-    cfg = KvBenchConfig(a.clients, a.reads, a.keys, a.alpha, a.cache_size)
+    if min(a.clients, a.window, a.count, a.keys, a.cache_size, *curve) < 1 or not a.alpha > 0:
+        print("kv_cache: --clients, --window, --count, --keys, --cache-size, --curve and --alpha"
+              " must be positive")  # fmt: skip
+        return 2
+    if a.host_cpu < 0:
+        print("kv_cache: --host-cpu must be 0 (no budget) or positive")
+        return 2
+    if not shares or any(not 0 <= s <= 1 for s in shares):
+        print("kv_cache: --write-shares must be numbers in [0, 1]")
+        return 2
+    cfg = KvBenchConfig(
+        a.clients, a.window, a.count, a.keys, a.alpha, a.cache_size, shares, curve, a.host_cpu
+    )
 
     def run() -> int:
-        console = Console()
-        rows = measure(cfg, log=console.print)
-        console.print(table(rows, cfg))
-        console.print(ratio_line(rows))
+        from topologies.load_curve import plot_curves
+
+        console = Console(width=150)
+        res = measure(cfg, log=console.print)
+        console.print(table(res, cfg))
+        console.print(ratio_line(res))
+        for goal, met in goals(res):
+            console.print(f"goal {'MET' if met else 'NOT met'}: {goal}")
+        if a.png is not None and res.curve:
+            plot_curves({"key-value reads": res.curve}, a.png)
+            console.print(f"curve: {a.png}")
         return 0
 
     return main_guard("kv_cache", run)

@@ -39,8 +39,9 @@ repeat is logged again; ``read`` drops repeats).
   the view; a commit needs the answers of one view. A replica that restarts empty copies the
   current leader's log and never leads from nothing.
 
-Limits: a view change's messages carry the current session's entries in one datagram
-(about 1,500 entries); the host-sequenced baseline keeps replica 0 as its sequencer.
+A view change's messages (VC, START) carry the current session's entries in chunks of
+``CHUNK`` entries, joined again at the receiver. Limit: the host-sequenced baseline keeps
+replica 0 as its sequencer.
 """
 
 from __future__ import annotations
@@ -59,7 +60,17 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from wire.header import INC_UDP_PORT, SLOTS, Flag, Header, Op, ProtocolError, pack, unpack
+from wire.header import (
+    HEADER_LEN,
+    INC_UDP_PORT,
+    SLOTS,
+    Flag,
+    Header,
+    Op,
+    ProtocolError,
+    pack,
+    unpack,
+)
 from wire.serial import newer, wrap
 
 CTL_PORT = INC_UDP_PORT + 1  # replica <-> replica and client -> leader (read) messages
@@ -74,9 +85,18 @@ HEARTBEAT = 0.05
 CHUNK = 100  # log entries per SYNC / read message
 HOST_SESSION = 1  # the session number of --sequencer host
 LEADER_TIMEOUT = 0.5  # a follower that hears nothing from the leader this long changes view
-VIEW_CHANGE_TIMEOUT = 1.0  # a view change not done by then moves on to the next view
+VIEW_CHANGE_TIMEOUT = 1.0  # a view change not done by then moves on to the next view ...
+VC_CHUNK_TIME = 0.02  # ... plus this per chunk of the session's log (CHUNK entries)
 BOOT_WAIT = 1.0  # replica 0 leads a new group if nobody with state answered by then
 VIEW_SHIFT = 8  # a reply's bitmap: the replica's bit, and the view above this bit
+# The request path parses and builds headers with struct (wire/header.py's layout) and
+# plain ints: the replicas' per-request cost is what a saturated leader pays.
+_HDR = struct.Struct("!BBHBBBBIIII")
+_REQ = struct.Struct("!BBHBxBxIII")  # op, flags, job, worker, slot_count, psn, agg_idx, epoch
+_WORD = struct.Struct("!I")
+_REQUEST_LEN = HEADER_LEN + SLOTS * 4
+_ZERO_SLOTS = bytes(SLOTS * 4)
+_CONSENSUS, _RESULT, _FALLBACK = int(Op.CONSENSUS), int(Flag.RESULT), int(Flag.FALLBACK)
 
 
 class LogError(RuntimeError):
@@ -152,6 +172,7 @@ class Replica:
     sync_log: list[Entry] = field(default_factory=list)
     early: list[tuple[int, int, Entry]] = field(default_factory=list)
     vc_logs: dict[int, dict[str, Any]] = field(default_factory=dict)
+    parts: dict[tuple[str, int], dict[int, dict[str, Any]]] = field(default_factory=dict)
     heard: float = 0.0  # when the leader was last heard
     host_seq: int = 0
     timers: dict[str, float] = field(default_factory=dict)
@@ -196,11 +217,13 @@ class Replica:
         ip = self.clients.get(entry.client)
         if ip is None:
             return
-        h = Header(op=Op.CONSENSUS, flags=Flag.RESULT, job_id=self.job_id,
-                   worker_id=entry.client, psn=entry.req, agg_idx=index,
-                   epoch=self.session or 0,
-                   bitmap=(self.view << VIEW_SHIFT) | (1 << self.rid))  # fmt: skip
-        self.req.sendto(pack(h, np.zeros(SLOTS, np.int32)), (ip, self.port))
+        bitmap = (self.view << VIEW_SHIFT) | (1 << self.rid)
+        reply = _HDR.pack(_CONSENSUS, _RESULT, self.job_id, entry.client, 0, SLOTS, 0,
+                          entry.req, index, self.session or 0, bitmap) + _ZERO_SLOTS  # fmt: skip
+        try:
+            self.req.sendto(reply, (ip, self.port))
+        except BlockingIOError:
+            self.count("send_drops")  # a full send buffer is loss: the client asks again
 
     # -- the log ------------------------------------------------------------------
     def start_session(self, session: int) -> None:
@@ -213,6 +236,21 @@ class Replica:
 
     def sequenced(self, session: int, seq: int, entry: Entry) -> None:
         """A request as the sequencer numbered it."""
+        if (
+            seq == self.next_seq
+            and session == self.session
+            and not self.pending
+            and not self.syncing
+            and not self.changing
+            and seq not in self.decided
+        ):  # the common case, next in order with nothing waiting: what advance() does
+            if self.noop_ok:
+                self.noop_ok.pop(seq, None)
+            self.log.append(entry)
+            self.next_seq = seq + 1
+            if entry.client >= 0:
+                self.answer(entry, len(self.log) - 1)
+            return
         if not self.normal:
             self.early.append((session, seq, entry))
             return
@@ -292,11 +330,13 @@ class Replica:
         if self.normal and not self.leader and now - self.heard > LEADER_TIMEOUT:
             self.start_view_change(self.view + 1)
         if self.changing and self.timers.get("vc", 0) <= now:
-            self.timers["vc"] = now + RETRY
+            # a long session's VC is many chunks: resend it no faster than they can be sent
+            self.timers["vc"] = now + RETRY * max(1.0, self.vc_chunks() / 10)
             if now > self.timers.get("vc_end", now + 1):
                 self.start_view_change(self.view + 1)  # the new leader is gone too
             elif self.rid != self.leader_id:
-                self.send_ctl(self.leader_id, self.vc_message())
+                for part in chunked(self.vc_message()):
+                    self.send_ctl(self.leader_id, part)
 
     def latest_heard(self) -> int | None:
         heard = [s for s, _, _ in self.early] + ([self.session] if self.session is not None else [])
@@ -312,17 +352,43 @@ class Replica:
         leader merges the logs of ``f + 1`` replicas."""
         self.view, self.changing = view, True
         self.vc_logs = {}
+        self.parts.clear()
         now = time.monotonic()
         self.timers["vc"] = now
-        self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT
+        # time to move every chunk of the logs (VC in, START out) before giving up on the view
+        self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT + VC_CHUNK_TIME * self.vc_chunks()
         self.timers.pop("gap", None)
         self.count("view_changes")
         if self.rid == self.leader_id:
             self.vc_logs[self.rid] = self.vc_message()
 
+    def vc_chunks(self) -> int:
+        return (len(self.log) - self.base) // CHUNK + 1
+
     def vc_message(self) -> dict[str, Any]:
         return {"t": "VC", "s": self.session, "base": self.base,
                 "e": [e.wire() for e in self.log[self.base :]]}  # fmt: skip
+
+    def assembled(self, msg: dict[str, Any]) -> dict[str, Any] | None:
+        """A VC or START message whole again once all its chunks came (``chunked``)."""
+        if "len" not in msg:
+            return msg
+        got = self.parts.setdefault((str(msg["t"]), int(msg["r"])), {})
+        first = next(iter(got.values()), None)
+        if first is not None and (first["s"], first["base"], first["len"], first["v"]) != (
+            msg["s"],
+            msg["base"],
+            msg["len"],
+            msg["v"],
+        ):
+            got.clear()  # chunks of another message: start again
+        got[int(msg["from"])] = msg
+        if sum(len(m["e"]) for m in got.values()) < int(msg["len"]):
+            return None
+        whole = dict(msg)
+        whole["e"] = [e for _, m in sorted(got.items()) for e in m["e"]]
+        del self.parts[(str(msg["t"]), int(msg["r"]))]
+        return whole
 
     def on_vc(self, msg: dict[str, Any]) -> None:
         v = int(msg["v"])
@@ -332,7 +398,10 @@ class Replica:
             self.start_view_change(v)
         if self.rid != self.leader_id:
             return
-        self.vc_logs[int(msg["r"])] = msg
+        whole = self.assembled(msg)
+        if whole is None:
+            return
+        self.vc_logs[int(msg["r"])] = whole
         sessions = [m["s"] for m in self.vc_logs.values() if m["s"] is not None]
         latest = None
         for s in sessions:
@@ -349,6 +418,12 @@ class Replica:
             got = [Entry.of(m["e"][i]) for m in logs if i < len(m["e"])]
             merged.append(next((e for e in got if e.client >= 0), NOOP))
         base = int(logs[0]["base"])
+        if base > len(self.log):
+            # this replica lacks entries of an earlier session (the VC messages carry only the
+            # latest session's): it must not lead; the next view's leader will, and this
+            # replica then copies its log (START with a base beyond its log: a sync)
+            self.start_view_change(self.view + 1)
+            return
         self.log = self.log[:base] + merged
         self.session, self.base, self.next_seq = latest, base, len(merged) + 1
         self.pending.clear()
@@ -358,13 +433,18 @@ class Replica:
         self.fresh = False
         start = {"t": "START", "s": latest, "base": base, "e": [e.wire() for e in merged]}
         for r in self.others():
-            self.send_ctl(r, dict(start))
+            for part in chunked(start):
+                self.send_ctl(r, part)
         self.replay_early()
 
     def on_start(self, msg: dict[str, Any]) -> None:
         v = int(msg["v"])
         if self.syncing or v < self.view:
             return
+        whole = self.assembled(msg)
+        if whole is None:
+            return
+        msg = whole
         base = int(msg["base"])
         if base > len(self.log):
             self.begin_sync()
@@ -513,32 +593,32 @@ class Replica:
 
     # -- requests -----------------------------------------------------------------
     def on_request(self, data: bytes) -> None:
-        try:
-            h, v = unpack(data)
-        except ProtocolError:
+        if len(data) < _REQUEST_LEN:
             return
-        if h.op != Op.CONSENSUS or h.job_id != self.job_id or h.flags & Flag.RESULT:
+        op, flags, job, worker, count, psn, seq, session = _REQ.unpack_from(data)
+        if op != _CONSENSUS or job != self.job_id or flags & _RESULT or count != SLOTS:
             return
-        if h.slot_count != SLOTS:
-            return
-        entry = Entry(h.worker_id, h.psn, decode_data(v))
-        if self.group_ip is None and h.agg_idx == 0:
+        size = min(_WORD.unpack_from(data, HEADER_LEN)[0], MAX_DATA)
+        entry = Entry(worker, psn, data[HEADER_LEN + 4 : HEADER_LEN + 4 + size])
+        if self.group_ip is None and seq == 0:
             if not self.leader:
                 return
             # --sequencer host: number the client's request and send it to the followers
             self.host_seq += 1
-            numbered = Header(op=Op.CONSENSUS, flags=Flag.FALLBACK, job_id=self.job_id,
-                              worker_id=h.worker_id, psn=h.psn, agg_idx=self.host_seq,
-                              epoch=HOST_SESSION)  # fmt: skip
-            frame = pack(numbered, v)
+            frame = bytearray(data[:_REQUEST_LEN])
+            _HDR.pack_into(frame, 0, _CONSENSUS, _FALLBACK, job, worker, 0, SLOTS, 0, psn,
+                           self.host_seq, HOST_SESSION, 0)  # fmt: skip
             for r in self.others():
-                self.req.sendto(frame, (self.replicas[r]["ip"], self.port))
+                try:
+                    self.req.sendto(frame, (self.replicas[r]["ip"], self.port))
+                except BlockingIOError:
+                    self.count("send_drops")  # a follower fills the gap from the leader
             self.sequenced(HOST_SESSION, self.host_seq, entry)
             return
-        if h.agg_idx == 0:
+        if seq == 0:
             return
-        self.count("requests")
-        self.sequenced(h.epoch, h.agg_idx, entry)
+        self.stats["requests"] = self.stats.get("requests", 0) + 1
+        self.sequenced(session, seq, entry)
 
     def run(self, stop: list[bool]) -> None:
         while not stop[0]:
@@ -683,6 +763,16 @@ class LogClient:
     def close(self) -> None:
         self.sock.close()
         self.ctl.close()
+
+
+def chunked(msg: dict[str, Any]) -> list[dict[str, Any]]:
+    """A VC or START message as datagrams of at most ``CHUNK`` entries each (``from``,
+    ``len``): a session's log outgrows one datagram (Replica.assembled joins them)."""
+    entries = msg["e"]
+    return [
+        msg | {"from": i, "len": len(entries), "e": entries[i : i + CHUNK]}
+        for i in range(0, max(len(entries), 1), CHUNK)
+    ]
 
 
 def distinct(entries: Sequence[Entry]) -> list[Entry]:

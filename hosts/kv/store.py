@@ -10,11 +10,15 @@ Example (the client's API, what the library wraps)::
 Packets (docs/protocol.md, "Key-value cache"): op ``KV_READ``/``KV_WRITE``, ``K`` slots:
 slot 0 the key, slots 1..``KV_VALUE_WORDS`` the value; ``psn`` the client's request id,
 ``bitmap`` the version of the value (replies), ``agg_idx`` the switch's cache stamp, which
-the server echoes. The client has one request outstanding and sends it again until a reply
-with its ``psn`` comes (``rto``, doubling); the server applies each client's write once
-(it keeps the last request id and reply per client and answers a repeat with that reply;
-older ids are ignored), so a delayed duplicate can never undo a newer write. Request ids
-start from the clock (ms x 256), so a restarted client continues above its old ids.
+the server echoes. This client has one request outstanding and sends it again until a
+reply with its ``psn`` comes (``rto``, doubling); ``hosts/kv/pipelined_client.py`` keeps
+many in flight. The server applies each client's write once: it keeps the reply to each of
+the client's write ids within ``WRITE_WINDOW`` of the newest it has seen and answers a
+repeat with it (without the stamp, so it fills no cache entry); an id further back is
+ignored. So a write is applied at most once, and a delayed duplicate never undoes a newer
+write; writes a client has in flight together are concurrent and may apply in any order.
+Request ids start from the clock (ms x 256), so a restarted client continues above its old
+ids.
 
 ``python -m hosts.kv.store server --job-id J`` runs the server; ``... bench`` and
 ``... check`` drive workloads (``topologies/kv_cache.py``).
@@ -23,8 +27,12 @@ start from the clock (ms x 256), so a restarted client continues above its old i
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import signal
+import socket
+import struct
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +43,7 @@ import numpy as np
 
 from hosts.transport.udp import Address, Endpoint
 from wire.header import (
+    HEADER_LEN,
     INC_UDP_PORT,
     KV_ANSWERED_BY_SWITCH,
     KV_VALUE_WORDS,
@@ -72,73 +81,130 @@ def _values(key: int, value: Sequence[int] = ()) -> np.ndarray:
 # -- server ------------------------------------------------------------------------------------
 
 
+#: A client's writes the server remembers (request id -> stored reply): a pipelined client
+#: keeps its requests in flight within this many ids of its oldest unanswered one
+#: (``hosts/kv/pipelined_client.py``), so a repeat of any write still in flight is known.
+WRITE_WINDOW = 1 << 14
+_REQ = struct.Struct("!BBHBxBxII")  # op, flags, job, worker, slot_count, psn, agg_idx
+_KEY = struct.Struct("!I")
+_REPLY = struct.Struct("!BBHBBBBIIII")  # the header as wire/header.py packs it
+_VALUE_END = HEADER_LEN + (1 + KV_VALUE_WORDS) * 4  # key and value words of a request
+_PAD = bytes((SLOTS - 1 - KV_VALUE_WORDS) * 4)
+_REQUEST_LEN = HEADER_LEN + SLOTS * 4
+_READ, _WRITE, _RESULT = int(Op.KV_READ), int(Op.KV_WRITE), int(Flag.RESULT)  # plain ints: fast
+
+
+@dataclass
+class ServerStats:
+    """What the server did, and how busy it was (saturation: ``busy_s`` near the wall time,
+    many datagrams per wake-up)."""
+
+    reads: int = 0
+    writes: int = 0
+    repeats: int = 0  # repeated writes answered with the stored reply
+    ignored: int = 0  # malformed, another job's, or older than the write window
+    wakeups: int = 0
+    max_batch: int = 0
+    busy_s: float = 0.0  # time spent handling requests (not waiting)
+
+
 @dataclass
 class KvServer:
-    """Holds every key: value words and a version that every write increases."""
+    """Holds every key: value words and a version that every write increases.
+
+    One thread, one socket: it drains every queued datagram, answers each in turn from a
+    dict of ready-made reply bodies (key and value words as they go on the wire), and only
+    then waits again; no per-request allocation beyond the reply itself."""
 
     job_id: int
     endpoint: Endpoint
-    store: dict[int, tuple[int, np.ndarray]] = field(default_factory=dict)
-    last: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # client -> (psn, reply)
-    reads: int = 0
-    writes: int = 0
+    store: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # key -> version, body
+    applied: dict[int, dict[int, bytes]] = field(default_factory=dict)  # client -> psn -> reply
+    newest: dict[int, int] = field(default_factory=dict)  # client -> newest write id seen
+    stats: ServerStats = field(default_factory=ServerStats)
+
+    @property
+    def reads(self) -> int:
+        return self.stats.reads
+
+    @property
+    def writes(self) -> int:
+        return self.stats.writes
 
     def handle(self, payload: bytes) -> bytes | None:
         """The reply to one request (None: not ours, or an old duplicate)."""
-        try:
-            h, v = unpack(payload)
-        except ProtocolError:
+        if len(payload) < _REQUEST_LEN:
+            self.stats.ignored += 1
             return None
-        if h.job_id != self.job_id or h.flags & Flag.RESULT or h.slot_count != SLOTS:
+        op, flags, job, worker, count, psn, stamp = _REQ.unpack_from(payload)
+        if job != self.job_id or flags & _RESULT or count != SLOTS:
+            self.stats.ignored += 1
             return None
-        key = int(v[0]) & MASK
-        if h.op == Op.KV_WRITE:
-            seen = self.last.get(h.worker_id)
-            if seen is not None:
-                delta = distance(h.psn, seen[0])
-                if delta == 0:  # a repeat: the stored reply, carrying no stamp, fills nothing
-                    return seen[1]
-                if delta < 0:
-                    return None  # older than the client's last write: a delayed duplicate
-            version = (self.store.get(key, (0, None))[0] + 1) & MASK
-            self.store[key] = (version, v[1 : 1 + KV_VALUE_WORDS].copy())
-            self.writes += 1
-            reply = self._reply(h, key, version)
-            self.last[h.worker_id] = (h.psn, self._reply(h, key, version, stamp=0))
-            return reply
-        if h.op == Op.KV_READ:
-            self.reads += 1
-            return self._reply(h, key, self.store.get(key, (0, None))[0])
-        return None
-
-    def _reply(self, h: Header, key: int, version: int, stamp: int | None = None) -> bytes:
-        value = self.store.get(key, (0, np.zeros(KV_VALUE_WORDS, np.int32)))[1]
-        out = np.zeros(SLOTS, dtype=np.int32)
-        out[0] = np.uint32(key).view(np.int32)
-        out[1 : 1 + KV_VALUE_WORDS] = value
-        reply = Header(
-            op=h.op,
-            flags=Flag.RESULT,
-            job_id=h.job_id,
-            worker_id=h.worker_id,
-            psn=h.psn,
-            agg_idx=h.agg_idx if stamp is None else stamp,  # the switch's stamp, echoed
-            bitmap=version,
-        )
-        return pack(reply, out)
+        if op == _READ:
+            self.stats.reads += 1
+            key = _KEY.unpack_from(payload, HEADER_LEN)[0]
+            version, body = self.store.get(key) or (0, payload[HEADER_LEN : HEADER_LEN + 4] + _ZERO)
+            return _REPLY.pack(op, _RESULT, job, worker, 0, SLOTS, 0, psn, stamp, 0, version) + body
+        if op != _WRITE:
+            self.stats.ignored += 1
+            return None
+        done = self.applied.get(worker)
+        if done is None:
+            done = self.applied[worker] = {}
+        seen = done.get(psn)
+        if seen is not None:  # a repeat: the stored reply, carrying no stamp, fills nothing
+            self.stats.repeats += 1
+            return seen
+        newest = self.newest.get(worker)
+        if newest is not None and distance(psn, newest) <= -WRITE_WINDOW:
+            self.stats.ignored += 1  # older than any write the client can still have in flight
+            return None
+        if newest is None or distance(psn, newest) > 0:
+            self.newest[worker] = newest = psn
+        key = _KEY.unpack_from(payload, HEADER_LEN)[0]
+        version = ((self.store.get(key) or (0, b""))[0] + 1) & MASK
+        body = payload[HEADER_LEN:_VALUE_END] + _PAD
+        self.store[key] = (version, body)
+        self.stats.writes += 1
+        done[psn] = _REPLY.pack(op, _RESULT, job, worker, 0, SLOTS, 0, psn, 0, 0, version) + body
+        if len(done) > 2 * WRITE_WINDOW:  # forget the ids no repeat can carry any more
+            for old in [p for p in done if distance(p, newest) <= -WRITE_WINDOW]:
+                del done[old]
+        return _REPLY.pack(op, _RESULT, job, worker, 0, SLOTS, 0, psn, stamp, 0, version) + body
 
     def serve(self, stop_after: float | None = None) -> None:
         end = None if stop_after is None else time.monotonic() + stop_after
-        while end is None or time.monotonic() < end:
-            if not self.endpoint.wait(0.2):
-                continue
-            out = []
-            for data, (ip, _) in self.endpoint.recv_many():
-                reply = self.handle(data)
-                if reply is not None:
-                    out.append((reply, (ip, INC_UDP_PORT)))
-            if out:
-                self.endpoint.send_many(out)
+        sock = socket.socket(fileno=os.dup(self.endpoint.fileno()))
+        sock.setblocking(False)
+        recv, send, handle, stats = sock.recvfrom, sock.sendto, self.handle, self.stats
+        try:
+            while end is None or time.monotonic() < end:
+                if not self.endpoint.wait(0.2):
+                    continue
+                t0 = time.perf_counter()
+                n = 0
+                while n < 4096:
+                    try:
+                        data, addr = recv(2048)
+                    except BlockingIOError:
+                        break
+                    except ConnectionRefusedError:
+                        continue
+                    n += 1
+                    reply = handle(data)
+                    if reply is not None:
+                        try:
+                            send(reply, (addr[0], INC_UDP_PORT))
+                        except BlockingIOError:
+                            pass  # a full send buffer: the client's retransmission recovers
+                stats.wakeups += 1
+                stats.max_batch = max(stats.max_batch, n)
+                stats.busy_s += time.perf_counter() - t0
+        finally:
+            sock.close()
+
+
+_ZERO = bytes(KV_VALUE_WORDS * 4) + _PAD
 
 
 # -- client ------------------------------------------------------------------------------------
@@ -312,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
                     server.serve(args.seconds)
                 except KeyboardInterrupt:
                     pass
-                print(json.dumps({"reads": server.reads, "writes": server.writes}), flush=True)
+                print(json.dumps(dataclasses.asdict(server.stats)), flush=True)
             return 0
         client = KvClient(KvConfig.from_controller(args.controller, args.job_id, args.worker_id))
         try:

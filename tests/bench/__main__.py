@@ -37,10 +37,13 @@ Section serene (topologies/serene.py, root): 4 workers train the digits MLP with
 straggler under sync, partial 3 of 4, bounded staleness, async and the dynamic policy;
 time to the target accuracy and final accuracy side by side, each as a ratio to sync.
 
-Section kvcons (topologies/kv_cache.py, topologies/consensus.py, root): Zipf-0.99 reads
-through the switch's key-value cache against the storage server alone, and a replicated log
-with the switch as sequencer against a host leader; each pair in one run on one network:
-reads or commits per second, median and tail latency.
+Section kvcons (tests/bench/kvcons.py, root): pipelined clients, each host a CPU budget of
+its own, at loads that saturate the storage server or the host leader: Zipf-0.99 operations
+(0, 5 and 20 % writes) through the switch's key-value cache against the storage server
+alone, and a replicated log with the switch as sequencer against a host leader; each pair
+in one run on one network: operations or commits per second, p50/p99, the server's or
+leader's CPU, the goals met or not, every history checked (linearizability, one log
+order), and a PNG of throughput against offered load.
 
 Section atp (topologies/atp/bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
@@ -167,8 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=_int_list, default=(65536, 262144), help="int32 per vector")
     ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
     ap.add_argument("--bw", type=float, default=25.0, help="netreduce: link Mbit/s")
-    ap.add_argument("--kv-reads", type=int, default=1000, help="kvcons: reads per client")
-    ap.add_argument("--log-appends", type=int, default=300, help="kvcons: appends per client")
+    ap.add_argument("--kv-reads", type=int, default=5000, help="kvcons: ops per client, pass")
+    ap.add_argument(
+        "--log-appends", type=int, default=2500, help="kvcons: appends per client, pass"
+    )
     ap.add_argument("--ask-words", type=int, default=1_000_000, help="ask: words, scale row")
     ap.add_argument("--ask-cluster-words", type=_int_list, default=(10**6, 3 * 10**6, 10**7),
                     help="ask: corpus sizes (words) on the Spark cluster")  # fmt: skip
@@ -244,26 +249,11 @@ def bench_serene(console: Console) -> int:
 
 
 def bench_kvcons(args: argparse.Namespace, console: Console) -> None:
-    """Key-value cache vs server only, switch sequencer vs host leader (topologies/kv_cache.py,
-    topologies/consensus.py), each pair side by side in one run."""
-    from topologies.consensus import LogBenchConfig
-    from topologies.kv_cache import KvBenchConfig
+    """Key-value cache vs server only, switch sequencer vs host leader (tests/bench/kvcons.py),
+    each pair side by side in one run, histories checked, curves in one PNG."""
+    from tests.bench import kvcons
 
-    kv_cfg, log_cfg = KvBenchConfig(reads=args.kv_reads), LogBenchConfig(appends=args.log_appends)
-    console.rule("Key-value cache and consensus vs host-only (Mininet)")
-    if os.geteuid() != 0:
-        console.print(f"kvcons bench skipped: Mininet needs root; as root run: {kv_cfg.command()}"
-                      f" and {log_cfg.command()}")  # fmt: skip
-        return
-    from topologies import consensus, kv_cache
-
-    rows = kv_cache.measure(kv_cfg, log=console.print)
-    console.print(kv_cache.table(rows, kv_cfg))
-    console.print(kv_cache.ratio_line(rows))
-    log_rows = consensus.measure(log_cfg, log=console.print)
-    console.print(consensus.table(log_rows, log_cfg))
-    console.print(consensus.ratio_line(log_rows))
-    console.print(f"commands: {kv_cfg.command()}; {log_cfg.command()}")
+    kvcons.run(args.kv_reads, args.log_appends, console)
 
 
 def bench_ddp(args: argparse.Namespace, console: Console) -> None:
