@@ -70,9 +70,32 @@ def summary(ex: Any, rid: int) -> dict[str, Any]:
     return json.loads(next(x for x in reversed(lines) if x.startswith("{")))
 
 
+#: waits until every replica (IPs as arguments) answers a READ with the same log length
+CAUGHT_UP = """
+import json, socket, sys, time
+from hosts.consensus.replicated_log import CTL_PORT
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.settimeout(0.3)
+end, lens = time.monotonic() + 30, {}
+while time.monotonic() < end:
+    lens = {}
+    for ip in sys.argv[1:]:
+        s.sendto(json.dumps({"t": "READ", "from": 0}).encode(), (ip, CTL_PORT))
+        try:
+            got = json.loads(s.recvfrom(65535)[0])
+        except (OSError, ValueError):
+            continue
+        lens[got["r"]] = got["len"]
+    if len(lens) == len(sys.argv) - 1 and len(set(lens.values())) == 1:
+        break
+    time.sleep(0.2)
+print(json.dumps(lens))
+"""
+
+
 def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_restart():
     from hosts.consensus.replicated_log import Entry, distinct
-    from topologies.experiment import Experiment, ExperimentConfig, star
+    from topologies.experiment import Experiment, ExperimentConfig, host_ip, star
     from topologies.impair_relay import Impairment
 
     imp = Impairment(loss=0.03, dup=0.02, reorder=0.05, seed=5)
@@ -99,7 +122,10 @@ def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_
         final = ex.run_hosts([("h1", client(ex, job, 0, 0, "--read"))])
         for r in (*during, *mixed, *after, *final):
             assert r.code == 0, (r.host, r.lines[-3:])
-        time.sleep(0.5)  # heartbeats let every follower fetch the tail
+        # heartbeats let every follower fetch the tail, the restarted one its whole log:
+        # wait (up to 30 s) until every replica holds as many entries, then compare them
+        replica_ips = [host_ip(f"h{3 + r}") for r in range(3)]
+        ex.run_hosts([("h1", [sys.executable, "-c", CAUGHT_UP, *replica_ips])])
         for p in reps:
             ex.stop(p)
         assert ex.api.job(other)["kind"] == "consensus"
