@@ -4,7 +4,7 @@ Example (one worker; any int32 all-reduce will do, here the identity):
     >>> import numpy as np
     >>> x = np.array([1e-6, -2e-6, 3e-6, 4e-6, 500.0, -250.0, 0.5, 0.0], dtype=np.float32)
     >>> r = block_allreduce(lambda q: q, 1, x, block=4)
-    >>> r.scales.tolist() == [2.0**48, 2.0**22]   # small block, fine scale; large, coarse
+    >>> r.scales.tolist() == [2.0**47, 2.0**21]   # small block, fine scale; large, coarse
     True
     >>> bool(np.all(np.abs(r.values - x) <= r.error_bound() + np.abs(x) * 2.0**-24))
     True
@@ -12,25 +12,33 @@ Example (one worker; any int32 all-reduce will do, here the identity):
 A single scale for a whole gradient is set by its largest value, so every small value is
 rounded to a few bits. Here each block of ``block`` consecutive values gets its own
 power-of-two scale ``s_b``, agreed by all workers through the same integer sum the values
-use (the switch only adds):
+use (the switch only adds), in two integer all-reduce calls:
 
-1. one exponent vote gives a bound ``M`` on every worker's ``|x|``
-   (``hosts.netreduce.allreduce.agree_bound``);
-2. each worker sends, per block, its block maximum ``m_{w,b}`` rounded *up* to a multiple
-   of ``M / 2**k`` (``k`` such that ``n * 2**k <= 2**31 - 1``); the sum gives every worker
-   the same ``B_b >= sum_w m_{w,b}``;
-3. ``s_b`` is the largest power of two with ``s_b * B_b + n / 2 <= 2**31 - 1``. Rounding to
+1. each worker w sends, per block b, ``2**e_{w,b}`` with ``e_{w,b}`` the smallest exponent
+   such that ``max_{i in b} |x_{w,i}| <= 2**e_{w,b}`` (0 for a block of zeros), split over
+   ``words(n)`` int32 words by exponent range, so that no word's sum can overflow: a word
+   covers ``k + 1`` exponents, ``k`` such that ``n * 2**k <= 2**31 - 1``. The sum gives
+   every worker the same ``B_b = sum_w 2**e_{w,b}``, with
+   ``sum_w m_{w,b} <= B_b < 2 sum_w m_{w,b}``. One int32 more per call says whether a
+   worker's ``|x|`` exceeds the supported range: then every worker fails alike;
+2. ``s_b`` is the largest power of two with ``s_b * B_b + n / 2 <= 2**31 - 1``. Rounding to
    nearest gives ``|q_{w,i}| <= m_{w,b} s_b + 1/2``, so the switch's int32 sum of the n
-   contributions cannot overflow;
-4. the values, quantised with ``s_b``, are summed, and divided by ``s_b``.
+   contributions cannot overflow; the values, quantised with ``s_b``, are summed, and
+   divided by ``s_b``.
 
 Error bound (``BlockQuantized.error_bound``): for every element i of block b,
 ``|result_i - sum_w x_{w,i}| <= n / (2 s_b) + 2**-24 |result_i|`` (quantisation, plus
 rounding the exact quotient to float32), and since ``s_b > (2**31 - 1 - n/2) / (2 B_b)``,
-``n / (2 s_b) < n * B_b / (2**31 - 1 - n/2)`` with
-``B_b <= sum_w max_{i in b} |x_{w,i}| + n M 2**-k``: the error of a block is relative to the
-magnitudes *in that block*, not to the largest value of the vector. The cost is one extra
-int32 per block (1/256 of the traffic with the default block) and the vote.
+``n / (2 s_b) < n B_b / (2**31 - 1 - n/2) < 2 n sum_w m_{w,b} / (2**31 - 1 - n/2)`` (a block
+maximum below ``2**EXP_MIN`` counts as ``2**EXP_MIN``): the error of a block is relative to
+the magnitudes *in that block*, not to the largest value of the vector. The cost is
+``words(n)`` int32 per block (3 in 256 with the default block and up to 2**30 workers) and no
+extra round trip: one call for the bounds, one for the values.
+
+The work on the host is vectorised over the whole vector and kept to a few passes: the
+values are quantised in float32 (multiplying by a power of two and rounding to an integer
+are exact there, as in float64, for every value this range admits) and the sums divided
+back in float32 (one rounding, as before).
 """
 
 from __future__ import annotations
@@ -41,12 +49,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.netreduce.allreduce import agree_bound
-
 IntAllReduce = Callable[[np.ndarray], np.ndarray]
 INT32_MAX = 2**31 - 1
 DEFAULT_BLOCK = 256  # 8 packets of 32 slots
 MAX_SCALE_EXP = 120  # a block that is zero on every worker: any scale works; keep it finite
+EXP_MIN = -40  # block maxima at or below 2**EXP_MIN count as 2**EXP_MIN
+EXP_MAX = 22  # |x| above 2**EXP_MAX is beyond the range: every worker fails alike
+MAX_FLOAT_ABS = 2.0**EXP_MAX
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,43 @@ def block_scales(bounds: np.ndarray, n_workers: int) -> np.ndarray:
     return np.where(over, s / 2, s)
 
 
+def words(n_workers: int) -> int:
+    """int32 words per block for the bounds of ``n_workers``: each covers ``k + 1``
+    exponents of ``EXP_MIN..EXP_MAX``, ``k`` the largest with ``n * 2**k <= 2**31 - 1``.
+
+    >>> words(1), words(4), words(2**20)
+    (3, 3, 6)
+    """
+    return -(-(EXP_MAX - EXP_MIN + 1) // _span(n_workers))
+
+
+def _span(n_workers: int) -> int:
+    return int(math.floor(math.log2(INT32_MAX // n_workers))) + 1
+
+
+def block_bounds(int_fn: IntAllReduce, n_workers: int, maxima: np.ndarray) -> np.ndarray:
+    """Every worker's ``B_b = sum_w 2**e_{w,b}`` from its own block maxima, in one call."""
+    nb, span = maxima.size, _span(n_workers)
+    w = words(n_workers)
+    too_large = bool(nb) and float(maxima.max()) > MAX_FLOAT_ABS
+    with np.errstate(divide="ignore"):
+        e = np.ceil(np.log2(np.where(maxima > 0, maxima, 1.0)))
+    e = np.clip(e, EXP_MIN, EXP_MAX).astype(np.int64) - EXP_MIN  # 0 .. EXP_MAX - EXP_MIN
+    word, shift = np.divmod(e, span)
+    msg = np.zeros(nb * w + 1, dtype=np.int32)
+    msg[: nb * w].reshape(nb, w)[np.arange(nb), word] = np.where(maxima > 0, 1 << shift, 0)
+    msg[-1] = too_large
+    got = np.asarray(int_fn(msg))
+    if got[-1] != 0:
+        raise ValueError(
+            f"a worker's vector has |x| > {MAX_FLOAT_ABS:g}, beyond what the fixed-point "
+            f"all-reduce supports; scale the values down first"
+        )
+    base = np.exp2(EXP_MIN + span * np.arange(w, dtype=np.float64))
+    bounds = got[: nb * w].reshape(nb, w).astype(np.float64) @ base
+    return bounds * (1 + 2.0**-50)  # float64 rounding of the sum must not make it smaller
+
+
 def block_allreduce(
     int_fn: IntAllReduce, n_workers: int, x: np.ndarray, block: int = DEFAULT_BLOCK
 ) -> BlockQuantized:
@@ -89,19 +135,21 @@ def block_allreduce(
         raise ValueError(f"block must be >= 1, got {block}")
     shape = np.shape(x)
     v = np.asarray(x, dtype=np.float32).reshape(-1)
-    if not np.isfinite(v).all():
-        raise ValueError("allreduce: the vector holds NaN or infinite values")
     nb = -(-v.size // block)
-    padded = np.zeros(nb * block, dtype=np.float64)
-    padded[: v.size] = v
-    blocks = padded.reshape(nb, block)
-    maxima = np.abs(blocks).max(axis=1) if nb else np.zeros(0)
-    bound = agree_bound(int_fn, float(maxima.max()) if nb else 0.0)  # a power of two
-    k = int(math.floor(math.log2(INT32_MAX // n_workers)))
-    votes = np.ceil(maxima / bound * 2.0**k).astype(np.int32)  # exact: bound, 2**k are 2**e
-    bounds = int_fn(votes).astype(np.float64) * (bound / 2.0**k)
-    scales = block_scales(bounds, n_workers)
-    q = np.rint(blocks * scales[:, None]).astype(np.int32).reshape(-1)
-    total = np.asarray(int_fn(q), dtype=np.float64).reshape(nb, block)
-    out = (total / scales[:, None]).reshape(-1)[: v.size].astype(np.float32)
+    blocks = np.zeros((nb, block), dtype=np.float32)
+    blocks.reshape(-1)[: v.size] = v
+    maxima = (
+        np.maximum(blocks.max(axis=1), -blocks.min(axis=1)).astype(np.float64)
+        if nb
+        else np.zeros(0)
+    )
+    if not np.isfinite(maxima).all():  # a NaN or an infinity makes its block's maximum so
+        raise ValueError("allreduce: the vector holds NaN or infinite values")
+    scales = block_scales(block_bounds(int_fn, n_workers, maxima), n_workers)
+    s32 = scales.astype(np.float32)[:, None]  # powers of two up to 2**120: exact in float32
+    np.multiply(blocks, s32, out=blocks)
+    q = np.rint(blocks, out=blocks).astype(np.int32).reshape(-1)
+    total = np.asarray(int_fn(q)).reshape(nb, block).astype(np.float32)
+    total /= s32
+    out = total.reshape(-1)[: v.size]
     return BlockQuantized(out.reshape(shape), scales, block, n_workers)
