@@ -32,7 +32,7 @@ rounding the exact quotient to float32), and since ``s_b > (2**31 - 1 - n/2) / (
 ``n / (2 s_b) < n B_b / (2**31 - 1 - n/2) < 2 n sum_w m_{w,b} / (2**31 - 1 - n/2)`` (a block
 maximum below ``2**EXP_MIN`` counts as ``2**EXP_MIN``): the error of a block is relative to
 the magnitudes *in that block*, not to the largest value of the vector. The cost is
-``words(n)`` int32 per block (3 in 256 with the default block and up to 2**30 workers) and no
+``words(n)`` int32 per block (3 in 256 with the default block and up to 1,024 workers) and no
 extra round trip: one call for the bounds, one for the values.
 
 The work on the host is vectorised over the whole vector and kept to a few passes: the
