@@ -4,7 +4,7 @@ Example (one worker; any int32 all-reduce will do, here the identity):
     >>> import numpy as np
     >>> x = np.array([1e-6, -2e-6, 3e-6, 4e-6, 500.0, -250.0, 0.5, 0.0], dtype=np.float32)
     >>> r = block_allreduce(lambda q: q, 1, x, block=4)
-    >>> r.scales.tolist() == [2.0**47, 2.0**21]   # small block, fine scale; large, coarse
+    >>> r.scales.tolist() == [2.0**46, 2.0**20]   # small block, fine scale; large, coarse
     True
     >>> bool(np.all(np.abs(r.values - x) <= r.error_bound() + np.abs(x) * 2.0**-24))
     True
@@ -14,12 +14,12 @@ rounded to a few bits. Here each block of ``block`` consecutive values gets its 
 power-of-two scale ``s_b``, agreed by all workers through the same integer sum the values
 use (the switch only adds), in two integer all-reduce calls:
 
-1. each worker w sends, per block b, ``2**e_{w,b}`` with ``e_{w,b}`` the smallest exponent
-   such that ``max_{i in b} |x_{w,i}| <= 2**e_{w,b}`` (0 for a block of zeros), split over
+1. each worker w sends, per block b, ``2**e_{w,b}`` with ``e_{w,b}`` one above the smallest
+   exponent with ``max_{i in b} |x_{w,i}| <= 2**e_{w,b}`` (0 for a block of zeros), split over
    ``words(n)`` int32 words by exponent range, so that no word's sum can overflow: a word
    covers ``k + 1`` exponents, ``k`` such that ``n * 2**k <= 2**31 - 1``. The sum gives
    every worker the same ``B_b = sum_w 2**e_{w,b}``, with
-   ``sum_w m_{w,b} <= B_b < 2 sum_w m_{w,b}``. One int32 more per call says whether a
+   ``2 sum_w m_{w,b} <= B_b < 4 sum_w m_{w,b}``. One int32 more per call says whether a
    worker's ``|x|`` exceeds the supported range: then every worker fails alike;
 2. ``s_b`` is the largest power of two with ``s_b * B_b + n / 2 <= 2**31 - 1``. Rounding to
    nearest gives ``|q_{w,i}| <= m_{w,b} s_b + 1/2``, so the switch's int32 sum of the n
@@ -29,11 +29,21 @@ use (the switch only adds), in two integer all-reduce calls:
 Error bound (``BlockQuantized.error_bound``): for every element i of block b,
 ``|result_i - sum_w x_{w,i}| <= n / (2 s_b) + 2**-24 |result_i|`` (quantisation, plus
 rounding the exact quotient to float32), and since ``s_b > (2**31 - 1 - n/2) / (2 B_b)``,
-``n / (2 s_b) < n B_b / (2**31 - 1 - n/2) < 2 n sum_w m_{w,b} / (2**31 - 1 - n/2)`` (a block
+``n / (2 s_b) < n B_b / (2**31 - 1 - n/2) < 4 n sum_w m_{w,b} / (2**31 - 1 - n/2)`` (a block
 maximum below ``2**EXP_MIN`` counts as ``2**EXP_MIN``): the error of a block is relative to
 the magnitudes *in that block*, not to the largest value of the vector. The cost is
 ``words(n)`` int32 per block (3 in 256 with the default block and up to 1,024 workers) and no
 extra round trip: one call for the bounds, one for the values.
+
+The next call of the same length (DDP's buckets, every iteration) takes **one** call: it
+quantises with the bounds the last call agreed (``prior``) and sends, after the values, this
+call's bound words and a flag saying whether any of its block maxima exceeds what the worker
+promised last time (``2**e_{w,b}``, twice its maximum then, rounded up). No flag on any
+worker: every block's sum is at most ``sum_w 2**e_{w,b} = B_b``, so the values' sum is
+valid, and the words are the next call's bounds. A flag: every worker drops the values and
+sends them again with the bounds just received (two calls, as without ``prior``). The error
+bound holds as stated for the scales used (``scales``); a block whose gradients shrank keeps
+a coarser scale for one call.
 
 The work on the host is vectorised over the whole vector and kept to a few passes: the
 values are quantised in float32 (multiplying by a power of two and rounding to an integer
@@ -56,6 +66,7 @@ MAX_SCALE_EXP = 120  # a block that is zero on every worker: any scale works; ke
 EXP_MIN = -40  # block maxima at or below 2**EXP_MIN count as 2**EXP_MIN
 EXP_MAX = 22  # |x| above 2**EXP_MAX is beyond the range: every worker fails alike
 MAX_FLOAT_ABS = 2.0**EXP_MAX
+HEADROOM_EXP = 1  # a worker promises twice its block maximum (rounded up to a power of two)
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class BlockQuantized:
     scales: np.ndarray  # float64, one power of two per block
     block: int
     n_workers: int
+    prior: Prior | None = None  # for the next call of the same length (one call instead of two)
 
     def error_bound(self) -> np.ndarray:
         """Per-element bound on |values - exact sum| from quantisation: n / (2 s_b)."""
@@ -103,34 +115,72 @@ def _span(n_workers: int) -> int:
     return int(math.floor(math.log2(INT32_MAX // n_workers))) + 1
 
 
-def block_bounds(int_fn: IntAllReduce, n_workers: int, maxima: np.ndarray) -> np.ndarray:
-    """Every worker's ``B_b = sum_w 2**e_{w,b}`` from its own block maxima, in one call."""
-    nb, span = maxima.size, _span(n_workers)
-    w = words(n_workers)
-    too_large = bool(nb) and float(maxima.max()) > MAX_FLOAT_ABS
+def _bound_words(n_workers: int, maxima: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(this worker's words for ``B_b`` and its range flag, the ``2**e`` it promised per
+    block). ``e`` is one above the smallest exponent with ``max <= 2**e``: the headroom lets
+    the next call reuse the bounds while a block's maximum grows by less than 2x."""
+    nb, span, w = maxima.size, _span(n_workers), words(n_workers)
     with np.errstate(divide="ignore"):
-        e = np.ceil(np.log2(np.where(maxima > 0, maxima, 1.0)))
-    e = np.clip(e, EXP_MIN, EXP_MAX).astype(np.int64) - EXP_MIN  # 0 .. EXP_MAX - EXP_MIN
-    word, shift = np.divmod(e, span)
+        e = np.ceil(np.log2(np.where(maxima > 0, maxima, 1.0))) + HEADROOM_EXP
+    e = np.clip(e, EXP_MIN, EXP_MAX).astype(np.int64)
+    word, shift = np.divmod(e - EXP_MIN, span)
     msg = np.zeros(nb * w + 1, dtype=np.int32)
     msg[: nb * w].reshape(nb, w)[np.arange(nb), word] = np.where(maxima > 0, 1 << shift, 0)
-    msg[-1] = too_large
-    got = np.asarray(int_fn(msg))
+    msg[-1] = bool(nb) and float(maxima.max()) > MAX_FLOAT_ABS
+    return msg, np.where(maxima > 0, np.exp2(e.astype(np.float64)), 0.0)
+
+
+def _bounds_of(n_workers: int, got: np.ndarray) -> np.ndarray:
+    """``B_b`` from the summed words and range flag of ``_bound_words``."""
     if got[-1] != 0:
         raise ValueError(
             f"a worker's vector has |x| > {MAX_FLOAT_ABS:g}, beyond what the fixed-point "
             f"all-reduce supports; scale the values down first"
         )
-    base = np.exp2(EXP_MIN + span * np.arange(w, dtype=np.float64))
-    bounds = got[: nb * w].reshape(nb, w).astype(np.float64) @ base
+    w = words(n_workers)
+    base = np.exp2(EXP_MIN + _span(n_workers) * np.arange(w, dtype=np.float64))
+    bounds = got[:-1].reshape(-1, w).astype(np.float64) @ base
     return bounds * (1 + 2.0**-50)  # float64 rounding of the sum must not make it smaller
 
 
+def block_bounds(int_fn: IntAllReduce, n_workers: int, maxima: np.ndarray) -> np.ndarray:
+    """Every worker's ``B_b = sum_w 2**e_{w,b}`` from its own block maxima, in one call."""
+    msg, _ = _bound_words(n_workers, maxima)
+    return _bounds_of(n_workers, np.asarray(int_fn(msg)))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What one call leaves for the next of the same length: the agreed bounds and the
+    ``2**e`` this worker promised per block (``sum_w`` of them is the bound)."""
+
+    bounds: np.ndarray
+    promised: np.ndarray
+
+
+def _quantise(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The blocks times their scales, rounded, as one int32 vector (``blocks`` is reused)."""
+    s32 = scales.astype(np.float32)[:, None]  # powers of two up to 2**120: exact in float32
+    np.multiply(blocks, s32, out=blocks)
+    return np.rint(blocks, out=blocks).astype(np.int32).reshape(-1)
+
+
+def _dequantise(total: np.ndarray, scales: np.ndarray, size: int) -> np.ndarray:
+    out = np.asarray(total).reshape(scales.size, -1).astype(np.float32)
+    out /= scales.astype(np.float32)[:, None]
+    return out.reshape(-1)[:size]
+
+
 def block_allreduce(
-    int_fn: IntAllReduce, n_workers: int, x: np.ndarray, block: int = DEFAULT_BLOCK
+    int_fn: IntAllReduce,
+    n_workers: int,
+    x: np.ndarray,
+    block: int = DEFAULT_BLOCK,
+    prior: Prior | None = None,
 ) -> BlockQuantized:
     """Sum ``x`` over the workers through ``int_fn`` (an int32 all-reduce that every worker
-    calls with vectors of the same length), one scale per ``block`` values."""
+    calls with vectors of the same length), one scale per ``block`` values. With ``prior``
+    (the last call's ``BlockQuantized.prior``, on every worker alike) it takes one call."""
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     shape = np.shape(x)
@@ -145,11 +195,21 @@ def block_allreduce(
     )
     if not np.isfinite(maxima).all():  # a NaN or an infinity makes its block's maximum so
         raise ValueError("allreduce: the vector holds NaN or infinite values")
-    scales = block_scales(block_bounds(int_fn, n_workers, maxima), n_workers)
-    s32 = scales.astype(np.float32)[:, None]  # powers of two up to 2**120: exact in float32
-    np.multiply(blocks, s32, out=blocks)
-    q = np.rint(blocks, out=blocks).astype(np.int32).reshape(-1)
-    total = np.asarray(int_fn(q)).reshape(nb, block).astype(np.float32)
-    total /= s32
-    out = total.reshape(-1)[: v.size]
-    return BlockQuantized(out.reshape(shape), scales, block, n_workers)
+    words_msg, promised = _bound_words(n_workers, maxima)
+    if prior is not None and prior.bounds.size == nb:
+        scales = block_scales(prior.bounds, n_workers)
+        exceeds = bool(np.any(maxima > prior.promised))  # then the sum could overflow
+        # beyond the promise the values would not fit the scales; they are resent anyway
+        q = np.zeros(blocks.size, np.int32) if exceeds else _quantise(blocks.copy(), scales)
+        got = np.asarray(int_fn(np.concatenate([q, words_msg, [np.int32(exceeds)]])))
+        bounds = _bounds_of(n_workers, got[q.size : -1])
+        if got[-1] == 0:  # no worker went beyond its promise: the sum is good
+            out = _dequantise(got[: q.size], scales, v.size)
+            return BlockQuantized(
+                out.reshape(shape), scales, block, n_workers, Prior(bounds, promised)
+            )
+    else:
+        bounds = _bounds_of(n_workers, np.asarray(int_fn(words_msg)))
+    scales = block_scales(bounds, n_workers)
+    out = _dequantise(int_fn(_quantise(blocks, scales)), scales, v.size)
+    return BlockQuantized(out.reshape(shape), scales, block, n_workers, Prior(bounds, promised))
