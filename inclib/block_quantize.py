@@ -199,15 +199,20 @@ def block_allreduce(
     if prior is not None and prior.bounds.size == nb:
         scales = block_scales(prior.bounds, n_workers)
         exceeds = bool(np.any(maxima > prior.promised))  # then the sum could overflow
-        # beyond the promise the values would not fit the scales; they are resent anyway
-        q = np.zeros(blocks.size, np.int32) if exceeds else _quantise(blocks.copy(), scales)
-        got = np.asarray(int_fn(np.concatenate([q, words_msg, [np.int32(exceeds)]])))
-        bounds = _bounds_of(n_workers, got[q.size : -1])
+        size = nb * block
+        msg = np.zeros(size + words_msg.size + 1, dtype=np.int32)
+        if not exceeds:  # beyond the promise the values would not fit; they are resent
+            np.multiply(blocks, scales.astype(np.float32)[:, None], out=blocks)
+            msg[:size] = np.rint(blocks, out=blocks).reshape(-1)  # exact integers: one pass
+        msg[size:-1], msg[-1] = words_msg, exceeds
+        got = np.asarray(int_fn(msg))
+        bounds = _bounds_of(n_workers, got[size:-1])
         if got[-1] == 0:  # no worker went beyond its promise: the sum is good
-            out = _dequantise(got[: q.size], scales, v.size)
+            out = _dequantise(got[:size], scales, v.size)
             return BlockQuantized(
                 out.reshape(shape), scales, block, n_workers, Prior(bounds, promised)
             )
+        blocks.reshape(-1)[: v.size] = v  # the values again, for the fresh bounds
     else:
         bounds = _bounds_of(n_workers, np.asarray(int_fn(words_msg)))
     scales = block_scales(bounds, n_workers)
