@@ -4,6 +4,8 @@ Example::
 
     python -m examples.run training               # DDP, gradients summed in the switch
     python -m examples.run training --comm gloo   # the same with PyTorch's own all-reduce
+    python -m examples.run training --shaped      # links at make run's rate (link_rate.py)
+    python -m examples.run training --model large # 1.1M parameters: bandwidth-bound
     python -m examples.run training --exhaust     # switch memory taken first: runs on hosts
     python -m examples.run training --direct      # examples/direct/training.py (no inclib)
     python -m examples.run word_count             # mappers h1..h4, reducer h5 (ASK)
@@ -31,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hosts.mlp import MODELS
 from topologies.experiment import (
     Experiment,
     ExperimentConfig,
@@ -39,6 +42,7 @@ from topologies.experiment import (
     main_guard,
     star,
 )
+from topologies.link_rate import LinkRate, link_rate
 from wire.header import AGG_POOL_SIZE
 
 WORKERS = 4
@@ -71,6 +75,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("app", choices=APPS)
     ap.add_argument("--comm", choices=("switch", "gloo"), default="switch", help="training")
     ap.add_argument("--epochs", type=int, default=4, help="training")
+    ap.add_argument("--model", choices=list(MODELS), default="small", help="training: the MLP")
+    ap.add_argument(
+        "--shaped",
+        action="store_true",
+        help="links at the rate make run chooses for the switch (topologies/link_rate.py)",
+    )
     ap.add_argument("--kind", default="netreduce", help="training: netreduce or serene")
     ap.add_argument("--mode", default="sync", help="training, serene: synchronisation mode")
     ap.add_argument("--exhaust", action="store_true", help="take all switch memory first")
@@ -79,6 +89,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", default="results/examples", help="folder for the record")
     ap.add_argument("--quiet", action="store_true", help="print only the record")
     return ap
+
+
+def shaped_rate() -> LinkRate:
+    """The link rate ``make run`` would choose for this switch ($SWITCH) and the workers."""
+    return link_rate(os.environ.get("SWITCH", "p4sim"), WORKERS)
 
 
 def worker_commands(
@@ -166,10 +181,15 @@ def run(a: argparse.Namespace) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     tag = ("-direct" if a.direct else "") + ("-exhaust" if a.exhaust else "")
     tag += "-no-switch" if a.no_switch else ""
+    tag += ("-shaped" if a.shaped else "") + ("" if a.model == "small" else f"-{a.model}")
     record = (out_dir / f"{a.app}-{a.comm}{tag}.json").resolve()
     log = (lambda s: None) if a.quiet else print
     hosts = SERVED_APPS[a.app].hosts if a.app in SERVED_APPS else WORKERS + 1
-    cfg = ExperimentConfig(star(hosts), run_dir=Path("run/examples"), log=log)
+    rate = shaped_rate() if a.shaped else None
+    if rate is not None:
+        log(f"examples: every link {rate.mbps:g} Mbit/s ({rate.describe()})")
+    bw = rate.mbps if rate is not None else None
+    cfg = ExperimentConfig(star(hosts), bw_mbps=bw, run_dir=Path("run/examples"), log=log)
     with Experiment(cfg) as ex:
         if a.app in SERVED_APPS:
             rec, _ = run_served_app(ex, a.app, record, a.no_switch, a.direct)
@@ -182,7 +202,7 @@ def run(a: argparse.Namespace) -> int:
         if a.exhaust:
             take_all_memory(ex)
             log(f"examples: job 'hog' holds all {AGG_POOL_SIZE} aggregators of s1")
-        extra = ("--kind", a.kind, "--mode", a.mode)
+        extra = ("--kind", a.kind, "--mode", a.mode, "--model", a.model)
         app = f"direct.{a.app}" if a.direct else a.app
         rec, _ = run_app(ex, app, record, a.comm, a.epochs, extra)
     print(json.dumps(rec, indent=1))
@@ -190,7 +210,10 @@ def run(a: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    ap = parser()
+    a = ap.parse_args(argv)
+    if a.model != "small" and (a.direct or a.app != "training"):
+        ap.error(f"--model {a.model}: only training without --direct has more than one model")
     return main_guard("examples.run", lambda: run(a))
 
 

@@ -7,7 +7,8 @@ One command runs it on the Mininet network (four workers h1..h4, one switch)::
 Each worker process is ``python -m examples.training --controller URL --rank R --world 4``.
 Rank 0 asks the controller for a job; when the switch cannot serve, every rank trains on
 the hosts (ring all-reduce) and says so on one line. The model is a small MLP on the
-digits images that scikit-learn ships; rank 0 writes the record (``--out``).
+digits images that scikit-learn ships (``--model small``, 2,410 parameters, or ``large``,
+1.1M: ``hosts/mlp.py``); rank 0 writes the record (``--out``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch.distributed as dist
 from sklearn.datasets import load_digits
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from hosts.mlp import MODELS, describe_model, layer_sizes
 from inclib.torch_ddp import register_switch_hook, release_ddp_session, session_for_ddp
 
 
@@ -35,6 +37,16 @@ def digits(rank: int, world: int) -> tuple[torch.Tensor, ...]:
     return x[train], y[train], x[test], y[test]
 
 
+def mlp(model: str) -> torch.nn.Sequential:
+    """The digits MLP ``model`` (``hosts/mlp.py``'s widths) in torch: dense layers, ReLU
+    between them."""
+    sizes = layer_sizes(model)
+    layers: list[torch.nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:], strict=False):
+        layers += [torch.nn.Linear(a, b), torch.nn.ReLU()]
+    return torch.nn.Sequential(*layers[:-1])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m examples.training")
     ap.add_argument("--controller", required=True)
@@ -45,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kind", default="netreduce", help="switch job kind: netreduce, serene")
     ap.add_argument("--mode", default="sync", help="serene: synchronisation mode")
     ap.add_argument("--epochs", type=int, default=4)
+    ap.add_argument("--model", choices=list(MODELS), default="small", help="the digits MLP")
     ap.add_argument("--target", type=float, default=0.9, help="accuracy for time-to-accuracy")
     ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
     ap.add_argument("--peers", help="host-only path: every rank's IP[:PORT], comma-separated")
@@ -56,9 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(0)
     dist.init_process_group("gloo", f"tcp://{a.master}", rank=a.rank, world_size=a.world)
     x, y, x_test, y_test = digits(a.rank, a.world)
-    model = DDP(
-        torch.nn.Sequential(torch.nn.Linear(64, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
-    )
+    model = DDP(mlp(a.model))
     session = (
         session_for_ddp(a.controller, name="training", peers=peers, kind=a.kind, **extra)
         if a.comm == "switch"
@@ -66,7 +77,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     hook = register_switch_hook(model, session) if session else None
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
-    rec: dict = {"comm": a.comm, "on_switch": bool(session and session.on_switch), "epochs": []}
+    rec: dict = {
+        "model": describe_model(a.model),
+        "comm": a.comm,
+        "on_switch": bool(session and session.on_switch),
+        "epochs": [],
+    }
     iters, trained = [], 0.0
     for epoch in range(a.epochs):
         order = torch.randperm(len(y), generator=torch.Generator().manual_seed(epoch))

@@ -13,6 +13,11 @@ Example:
 Layers are dense with ReLU between them and softmax cross-entropy on the output. The
 parameters live in ``theta`` (the weight matrices and biases are views into it), so a
 data-parallel step is: flat gradient -> all-reduce -> one in-place update of ``theta``.
+
+``MODELS`` names the two sizes the experiments train (``--model``): ``small``, 2,410
+parameters whose all-reduce is a few dozen packets (round trips and per-packet costs set an
+iteration's time), and ``large``, two hidden layers of 1,024 (1,126,410 parameters, ~35,000
+packets of 32 values per worker per iteration: the links' bandwidth sets it).
 """
 
 from __future__ import annotations
@@ -20,6 +25,30 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+#: Hidden layer widths of each model on the digits data (64 inputs, 10 classes).
+MODELS: dict[str, tuple[int, ...]] = {"small": (32,), "large": (1024, 1024)}
+DIGITS_IN, DIGITS_OUT = 64, 10
+
+
+def layer_sizes(model: str, inputs: int = DIGITS_IN, classes: int = DIGITS_OUT) -> tuple[int, ...]:
+    """Every layer's width of ``model`` (a key of ``MODELS``), input and output included.
+
+    >>> layer_sizes("small")
+    (64, 32, 10)
+    """
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r}: choose one of {', '.join(MODELS)}")
+    return (inputs, *MODELS[model], classes)
+
+
+def parameter_count(sizes: Sequence[int]) -> int:
+    """Weights and biases of a dense network with these layer widths.
+
+    >>> parameter_count(layer_sizes("small")), parameter_count(layer_sizes("large"))
+    (2410, 1126410)
+    """
+    return sum(a * b + b for a, b in zip(sizes[:-1], sizes[1:], strict=False))
 
 
 class MLP:
@@ -94,3 +123,17 @@ class MLP:
             gb.append(grad[at : at + b])
             at += b
         return gw, gb
+
+
+#: The regime each model's iterations are in, for the tables that measure it.
+REGIME = {"small": "round-trip-bound", "large": "bandwidth-bound"}
+
+
+def describe_model(model: str) -> str:
+    """One phrase for a table's title.
+
+    >>> describe_model("large")
+    'large model (1,126,410 parameters, bandwidth-bound)'
+    """
+    n = parameter_count(layer_sizes(model))
+    return f"{model} model ({n:,} parameters, {REGIME[model]})"

@@ -39,11 +39,11 @@ window as admitted by the controller; ``--controller URL`` (``http://...`` or
 switch worker then reports its progress to the daemon once a second (the dashboard);
 ``--timeout`` retransmission timeout and ``--total-timeout`` bound of one all-reduce
 (seconds);
-``--epochs``, ``--batch-size``, ``--lr``, ``--momentum``, ``--hidden``, ``--seed``,
-``--target`` training settings (identical on all workers and methods); ``--host-backend``
-native|python the packet loop (default ``$INC_HOST_BACKEND``, else native: C, see
-hosts/transport/native_window.py); ``--json PATH`` writes the history. Progress goes to
-stdout, one line per epoch.
+``--epochs``, ``--batch-size``, ``--lr``, ``--momentum``, ``--model`` (small or large,
+``hosts/mlp.py``), ``--seed``, ``--target`` training settings (identical on all workers
+and methods); ``--host-backend`` native|python the packet loop (default
+``$INC_HOST_BACKEND``, else native: C, see hosts/transport/native_window.py); ``--json PATH``
+writes the history. Progress goes to stdout, one line per epoch.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from typing import Any
 
 import numpy as np
 
-from hosts.mlp import MLP
+from hosts.mlp import MLP, MODELS, layer_sizes
 from hosts.netreduce.allreduce import AllReduceFn, AllReduceTimeout, LocalGroup
 
 Progress = Callable[[dict[str, Any]], None]
@@ -118,7 +118,7 @@ def train(
     batch_size: int = 64,
     lr: float = 0.1,
     momentum: float = 0.9,
-    hidden: int = 32,
+    model: str = "small",
     seed: int = 0,
     target_accuracy: float = 0.9,
     method: str = "",
@@ -131,12 +131,12 @@ def train(
     if not 0 <= worker_id < n_workers:
         raise ValueError(f"worker_id must be in 0..{n_workers - 1}, got {worker_id}")
     x_tr, y_tr, x_te, y_te = load_digits_split(seed)
-    model = MLP((x_tr.shape[1], hidden, 10), seed=seed)
-    velocity = np.zeros_like(model.theta)
+    net = MLP(layer_sizes(model, x_tr.shape[1]), seed=seed)
+    velocity = np.zeros_like(net.theta)
     # Start barrier, outside the timed region for every method alike: the first all-reduce
     # waits for the slowest worker to start (imports, data) and warms the path (ARP, the
     # native loop's build); timed, it was a one-time cost of up to ~0.8 s in the first epoch.
-    allreduce_fn(np.zeros_like(model.theta))
+    allreduce_fn(np.zeros_like(net.theta))
     hist = History(method, worker_id, n_workers, target_accuracy=target_accuracy)
     trained = 0.0
     for epoch in range(epochs):
@@ -146,18 +146,18 @@ def train(
             t0 = time.perf_counter()
             batch = order[start : start + batch_size]
             mine = np.array_split(batch, n_workers)[worker_id]
-            loss, grad = model.loss_and_grad(x_tr[mine], y_tr[mine], denom=len(batch))
+            loss, grad = net.loss_and_grad(x_tr[mine], y_tr[mine], denom=len(batch))
             t1 = time.perf_counter()
             total = np.asarray(allreduce_fn(grad), dtype=np.float32)
             t2 = time.perf_counter()
             velocity *= momentum
             velocity += total
-            model.theta -= lr * velocity
+            net.theta -= lr * velocity
             losses.append(loss)
             hist.comm_times.append(t2 - t1)
             hist.iter_times.append(time.perf_counter() - t0)
             trained += hist.iter_times[-1]
-        acc = model.accuracy(x_te, y_te)
+        acc = net.accuracy(x_te, y_te)
         hist.epoch_accuracy.append(acc)
         hist.epoch_loss.append(float(np.sum(losses)))  # this worker's share of the loss
         hist.epoch_end_s.append(trained)
@@ -208,7 +208,12 @@ def _parser() -> argparse.ArgumentParser:
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--hidden", type=int, default=32)
+    ap.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default="small",
+        help="small (2,410 parameters) or large (1.1M)",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--target", type=float, default=0.9, help="target test accuracy")
     ap.add_argument(
@@ -226,7 +231,7 @@ def _settings(a: argparse.Namespace) -> dict[str, Any]:
         batch_size=a.batch_size,
         lr=a.lr,
         momentum=a.momentum,
-        hidden=a.hidden,
+        model=a.model,
         seed=a.seed,
         target_accuracy=a.target,
         method=a.method,

@@ -4,7 +4,7 @@ Example (one worker; any int32 all-reduce will do, here the identity):
     >>> import numpy as np
     >>> x = np.array([1e-6, -2e-6, 3e-6, 4e-6, 500.0, -250.0, 0.5, 0.0], dtype=np.float32)
     >>> r = block_allreduce(lambda q: q, 1, x, block=4)
-    >>> r.scales.tolist() == [2.0**48, 2.0**22]   # small block, fine scale; large, coarse
+    >>> r.scales.tolist() == [2.0**46, 2.0**20]   # small block, fine scale; large, coarse
     True
     >>> bool(np.all(np.abs(r.values - x) <= r.error_bound() + np.abs(x) * 2.0**-24))
     True
@@ -12,25 +12,43 @@ Example (one worker; any int32 all-reduce will do, here the identity):
 A single scale for a whole gradient is set by its largest value, so every small value is
 rounded to a few bits. Here each block of ``block`` consecutive values gets its own
 power-of-two scale ``s_b``, agreed by all workers through the same integer sum the values
-use (the switch only adds):
+use (the switch only adds), in two integer all-reduce calls:
 
-1. one exponent vote gives a bound ``M`` on every worker's ``|x|``
-   (``hosts.netreduce.allreduce.agree_bound``);
-2. each worker sends, per block, its block maximum ``m_{w,b}`` rounded *up* to a multiple
-   of ``M / 2**k`` (``k`` such that ``n * 2**k <= 2**31 - 1``); the sum gives every worker
-   the same ``B_b >= sum_w m_{w,b}``;
-3. ``s_b`` is the largest power of two with ``s_b * B_b + n / 2 <= 2**31 - 1``. Rounding to
+1. each worker w sends, per block b, ``2**e_{w,b}`` with ``e_{w,b}`` one above the smallest
+   exponent with ``max_{i in b} |x_{w,i}| <= 2**e_{w,b}`` (0 for a block of zeros), split over
+   ``words(n)`` int32 words by exponent range, so that no word's sum can overflow: a word
+   covers ``k + 1`` exponents, ``k`` such that ``n * 2**k <= 2**31 - 1``. The sum gives
+   every worker the same ``B_b = sum_w 2**e_{w,b}``, with
+   ``2 sum_w m_{w,b} <= B_b < 4 sum_w m_{w,b}``. One int32 more per call says whether a
+   worker's ``|x|`` exceeds the supported range: then every worker fails alike;
+2. ``s_b`` is the largest power of two with ``s_b * B_b + n / 2 <= 2**31 - 1``. Rounding to
    nearest gives ``|q_{w,i}| <= m_{w,b} s_b + 1/2``, so the switch's int32 sum of the n
-   contributions cannot overflow;
-4. the values, quantised with ``s_b``, are summed, and divided by ``s_b``.
+   contributions cannot overflow; the values, quantised with ``s_b``, are summed, and
+   divided by ``s_b``.
 
 Error bound (``BlockQuantized.error_bound``): for every element i of block b,
 ``|result_i - sum_w x_{w,i}| <= n / (2 s_b) + 2**-24 |result_i|`` (quantisation, plus
 rounding the exact quotient to float32), and since ``s_b > (2**31 - 1 - n/2) / (2 B_b)``,
-``n / (2 s_b) < n * B_b / (2**31 - 1 - n/2)`` with
-``B_b <= sum_w max_{i in b} |x_{w,i}| + n M 2**-k``: the error of a block is relative to the
-magnitudes *in that block*, not to the largest value of the vector. The cost is one extra
-int32 per block (1/256 of the traffic with the default block) and the vote.
+``n / (2 s_b) < n B_b / (2**31 - 1 - n/2) < 4 n sum_w m_{w,b} / (2**31 - 1 - n/2)`` (a block
+maximum below ``2**EXP_MIN`` counts as ``2**EXP_MIN``): the error of a block is relative to
+the magnitudes *in that block*, not to the largest value of the vector. The cost is
+``words(n)`` int32 per block (3 in 256 with the default block and up to 1,024 workers) and no
+extra round trip: one call for the bounds, one for the values.
+
+The next call of the same length (DDP's buckets, every iteration) takes **one** call: it
+quantises with the bounds the last call agreed (``prior``) and sends, after the values, this
+call's bound words and a flag saying whether any of its block maxima exceeds what the worker
+promised last time (``2**e_{w,b}``, twice its maximum then, rounded up). No flag on any
+worker: every block's sum is at most ``sum_w 2**e_{w,b} = B_b``, so the values' sum is
+valid, and the words are the next call's bounds. A flag: every worker drops the values and
+sends them again with the bounds just received (two calls, as without ``prior``). The error
+bound holds as stated for the scales used (``scales``); a block whose gradients shrank keeps
+a coarser scale for one call.
+
+The work on the host is vectorised over the whole vector and kept to a few passes: the
+values are quantised in float32 (multiplying by a power of two and rounding to an integer
+are exact there, as in float64, for every value this range admits) and the sums divided
+back in float32 (one rounding, as before).
 """
 
 from __future__ import annotations
@@ -41,12 +59,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hosts.netreduce.allreduce import agree_bound
-
 IntAllReduce = Callable[[np.ndarray], np.ndarray]
 INT32_MAX = 2**31 - 1
 DEFAULT_BLOCK = 256  # 8 packets of 32 slots
 MAX_SCALE_EXP = 120  # a block that is zero on every worker: any scale works; keep it finite
+EXP_MIN = -40  # block maxima at or below 2**EXP_MIN count as 2**EXP_MIN
+EXP_MAX = 22  # |x| above 2**EXP_MAX is beyond the range: every worker fails alike
+MAX_FLOAT_ABS = 2.0**EXP_MAX
+HEADROOM_EXP = 1  # a worker promises twice its block maximum (rounded up to a power of two)
 
 
 @dataclass(frozen=True)
@@ -57,6 +77,7 @@ class BlockQuantized:
     scales: np.ndarray  # float64, one power of two per block
     block: int
     n_workers: int
+    prior: Prior | None = None  # for the next call of the same length (one call instead of two)
 
     def error_bound(self) -> np.ndarray:
         """Per-element bound on |values - exact sum| from quantisation: n / (2 s_b)."""
@@ -80,28 +101,120 @@ def block_scales(bounds: np.ndarray, n_workers: int) -> np.ndarray:
     return np.where(over, s / 2, s)
 
 
+def words(n_workers: int) -> int:
+    """int32 words per block for the bounds of ``n_workers``: each covers ``k + 1``
+    exponents of ``EXP_MIN..EXP_MAX``, ``k`` the largest with ``n * 2**k <= 2**31 - 1``.
+
+    >>> words(1), words(4), words(2**20)
+    (3, 3, 6)
+    """
+    return -(-(EXP_MAX - EXP_MIN + 1) // _span(n_workers))
+
+
+def _span(n_workers: int) -> int:
+    return int(math.floor(math.log2(INT32_MAX // n_workers))) + 1
+
+
+def _bound_words(n_workers: int, maxima: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(this worker's words for ``B_b`` and its range flag, the ``2**e`` it promised per
+    block). ``e`` is one above the smallest exponent with ``max <= 2**e``: the headroom lets
+    the next call reuse the bounds while a block's maximum grows by less than 2x."""
+    nb, span, w = maxima.size, _span(n_workers), words(n_workers)
+    with np.errstate(divide="ignore"):
+        e = np.ceil(np.log2(np.where(maxima > 0, maxima, 1.0))) + HEADROOM_EXP
+    e = np.clip(e, EXP_MIN, EXP_MAX).astype(np.int64)
+    word, shift = np.divmod(e - EXP_MIN, span)
+    msg = np.zeros(nb * w + 1, dtype=np.int32)
+    msg[: nb * w].reshape(nb, w)[np.arange(nb), word] = np.where(maxima > 0, 1 << shift, 0)
+    msg[-1] = bool(nb) and float(maxima.max()) > MAX_FLOAT_ABS
+    return msg, np.where(maxima > 0, np.exp2(e.astype(np.float64)), 0.0)
+
+
+def _bounds_of(n_workers: int, got: np.ndarray) -> np.ndarray:
+    """``B_b`` from the summed words and range flag of ``_bound_words``."""
+    if got[-1] != 0:
+        raise ValueError(
+            f"a worker's vector has |x| > {MAX_FLOAT_ABS:g}, beyond what the fixed-point "
+            f"all-reduce supports; scale the values down first"
+        )
+    w = words(n_workers)
+    base = np.exp2(EXP_MIN + _span(n_workers) * np.arange(w, dtype=np.float64))
+    bounds = got[:-1].reshape(-1, w).astype(np.float64) @ base
+    return bounds * (1 + 2.0**-50)  # float64 rounding of the sum must not make it smaller
+
+
+def block_bounds(int_fn: IntAllReduce, n_workers: int, maxima: np.ndarray) -> np.ndarray:
+    """Every worker's ``B_b = sum_w 2**e_{w,b}`` from its own block maxima, in one call."""
+    msg, _ = _bound_words(n_workers, maxima)
+    return _bounds_of(n_workers, np.asarray(int_fn(msg)))
+
+
+@dataclass(frozen=True)
+class Prior:
+    """What one call leaves for the next of the same length: the agreed bounds and the
+    ``2**e`` this worker promised per block (``sum_w`` of them is the bound)."""
+
+    bounds: np.ndarray
+    promised: np.ndarray
+
+
+def _quantise(blocks: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The blocks times their scales, rounded, as one int32 vector (``blocks`` is reused)."""
+    s32 = scales.astype(np.float32)[:, None]  # powers of two up to 2**120: exact in float32
+    np.multiply(blocks, s32, out=blocks)
+    return np.rint(blocks, out=blocks).astype(np.int32).reshape(-1)
+
+
+def _dequantise(total: np.ndarray, scales: np.ndarray, size: int) -> np.ndarray:
+    out = np.asarray(total).reshape(scales.size, -1).astype(np.float32)
+    out /= scales.astype(np.float32)[:, None]
+    return out.reshape(-1)[:size]
+
+
 def block_allreduce(
-    int_fn: IntAllReduce, n_workers: int, x: np.ndarray, block: int = DEFAULT_BLOCK
+    int_fn: IntAllReduce,
+    n_workers: int,
+    x: np.ndarray,
+    block: int = DEFAULT_BLOCK,
+    prior: Prior | None = None,
 ) -> BlockQuantized:
     """Sum ``x`` over the workers through ``int_fn`` (an int32 all-reduce that every worker
-    calls with vectors of the same length), one scale per ``block`` values."""
+    calls with vectors of the same length), one scale per ``block`` values. With ``prior``
+    (the last call's ``BlockQuantized.prior``, on every worker alike) it takes one call."""
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
     shape = np.shape(x)
     v = np.asarray(x, dtype=np.float32).reshape(-1)
-    if not np.isfinite(v).all():
-        raise ValueError("allreduce: the vector holds NaN or infinite values")
     nb = -(-v.size // block)
-    padded = np.zeros(nb * block, dtype=np.float64)
-    padded[: v.size] = v
-    blocks = padded.reshape(nb, block)
-    maxima = np.abs(blocks).max(axis=1) if nb else np.zeros(0)
-    bound = agree_bound(int_fn, float(maxima.max()) if nb else 0.0)  # a power of two
-    k = int(math.floor(math.log2(INT32_MAX // n_workers)))
-    votes = np.ceil(maxima / bound * 2.0**k).astype(np.int32)  # exact: bound, 2**k are 2**e
-    bounds = int_fn(votes).astype(np.float64) * (bound / 2.0**k)
+    blocks = np.zeros((nb, block), dtype=np.float32)
+    blocks.reshape(-1)[: v.size] = v
+    maxima = (
+        np.maximum(blocks.max(axis=1), -blocks.min(axis=1)).astype(np.float64)
+        if nb
+        else np.zeros(0)
+    )
+    if not np.isfinite(maxima).all():  # a NaN or an infinity makes its block's maximum so
+        raise ValueError("allreduce: the vector holds NaN or infinite values")
+    words_msg, promised = _bound_words(n_workers, maxima)
+    if prior is not None and prior.bounds.size == nb:
+        scales = block_scales(prior.bounds, n_workers)
+        exceeds = bool(np.any(maxima > prior.promised))  # then the sum could overflow
+        size = nb * block
+        msg = np.zeros(size + words_msg.size + 1, dtype=np.int32)
+        if not exceeds:  # beyond the promise the values would not fit; they are resent
+            np.multiply(blocks, scales.astype(np.float32)[:, None], out=blocks)
+            msg[:size] = np.rint(blocks, out=blocks).reshape(-1)  # exact integers: one pass
+        msg[size:-1], msg[-1] = words_msg, exceeds
+        got = np.asarray(int_fn(msg))
+        bounds = _bounds_of(n_workers, got[size:-1])
+        if got[-1] == 0:  # no worker went beyond its promise: the sum is good
+            out = _dequantise(got[:size], scales, v.size)
+            return BlockQuantized(
+                out.reshape(shape), scales, block, n_workers, Prior(bounds, promised)
+            )
+        blocks.reshape(-1)[: v.size] = v  # the values again, for the fresh bounds
+    else:
+        bounds = _bounds_of(n_workers, np.asarray(int_fn(words_msg)))
     scales = block_scales(bounds, n_workers)
-    q = np.rint(blocks * scales[:, None]).astype(np.int32).reshape(-1)
-    total = np.asarray(int_fn(q), dtype=np.float64).reshape(nb, block)
-    out = (total / scales[:, None]).reshape(-1)[: v.size].astype(np.float32)
-    return BlockQuantized(out.reshape(shape), scales, block, n_workers)
+    out = _dequantise(int_fn(_quantise(blocks, scales)), scales, v.size)
+    return BlockQuantized(out.reshape(shape), scales, block, n_workers, Prior(bounds, promised))

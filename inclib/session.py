@@ -35,7 +35,7 @@ from typing import Any, Protocol, TextIO
 import numpy as np
 
 from controller.api_client import ApiError, ControllerApi
-from inclib.block_quantize import DEFAULT_BLOCK, block_allreduce
+from inclib.block_quantize import DEFAULT_BLOCK, Prior, block_allreduce
 from inclib.host_reduce import CHUNK, HOST_REDUCE_PORT, HostReducer, combine, send_pairs
 from inclib.kv import KvHandle
 from inclib.log import LogHandle
@@ -114,6 +114,7 @@ class Session:
         self.timeout, self.total_timeout = timeout, total_timeout
         self._notice_to = notice
         self._allreduce: _IntAllReduce | None = None
+        self._priors: dict[int, Prior | None] = {}  # vector length -> its last block bounds
         self._kv: KvHandle | None = None
         self._log: LogHandle | None = None
         self.calls = 0  # all-reduce calls so far: a Serene job's epoch (its round)
@@ -149,7 +150,13 @@ class Session:
         self.calls += 1
         if np.issubdtype(v.dtype, np.integer):
             return backend.allreduce_int(v.reshape(-1).astype(np.int32)).reshape(v.shape)
-        r = block_allreduce(backend.allreduce_int, self.n_workers, v, self.block)
+        # A vector of a length seen before (DDP's buckets) reuses that call's agreed block
+        # bounds: one integer call instead of two (inclib/block_quantize.py). Every kind alike,
+        # so that Serene's sync mode sums exactly what NetReduce sums; its partial modes may sum
+        # a packet over a subset of the workers, for the bounds as for the values.
+        prior = self._priors.get(v.size)
+        r = block_allreduce(backend.allreduce_int, self.n_workers, v, self.block, prior)
+        self._priors[v.size] = r.prior
         self.last_error_bound = r.error_bound()
         return r.values
 

@@ -17,7 +17,7 @@ import inclib
 from controller.daemon import ControllerDaemon, DaemonConfig
 from controller.p4rt.p4runtime_client import SwitchSpec
 from hosts.netreduce.allreduce import LocalGroup, fixed_point_allreduce
-from inclib.block_quantize import INT32_MAX, block_allreduce
+from inclib.block_quantize import INT32_MAX, block_allreduce, words
 from inclib.plan import AdmissionError
 from topologies.local_switch import LocalSwitch, PipelineFiles
 
@@ -172,11 +172,10 @@ def test_per_block_sum_is_within_its_documented_bound(n: int) -> None:
     exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
     results = threads_block_allreduce(xs, block=64)
     # the documented relative form: n / (2 s_b) < n * B_b / (2**31 - 1 - n/2) with
-    # B_b <= sum_w max|x_w in b| + n * M / 2**k (M: the agreed power-of-two bound)
+    # B_b < 4 sum_w max|x_w in b| (each worker's block maximum rounded up to a power of two,
+    # times two: the headroom that lets the next call reuse the bounds)
     maxima = np.sum([np.abs(x.astype(np.float64)).reshape(40, 64).max(axis=1) for x in xs], 0)
-    m = 2.0 ** np.ceil(np.log2(max(float(np.abs(x).max()) for x in xs)))
-    k = np.floor(np.log2(INT32_MAX // n))
-    relative = n * (maxima + n * m / 2.0**k) / (INT32_MAX - n / 2)
+    relative = n * 4 * maxima / (INT32_MAX - n / 2)
     for r in results:
         err = np.abs(r.values.astype(np.float64) - exact)
         assert np.all(err <= r.error_bound() + np.abs(r.values) * 2.0**-24)
@@ -216,6 +215,77 @@ def test_worst_case_block_sums_do_not_overflow_int32() -> None:
     rs = threads_block_allreduce([x.copy() for _ in range(n)], block=256)
     assert np.array_equal(rs[0].values, n * x)
     assert rs[0].scales[0] * n + n / 2 <= INT32_MAX
+
+
+def test_a_bucket_takes_two_integer_calls_its_bounds_and_its_values() -> None:
+    sizes: list[int] = []
+
+    def identity(q: np.ndarray) -> np.ndarray:
+        sizes.append(q.size)
+        return q
+
+    x = np.linspace(-3, 3, 1000, dtype=np.float32)
+    r = block_allreduce(identity, 4, x, block=256)
+    assert sizes == [4 * words(4) + 1, 1024]  # 4 blocks: their bounds and the range flag
+    assert np.all(np.abs(r.values - x) <= r.error_bound())
+
+
+def test_the_next_call_of_a_bucket_takes_one_integer_call_unless_a_block_outgrows_its_promise() -> (
+    None
+):
+    n, rng = 4, np.random.default_rng(5)
+    group = LocalGroup(n)
+    calls: list[list[int]] = [[] for _ in range(n)]
+    rounds = [[(rng.standard_normal(700) * 1e-2).astype(np.float32) for _ in range(n)]]
+    rounds.append([x * 1.5 for x in rounds[0]])  # grown by less than the 2x headroom
+    rounds.append([x * 0.01 for x in rounds[0]])  # shrunk: still within the promise
+    rounds.append([x * 1000 for x in rounds[0]])  # outgrown on every worker: resent
+    out: list[list[Any]] = [[None] * n for _ in rounds]
+
+    def work(w: int) -> None:
+        def fn(q: np.ndarray) -> np.ndarray:
+            calls[w].append(q.size)
+            return group.allreduce_fn(w)(q)
+
+        prior = None
+        for r, xs in enumerate(rounds):
+            out[r][w] = block_allreduce(fn, n, xs[w], block=256, prior=prior)
+            prior = out[r][w].prior
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    words_len = 3 * words(n) + 1
+    one = 768 + words_len + 1
+    assert calls[0] == [words_len, 768, one, one, one, 768], calls[0]  # the last: resent
+    assert all(c == calls[0] for c in calls)
+    for r, xs in enumerate(rounds):
+        exact = np.sum([x.astype(np.float64) for x in xs], axis=0)
+        res = out[r][0]
+        assert np.all(np.abs(res.values - exact) <= res.error_bound() + np.abs(exact) * 2.0**-23)
+        assert all(np.array_equal(o.values, res.values) for o in out[r])
+
+
+def test_a_value_beyond_the_range_fails_on_every_worker_alike() -> None:
+    xs = [np.ones(300, dtype=np.float32) for _ in range(3)]
+    xs[1][7] = 2.0**30  # only worker 1 holds it; all three must raise, none may hang
+    group = LocalGroup(3)
+    errors: list[str] = []
+
+    def work(w: int) -> None:
+        try:
+            block_allreduce(group.allreduce_fn(w), 3, xs[w])
+        except ValueError as e:
+            errors.append(str(e))
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert len(errors) == 3 and all("beyond what the fixed-point" in e for e in errors)
 
 
 def test_block_allreduce_refuses_nan_and_a_bad_block() -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hosts.mlp import MODELS, describe_model
 from topologies.experiment import (
     Experiment,
     ExperimentConfig,
@@ -51,7 +52,7 @@ class TrainSettings:
     batch_size: int = 64
     lr: float = 0.1
     momentum: float = 0.9
-    hidden: int = 32
+    model: str = "small"  # hosts/mlp.py: small (2,410 parameters) or large (1.1M)
     seed: int = 0
     target: float = 0.9
     timeout: float = 1.0  # retransmission timeout: above the shaped links' queueing delay
@@ -61,7 +62,7 @@ class TrainSettings:
         return [
             "--epochs", str(self.epochs), "--batch-size", str(self.batch_size),
             "--lr", str(self.lr), "--momentum", str(self.momentum),
-            "--hidden", str(self.hidden), "--seed", str(self.seed),
+            "--model", self.model, "--seed", str(self.seed),
             "--target", str(self.target), "--timeout", str(self.timeout),
             "--total-timeout", "60",
         ]  # fmt: skip
@@ -114,7 +115,11 @@ def train_method(
 
 
 def summary(
-    results: dict[str, dict[str, Any]], workers: int, target: float, rate: LinkRate | None = None
+    results: dict[str, dict[str, Any]],
+    workers: int,
+    target: float,
+    rate: LinkRate | None = None,
+    model: str = "small",
 ) -> Any:
     rows = []
     switch_iter = results.get("switch", {}).get("iter_time_s")
@@ -132,7 +137,10 @@ def summary(
         )
     columns = ["method", "iter time", "/ switch's", f"time to {target:.0%}", "final accuracy"]
     columns.append("busiest link")
-    title = f"NetReduce on Mininet: {workers} workers, same model, seed and hyper-parameters"
+    title = (
+        f"NetReduce on Mininet: {workers} workers, {describe_model(model)}, same seed and "
+        "hyper-parameters"
+    )
     if rate is not None:
         title += f"; {rate.switch}, links {rate.mbps:g} Mbit/s"
     title += (
@@ -206,7 +214,9 @@ def run(args: argparse.Namespace) -> int:
 def run_target(
     args: argparse.Namespace, kind: str, out: Path, log: Any, console: Any
 ) -> tuple[dict[str, Any], int]:
-    settings = TrainSettings(epochs=args.epochs, seed=args.seed, host_backend=args.host_backend)
+    settings = TrainSettings(
+        epochs=args.epochs, seed=args.seed, host_backend=args.host_backend, model=args.model
+    )
     (out / "workers").mkdir(parents=True, exist_ok=True)  # each worker's history
     n = args.workers
     rate = link_rate(
@@ -223,9 +233,12 @@ def run_target(
         job_id = ex.submit("mlp-digits", show=True, workers=n, window=args.window)
         results = {}
         for method in METHODS:
-            log(f"--- {method}: {n} workers train the MLP on digits ({settings.epochs} epochs)")
+            log(
+                f"--- {method}: {n} workers train the {describe_model(settings.model)} on "
+                f"digits ({settings.epochs} epochs)"
+            )
             results[method] = train_method(ex, method, job_id, n, settings, out)
-    console.print(summary(results, n, settings.target, rate))
+    console.print(summary(results, n, settings.target, rate, settings.model))
     keys = ("final_accuracy", "time_to_target_s", "iter_time_s", "busiest_link_bytes")
     record: dict[str, Any] = {m: {k: r[k] for k in keys} for m, r in results.items()}
     record["network"] = {
@@ -236,7 +249,10 @@ def run_target(
         "window": args.window,
         "switch": kind,
         "host_backend": rate.host_backend,
-        "setup_timed": False,  # every method: process start and a start barrier untimed
+        "setup_timed": False,
+        "model": describe_model(
+            settings.model
+        ),  # every method: process start and a start barrier untimed
     }
     record["curves"] = {
         m: {"epoch_end_s": r["epoch_end_s"], "epoch_accuracy": r["epoch_accuracy"]}
@@ -295,6 +311,13 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--window", type=int, default=DEFAULT_WINDOW)
     ap.add_argument("--epochs", type=int, default=TrainSettings.epochs)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--model",
+        choices=list(MODELS),
+        default="small",
+        help="the digits MLP: small (2,410 parameters, round-trip-bound) or large "
+        "(1,126,410, bandwidth-bound)",
+    )
     ap.add_argument("--results", default="results")
     ap.add_argument(
         "--host-backend",

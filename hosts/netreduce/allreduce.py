@@ -51,7 +51,6 @@ from hosts.transport.sliding_window import (
     ResultAssembler,
     SendWindow,
     WindowTimeout,
-    split_into_packets,
 )
 from hosts.transport.udp import Address, DatagramEndpoint, Endpoint
 from wire.header import (
@@ -241,8 +240,7 @@ class AllReduceClient:
         v = np.asarray(x)
         if v.ndim != 1 or not np.issubdtype(v.dtype, np.integer):
             raise ValueError(f"allreduce_int needs a 1-D integer vector, got {v.dtype} {v.shape}")
-        packets = split_into_packets(v.astype(np.int32, copy=False), self.slots)
-        count = packets.shape[0]
+        count = -(-v.size // self.slots)
         first = self.next_psn
         if first + count > PSN_MOD:
             # The switch compares PSNs modulo 2**32, but the window logic does not wrap.
@@ -251,7 +249,9 @@ class AllReduceClient:
         self.stats.calls += 1
         if count == 0:
             return np.zeros(0, dtype=np.int32)
-        wire = packets.astype(">i4")
+        # Straight into the wire's byte order and whole packets (zero padding): one pass.
+        wire = np.zeros((count, self.slots), dtype=">i4")
+        wire.reshape(-1)[: v.size] = v
         if self._native_applies():
             return self._run_native(first, count, wire, v.size)
         window = _Window(first, count, self.window, self.timeout, max_retries=self.max_retries)
@@ -306,7 +306,8 @@ class AllReduceClient:
         if r.status == native_window.DEADLINE:
             why = f"no complete result within {self.total_timeout:g} s"
             raise AllReduceTimeout(self.job_id, self.worker_id, r.missing, why)
-        return r.out.reshape(-1)[:length].copy()
+        flat = r.out.reshape(-1)  # a fresh array: a view of it is the caller's to keep
+        return flat if flat.size == length else flat[:length].copy()
 
     def _run(self, window: _Window, results: ResultAssembler, wire: np.ndarray) -> None:
         deadline = time.monotonic() + self.total_timeout

@@ -2,19 +2,26 @@
 
 Example (as root; ``make bench`` runs it)::
 
-    python -m tests.bench --only ddp --ddp-epochs 4
+    python -m tests.bench --only ddp --ddp-epochs 4 --ddp-models small,large
 
-One network (topologies/experiment.py: p4sim switch, hosts h1..h5, links unshaped), four
-DDP processes on h1..h4 training the digits MLP of ``examples/training.py`` with the same
-seeds, data shards and batches, once with gloo's all-reduce and once with the switch hook;
-both runs in the same session, one after the other. Figures per run (rank 0): median time
-per iteration (forward, backward with its all-reduce, step), training time until the test
-accuracy first reaches ``--ddp-target`` (checked after each epoch), final accuracy, and
-whether the four replicas ended bit-identical.
+Per model (``hosts/mlp.py``: ``small``, 2,410 parameters, whose iterations are bound by
+round trips and per-packet costs; ``large``, 1,126,410, bound by the links' bandwidth) and
+per link setting, one network (topologies/experiment.py: p4sim switch, hosts h1..h5): links
+unshaped, and links shaped by the rule ``make run`` uses (``topologies/link_rate.py``). On
+each, four DDP processes on h1..h4 train the digits MLP of ``examples/training.py`` with the
+same seeds, data shards and batches, once with gloo's all-reduce and once with the switch
+hook, one after the other. Figures per run (rank 0): median time per iteration (forward,
+backward with its all-reduce, step), training time until the test accuracy first reaches
+``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
+ended bit-identical.
+
+The goals (issue 22): shaped, the switch hook reaches the target >= 1.3x sooner than gloo;
+unshaped, its time per iteration is no more than 1.5x gloo's.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
@@ -22,36 +29,103 @@ from typing import Any
 from rich.table import Table
 
 COMMS = ("gloo", "switch")
+SHAPED_SOONER = 1.3  # shaped links: gloo's time to accuracy / the switch hook's, at least
+UNSHAPED_SLOWER = 1.5  # unshaped links: the switch hook's time per iteration / gloo's, at most
 
 
-def measure(epochs: int, log: Any = print) -> dict[str, dict[str, Any]]:
+@dataclass
+class Links:
+    """One link setting of the bench: its name and rate (None: unshaped)."""
+
+    name: str
+    mbps: float | None
+    why: str = ""
+
+
+def link_settings() -> list[Links]:
+    from examples.run import shaped_rate
+
+    rate = shaped_rate()
+    return [Links("unshaped", None), Links("shaped", rate.mbps, rate.describe())]
+
+
+def measure(
+    epochs: int, model: str = "small", log: Any = print
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """links name -> comm -> rank 0's record, for ``model``."""
     from examples.run import run_app
     from topologies.experiment import Experiment, ExperimentConfig, star
 
-    out: dict[str, dict[str, Any]] = {}
-    cfg = ExperimentConfig(star(5), run_dir=Path("run/bench-ddp"), log=lambda s: None)
-    with TemporaryDirectory() as tmp, Experiment(cfg) as ex:
-        for comm in COMMS:
-            log(f"ddp: training with {comm} ({epochs} epochs, 4 DDP processes) ...")
-            out[comm], _ = run_app(ex, "training", Path(tmp) / f"{comm}.json", comm, epochs)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for links in link_settings():
+        bw = "unshaped" if links.mbps is None else f"{links.mbps:g} Mbit/s ({links.why})"
+        log(f"ddp: {model} model, links {bw}")
+        cfg = ExperimentConfig(
+            star(5), bw_mbps=links.mbps, run_dir=Path("run/bench-ddp"), log=lambda s: None
+        )
+        out[links.name] = {}
+        with TemporaryDirectory() as tmp, Experiment(cfg) as ex:
+            for comm in COMMS:
+                log(f"ddp: training with {comm} ({epochs} epochs, 4 DDP processes) ...")
+                rec, _ = run_app(
+                    ex, "training", Path(tmp) / f"{comm}.json", comm, epochs, ("--model", model)
+                )
+                rec["links_mbps"] = links.mbps
+                out[links.name][comm] = rec
     return out
 
 
-def table(recs: dict[str, dict[str, Any]], target: float) -> Table:
-    t = Table(title=f"PyTorch DDP, 4 workers on Mininet: switch hook vs gloo (target {target})")
-    for col in ("all-reduce", "on switch", "ms / iteration", "time to accuracy, s",
+def time_to(rec: dict[str, Any], target: float) -> float | None:
+    hit = [e["train_s"] for e in rec["epochs"] if e["accuracy"] >= target]
+    return hit[0] if hit else None
+
+
+def table(recs: dict[str, dict[str, dict[str, Any]]], target: float, model: str) -> Table:
+    from hosts.mlp import describe_model
+
+    t = Table(
+        title=f"PyTorch DDP, 4 workers on Mininet, {describe_model(model)}: switch hook vs "
+        f"gloo (target {target})"
+    )
+    for col in ("links", "all-reduce", "on switch", "ms / iteration", "time to accuracy, s",
                 "final accuracy", "replicas identical"):  # fmt: skip
         t.add_column(col, justify="right")
-    for comm, r in recs.items():
-        hit = [e["train_s"] for e in r["epochs"] if e["accuracy"] >= target]
-        t.add_row(
-            comm, str(r["on_switch"]), f"{1000 * r['time_per_iter_s']:.1f}",
-            f"{hit[0]:.2f}" if hit else "not reached", f"{r['epochs'][-1]['accuracy']:.3f}",
-            str(r["replicas_identical"]),
-        )  # fmt: skip
+    for links, by_comm in recs.items():
+        for comm, r in by_comm.items():
+            mbps = r["links_mbps"]
+            hit = time_to(r, target)
+            t.add_row(
+                links if mbps is None else f"{links} ({mbps:g} Mbit/s)", comm,
+                str(r["on_switch"]), f"{1000 * r['time_per_iter_s']:.1f}",
+                f"{hit:.2f}" if hit is not None else "not reached",
+                f"{r['epochs'][-1]['accuracy']:.3f}", str(r["replicas_identical"]),
+            )  # fmt: skip
     return t
 
 
-def ratio_line(recs: dict[str, dict[str, Any]]) -> str:
-    g, s = recs["gloo"]["time_per_iter_s"], recs["switch"]["time_per_iter_s"]
-    return f"time per iteration, switch hook / gloo: {s / g:.2f}x (same run, same network)"
+def goal_lines(recs: dict[str, dict[str, dict[str, Any]]], target: float) -> list[str]:
+    """The ratios measured side by side and whether each goal is met."""
+    lines = []
+    un = recs["unshaped"]
+    slower = un["switch"]["time_per_iter_s"] / un["gloo"]["time_per_iter_s"]
+    met = "met" if slower <= UNSHAPED_SLOWER else "NOT met"
+    lines.append(
+        f"unshaped: time per iteration, switch hook / gloo = {slower:.2f}x "
+        f"(goal <= {UNSHAPED_SLOWER}x: {met})"
+    )
+    sh = recs["shaped"]
+    g, s = time_to(sh["gloo"], target), time_to(sh["switch"], target)
+    per_iter = sh["gloo"]["time_per_iter_s"] / sh["switch"]["time_per_iter_s"]
+    if g is None or s is None:
+        sooner = f"not measured (target {target} not reached by " + (
+            "gloo)" if g is None else "the switch hook)"
+        )
+        met = "NOT met" if s is None else "met"
+    else:
+        sooner = f"{g / s:.2f}x"
+        met = "met" if g / s >= SHAPED_SOONER else "NOT met"
+    lines.append(
+        f"shaped: time to {target} accuracy, gloo / switch hook = {sooner} "
+        f"(goal >= {SHAPED_SOONER}x: {met}); per iteration gloo / switch hook = {per_iter:.2f}x"
+    )
+    return lines
