@@ -25,6 +25,7 @@ from wire.header import (
     Flag,
     Header,
     HostDrop,
+    aggregator_address,
     pack,
     pack_header,
     unpack,
@@ -71,10 +72,11 @@ class ForgingAggregator:
 
     def __init__(self, forge: Forgery) -> None:
         self.forge = forge
+        agg = _udp("127.0.0.1")
         self.socks = {
-            "agg": _udp("127.0.0.1"),
-            "same_ip": _udp("127.0.0.1"),
-            "other_ip": _udp("127.0.0.2"),
+            "agg": agg,
+            "same_ip": _udp("127.0.0.1"),  # another port of the aggregator's host
+            "other_ip": _udp("127.0.0.2", agg.getsockname()[1]),  # another host, same port
         }
         self.forged = 0
         self._stop = threading.Event()
@@ -109,9 +111,9 @@ class ForgingAggregator:
             s.close()
 
 
-def _udp(ip: str) -> socket.socket:
+def _udp(ip: str, port: int = 0) -> socket.socket:
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    s.bind((ip, 0))
+    s.bind((ip, port))
     return s
 
 
@@ -208,9 +210,14 @@ def test_ps_keeps_each_worker_bound_to_its_address(ps_backend: str) -> None:
     try:
         assert run_all(True) == [(x[0] + x[1]).tolist()] * 2  # binds both workers
         psn = clients[0].next_psn
-        for flags in (Flag.NONE, Flag.RETX, Flag.WAIT, Flag.COLLISION, Flag.RUNNING):
-            h = Header(job_id=JOB, worker_id=1, psn=psn, flags=flags)
-            forger.sendto(pack(h, np.full(SLOTS, WRONG, dtype=np.int32)), ps.address)
+        idx, ver = aggregator_address(psn, 0, 8)
+        wrong = np.full(SLOTS, WRONG, dtype=np.int32)
+        for flags in (Flag.NONE, Flag.RETX):  # worker 1's next packet, from another port
+            h = Header(job_id=JOB, worker_id=1, psn=psn, agg_idx=idx, ver=ver, flags=flags)
+            forger.sendto(pack(h, wrong), ps.address)
+        for flags in (Flag.WAIT, Flag.COLLISION, Flag.RUNNING):  # from worker 1's own port
+            h = Header(job_id=JOB, worker_id=1, psn=psn, agg_idx=idx, ver=ver, flags=flags)
+            clients[1].endpoint.send_many([(pack(h, wrong), ps.address)])
         got = run_all(False)
         stats = ps.stats
     finally:
@@ -222,3 +229,67 @@ def test_ps_keeps_each_worker_bound_to_its_address(ps_backend: str) -> None:
     assert stats.spoofed == 2  # NONE and RETX: the claim itself is refused
     assert stats.drops[DropReason.FORGED_RESULT] == 3
     assert stats.drops[DropReason.DUPLICATE] == 0
+
+
+@pytest.mark.parametrize("ring_backend", BACKENDS)
+def test_ring_rank_takes_data_only_from_its_left_neighbour(ring_backend: str) -> None:
+    """The ring baseline's packets cross the switch as plain UDP: a rank takes data only
+    from its left neighbour's address and port, of its job, with a worker's flags."""
+    from hosts.netreduce.ring import RingAllReduce
+    from hosts.transport.udp import Endpoint
+
+    if ring_backend == "native" and choose_backend("native") != "native":
+        pytest.fail("the native host loop does not build here")
+    eps = [Endpoint(("127.0.0.1", 0)) for _ in range(2)]
+    peers = [ep.address for ep in eps]
+    ranks = [
+        RingAllReduce(
+            r,
+            peers,
+            job_id=JOB,
+            endpoint=eps[r],
+            timeout=0.5,
+            total_timeout=10.0,
+            backend=ring_backend,
+        )  # fmt: skip
+        for r in range(2)
+    ]
+    # Another port of rank 1's host, another host on rank 1's port, and rank 1's own
+    # socket (what a host spoofing both would send).
+    same_ip, other_ip = _udp("127.0.0.1"), _udp("127.0.0.2", peers[1][1])
+    # What rank 1 sends rank 0 first (epoch 1, step 0, packet 0), with wrong values.
+    data = Header(job_id=JOB, worker_id=1, epoch=1, agg_idx=0, psn=0)
+    wrong = np.full(SLOTS, WRONG, dtype=np.int32)
+    sent = {
+        HostDrop.FOREIGN_PORT: [(same_ip, pack(data, wrong))],
+        HostDrop.FOREIGN_ADDRESS: [(other_ip, pack(data, wrong))],
+        HostDrop.OTHER_JOB: [(None, pack(replace(data, job_id=JOB + 1), wrong))],
+        HostDrop.FORGED_FLAGS: [
+            (None, pack(replace(data, flags=f), wrong)) for f in range(256) if f & ~Flag.RETX
+        ],
+    }
+    for forged in sent.values():
+        for sock, datagram in forged:
+            if sock is None:
+                eps[1].send_many([(datagram, peers[0])])
+            else:
+                sock.sendto(datagram, peers[0])
+    x = [np.arange(2 * SLOTS, dtype=np.int32) + 1000 * r for r in range(2)]
+    out: list[list[int]] = [[], []]
+
+    def one(r: int) -> None:
+        out[r] = ranks[r].allreduce_int(x[r]).tolist()
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+    finally:
+        for rk in ranks:
+            rk.close()
+        same_ip.close()
+        other_ip.close()
+    assert out == [(x[0] + x[1]).tolist()] * 2
+    assert ranks[0].stats.drops == [len(sent.get(HostDrop(i), [])) for i in range(HOST_DROPS)]

@@ -27,6 +27,9 @@ Protocol (docs/protocol.md; wire/header.py is the wire format):
 Results come back by multicast from the switch or by unicast from the parameter server;
 only ``dest`` differs. On the switch path the worker must listen on ``INC_UDP_PORT`` (the
 switch turns the packet around without touching the UDP ports), which is the default bind.
+Answers are taken only from ``dest`` (IP and port), of this job, with the flags a switch or
+PS sets (hosts/transport/result_filter.py, the same rules in the native loop); the rest is
+dropped and counted by reason in ``stats.drops`` (``wire.header.HostDrop``).
 
 Float all-reduce (``allreduce``) first agrees on a bound B of |x| with one extra integer
 all-reduce of an exponent vote (hosts/transport/quantize.py), then quantises with the largest scale
