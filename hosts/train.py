@@ -310,9 +310,15 @@ def _make_allreduce(
             def close() -> None:
                 reporter.stop()
                 c.close()
+                _log_drops(a, c.stats.drops)
 
             return c.allreduce, close
-        return c.allreduce, c.close
+
+        def close_client() -> None:
+            c.close()
+            _log_drops(a, c.stats.drops)
+
+        return c.allreduce, close_client
     from hosts.netreduce.ring import RING_UDP_PORT, RingAllReduce
 
     if not a.peers:
@@ -325,7 +331,21 @@ def _make_allreduce(
         timeout=a.timeout, total_timeout=a.total_timeout,
         bind=_addr(a.bind, peers[a.worker_id][1]) if a.bind else None, backend=a.host_backend,
     )  # fmt: skip
-    return r.allreduce, r.close
+
+    def close_ring() -> None:
+        r.close()
+        _log_drops(a, r.stats.drops)
+
+    return r.allreduce, close_ring
+
+
+def _log_drops(a: argparse.Namespace, drops: list[int]) -> None:
+    """One line on stderr with the datagrams this worker dropped, by reason (none: quiet)."""
+    from wire.header import HostDrop
+
+    counted = ", ".join(f"{r.name.lower()} {drops[r]}" for r in HostDrop if drops[r])
+    if counted:
+        print(f"hosts.train [{a.method} w{a.worker_id}]: dropped {counted}", file=sys.stderr)
 
 
 def _run_local(a: argparse.Namespace) -> History:

@@ -249,6 +249,7 @@ def ring_through_relays(
             max_retries=200,
             bind=LOCAL,
             backend=backends[r],
+            senders=(peers[r], peers[r]),  # the relay in front of this rank forwards both
         )  # fmt: skip
         for r in range(n)
     ]

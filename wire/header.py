@@ -110,6 +110,28 @@ class DropReason(IntEnum):
 
 
 DROP_REASONS = len(DropReason)
+
+
+class HostDrop(IntEnum):
+    """Why a host agent dropped a datagram that reached its socket (a worker's
+    ``ClientStats.drops``; hosts/transport/result_filter.py and the native loops count the
+    same cells). A host takes only what its switch admitted: results come from the
+    aggregation address and port, of its job, with the flags the switch or PS sets."""
+
+    FOREIGN_ADDRESS = 0  # source IP is not the aggregation address (switch or PS)
+    FOREIGN_PORT = 1  # right IP, wrong source port: another process on that host
+    MALFORMED = 2  # shorter than its header and slot_count say
+    OTHER_JOB = 3  # op or job id not this job's
+    FORGED_FLAGS = 4  # flags no switch or PS sets on what it sends this host
+    BAD_SLOT_COUNT = 5  # slot_count is not the job's
+
+
+HOST_DROPS = len(HostDrop)
+# Flags a worker's own packets carry, and what the switch or PS adds on its answers: a
+# result (RESULT, Serene's running aggregate RUNNING) or a hold-back (WAIT). An answer
+# with any other bit is forged (HostDrop.FORGED_FLAGS).
+WORKER_FLAGS = Flag.RETX
+RESULT_FLAGS = Flag.RESULT | Flag.RUNNING
 # The switch's per-job drop counter (job_drops): cell job_id * DROP_STRIDE + reason, for
 # job ids below JOB_DROP_JOBS; a packet claiming a higher job id counts under job 0.
 DROP_STRIDE = 32

@@ -27,6 +27,9 @@ Protocol (docs/protocol.md; wire/header.py is the wire format):
 Results come back by multicast from the switch or by unicast from the parameter server;
 only ``dest`` differs. On the switch path the worker must listen on ``INC_UDP_PORT`` (the
 switch turns the packet around without touching the UDP ports), which is the default bind.
+Answers are taken only from ``dest`` (IP and port), of this job, with the flags a switch or
+PS sets (hosts/transport/result_filter.py, the same rules in the native loop); the rest is
+dropped and counted by reason in ``stats.drops`` (``wire.header.HostDrop``).
 
 Float all-reduce (``allreduce``) first agrees on a bound B of |x| with one extra integer
 all-reduce of an exponent vote (hosts/transport/quantize.py), then quantises with the largest scale
@@ -40,13 +43,14 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from hosts.transport import native_window
 from hosts.transport.native_window import choose_backend, run_call
 from hosts.transport.quantize import agreed_bound, choose_scale, dequantize, exponent_vote, quantize
+from hosts.transport.result_filter import ResultFilter
 from hosts.transport.sliding_window import (
     ResultAssembler,
     SendWindow,
@@ -55,6 +59,7 @@ from hosts.transport.sliding_window import (
 from hosts.transport.udp import Address, DatagramEndpoint, Endpoint
 from wire.header import (
     ADDRESSING,
+    HOST_DROPS,
     INC_UDP_PORT,
     MAX_JOBS,
     MAX_SLOTS,
@@ -62,12 +67,11 @@ from wire.header import (
     SLOTS,
     Flag,
     Header,
+    HostDrop,
     Op,
-    ProtocolError,
     aggregator_address,
     hash_params,
     pack_header,
-    unpack,
 )
 from wire.serial import MOD
 
@@ -144,8 +148,18 @@ class ClientStats:
     fast_retransmissions: int = 0
     results: int = 0
     duplicate_results: int = 0
-    foreign: int = 0  # datagrams not from the aggregation address, ignored
     waits: int = 0  # packets the switch sent back with FLAG_WAIT (sync_modes.p4)
+    # Datagrams dropped, by wire.header.HostDrop (hosts/transport/result_filter.py).
+    drops: list[int] = field(default_factory=lambda: [0] * HOST_DROPS)
+
+    @property
+    def foreign(self) -> int:
+        """Datagrams not from the aggregation address (IP or port): another host's."""
+        return self.drops[HostDrop.FOREIGN_ADDRESS] + self.drops[HostDrop.FOREIGN_PORT]
+
+    def drops_by_reason(self) -> dict[str, int]:
+        """The non-zero drop counters by reason name, for a log line."""
+        return {r.name.lower(): self.drops[r] for r in HostDrop if self.drops[r]}
 
 
 class AllReduceClient:
@@ -189,6 +203,10 @@ class AllReduceClient:
         # synchronisation: the workers whose values are in that packet's sums).
         self.last_bitmaps = np.zeros(0, dtype=np.uint32)
         self.stats = ClientStats()
+        # Only the aggregation address's answers of this job (hosts/transport/result_filter.py);
+        # it counts into self.stats.drops.
+        self._filter = ResultFilter(job_id, slots, dest)
+        self._filter.drops = self.stats.drops
 
     def take_min_rtt(self) -> float | None:
         """The smallest round trip (send to result, first transmissions only) since the
@@ -287,7 +305,8 @@ class AllReduceClient:
         st.fast_retransmissions += c.fast_retx
         st.results += c.results
         st.duplicate_results += c.dups
-        st.foreign += c.foreign
+        for i in range(HOST_DROPS):
+            st.drops[i] += int(c.drops[i])
         st.waits += c.waits
         ep.sent += c.sent
         ep.sent_bytes += c.sent_bytes
@@ -353,28 +372,18 @@ class AllReduceClient:
         self.endpoint.send_many(out)
 
     def _receive(self, window: _Window, results: ResultAssembler) -> None:
+        admit = self._filter
+        admit.source, admit.drops = self.dest, self.stats.drops  # dest may be set later
         for payload, src in self.endpoint.recv_many():
-            if src[0] != self.dest[0]:
-                # Results come from the aggregation address only (the switch answers in its
-                # name, ATP's PS is it): anything else is another host's forgery.
-                self.stats.foreign += 1
+            got = admit.admit(payload, src)  # results of this job from dest only, by reason
+            if got is None:
                 continue
-            try:
-                h, values = unpack(payload)
-            except ProtocolError:
-                continue  # not ours: a stray datagram on the port
-            if h.op == Op.AGG_SYNC and h.flags & Flag.WAIT and h.job_id == self.job_id:
-                # The switch holds this worker back (bounded staleness, a mode swap's
+            h, values = got
+            if not h.flags & Flag.RESULT:
+                # WAIT: the switch holds this worker back (bounded staleness, a mode swap's
                 # fence): resend at the timeout, without spending a retry.
                 window.waited(h.psn)
                 self.stats.waits += 1
-                continue
-            if (
-                h.op != Op.AGG_SYNC
-                or not h.flags & Flag.RESULT
-                or h.job_id != self.job_id
-                or h.slot_count != self.slots
-            ):
                 continue
             if results.accept(h.psn, values):
                 self.last_bitmaps[h.psn - window.first_psn] = h.bitmap

@@ -10,7 +10,10 @@
  * sender); the last contribution sends the result to every worker of the job, to the
  * address its packets came from. Every job gets the default region (the whole pool) and
  * quorum, as the PS started from the command line does; it keeps MAX_JOBS_HELD jobs at
- * once and drops a further job's packets as UNKNOWN_JOB.
+ * once and drops a further job's packets as UNKNOWN_JOB. A (job, worker) is bound to the
+ * address of its first packet: the same worker from another address is counted `spoofed`
+ * and dropped; flags a worker never sets (beyond worker_flags, wire.header.WORKER_FLAGS)
+ * are FORGED_RESULT; results carry RESULT and the worker's flags only.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -35,7 +38,7 @@
 
 /* wire/header.py DropReason */
 enum { UNKNOWN_JOB = 0, UNKNOWN_WORKER = 1, OUT_OF_REGION = 2, BAD_SLOT_COUNT = 3, STALE = 4,
-       DUPLICATE = 5, N_DROPS = 16 };
+       DUPLICATE = 5, FORGED_RESULT = 7, N_DROPS = 16 };
 
 struct copy {
     uint32_t psn, bitmap, count, nvals;
@@ -54,6 +57,8 @@ struct ps_ctx {
     int64_t fd, quorum, slots, pool; /* slots 0: any count */
     int64_t packets, results, reserved, ignored, err;
     int64_t drops[N_DROPS];
+    int64_t spoofed; /* a bound (job, worker)'s packets from another address */
+    int64_t worker_flags;
     int64_t n_jobs;
     struct job jobs[MAX_JOBS_HELD];
     /* results waiting for sendmmsg */
@@ -67,13 +72,14 @@ static uint32_t get32(const uint8_t *p) {
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-struct ps_ctx *ps_new(int64_t fd, int64_t quorum, int64_t slots, int64_t pool) {
+struct ps_ctx *ps_new(int64_t fd, int64_t quorum, int64_t slots, int64_t pool, int64_t worker_flags) {
     struct ps_ctx *x = calloc(1, sizeof *x);
     if (!x) return NULL;
     x->fd = fd;
     x->quorum = quorum;
     x->slots = slots;
     x->pool = pool;
+    x->worker_flags = worker_flags;
     return x;
 }
 
@@ -128,7 +134,7 @@ static int queue_result(struct ps_ctx *x, const uint8_t *h, const struct copy *c
     }
     uint8_t *p = x->out + (size_t)x->n_out * SLOT;
     memcpy(p, h, HDR);
-    p[1] = h[1] | FLAG_RESULT;
+    p[1] = (uint8_t)((h[1] & x->worker_flags) | FLAG_RESULT);
     p[4] = (uint8_t)worker;
     p[5] = h[5] & 0x80; /* ver; reserved bits zero */
     p[6] = (uint8_t)c->nvals;
@@ -150,6 +156,10 @@ static int process(struct ps_ctx *x, const uint8_t *h, size_t len, const struct 
         x->ignored++;
         return 0;
     }
+    if (h[1] & ~(uint32_t)x->worker_flags) {
+        x->drops[FORGED_RESULT]++; /* no worker sets these */
+        return 0;
+    }
     uint32_t job_id = (uint32_t)h[2] << 8 | h[3], worker = h[4], psn = get32(h + 8);
     uint32_t idx = get32(h + 12), ver = h[5] >> 7;
     int64_t q = x->quorum < MAX_WORKERS ? x->quorum : MAX_WORKERS;
@@ -168,8 +178,16 @@ static int process(struct ps_ctx *x, const uint8_t *h, size_t len, const struct 
     }
     struct job *j = job_of(x, job_id);
     if (!j) return -1; /* no memory for the job's aggregators */
-    j->workers[worker] = *src;
-    j->known |= 1u << worker;
+    if (j->known & (1u << worker)) {
+        const struct sockaddr_in *b = &j->workers[worker];
+        if (b->sin_addr.s_addr != src->sin_addr.s_addr || b->sin_port != src->sin_port) {
+            x->spoofed++; /* another host claims a bound worker */
+            return 0;
+        }
+    } else {
+        j->workers[worker] = *src;
+        j->known |= 1u << worker;
+    }
     struct copy *c = &j->copies[2 * idx + ver];
     int32_t *v = j->values + (2 * (size_t)idx + ver) * (size_t)stride(x);
     const uint8_t *in = h + HDR;

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.transport.native_window import build_lock, library
+from wire.header import WORKER_FLAGS
 
 _I64 = ctypes.c_int64
 N_DROPS = 16  # cells of ps_ctx.drops (native_ps.c): at least wire.header.DROP_REASONS
@@ -32,6 +33,7 @@ class _Ctx(ctypes.Structure):
         *((n, _I64) for n in ("fd", "quorum", "slots", "pool")),
         *((n, _I64) for n in ("packets", "results", "reserved", "ignored", "err")),
         ("drops", _I64 * N_DROPS),
+        ("spoofed", _I64),
     ]
 
 
@@ -39,7 +41,7 @@ def _lib() -> Any:
     with build_lock:
         lib = library(Path(__file__).with_name("native_ps.c"))
         if not hasattr(lib, "typed"):
-            lib.ps_new.argtypes = [_I64, _I64, _I64, _I64]
+            lib.ps_new.argtypes = [_I64, _I64, _I64, _I64, _I64]
             lib.ps_new.restype = ctypes.POINTER(_Ctx)
             lib.ps_free.argtypes = [ctypes.POINTER(_Ctx)]
             lib.ps_serve.argtypes = [ctypes.POINTER(_Ctx), _I64]
@@ -53,7 +55,7 @@ class NativeAggregator:
 
     def __init__(self, fd: int, n_workers: int, slots: int | None, pool: int) -> None:
         self._lib = _lib()
-        ctx = self._lib.ps_new(fd, n_workers, slots or 0, pool)
+        ctx = self._lib.ps_new(fd, n_workers, slots or 0, pool, int(WORKER_FLAGS))
         if not ctx:
             raise MemoryError("native parameter server: no memory for its state")
         self._ctx = ctx

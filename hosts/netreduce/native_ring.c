@@ -49,7 +49,37 @@ struct ring_ctx {
     /* counters (cumulative) */
     int64_t data_sent, retx, fast_retx, acks_sent, duplicates, early_kept, send_drops;
     int64_t err, fail_step, fail_packet, fail_tries;
+    int64_t drops[8]; /* by wire.header.HostDrop: what no neighbour of this rank sent */
+    /* where the neighbours' datagrams come from (IP in network order, port in host order):
+     * their addresses, or a relay's in front of this rank */
+    uint32_t from_left_ip, from_left_port, from_right_ip, from_right_port;
 };
+
+/* wire.header.HostDrop */
+enum { FOREIGN_ADDRESS = 0, FOREIGN_PORT = 1, MALFORMED = 2, OTHER_JOB = 3, FORGED_FLAGS = 4 };
+
+/* RingAllReduce._refuse (ring.py): -1 to take the datagram, else the HostDrop reason. Data
+ * come from the left neighbour only, acks from the right one, each of this job and naming
+ * that neighbour's rank. */
+static int refuse(const struct ring_ctx *x, const struct sockaddr_in *src, const uint8_t *p,
+                  size_t len) {
+    if (len < HDR || len < HDR + 4 * (size_t)p[6]) return MALFORMED;
+    if (((uint32_t)p[2] << 8 | p[3]) != (uint32_t)x->job_id) return OTHER_JOB;
+    uint32_t ip, port;
+    int64_t rank;
+    if (p[0] == OP_AGG_SYNC && (p[1] & ~FLAG_RETX) == 0) {
+        ip = x->from_left_ip, port = x->from_left_port;
+        rank = (x->rank + x->n - 1) % x->n;
+    } else if (p[0] == OP_ACK && p[1] == FLAG_ACK) {
+        ip = x->from_right_ip, port = x->from_right_port;
+        rank = (x->rank + 1) % x->n;
+    } else {
+        return FORGED_FLAGS;
+    }
+    if (src->sin_addr.s_addr != ip) return FOREIGN_ADDRESS;
+    if (ntohs(src->sin_port) != port || p[4] != rank) return FOREIGN_PORT;
+    return -1;
+}
 
 struct ring_ctx *ring_new(int64_t fd, uint32_t right_ip, uint32_t right_port, uint32_t left_ip,
                           uint32_t left_port) {
@@ -285,6 +315,7 @@ static int receive(struct call *c) {
     static __thread uint8_t buf[BATCH][SLOT];
     struct mmsghdr m[BATCH];
     struct iovec iov[BATCH];
+    struct sockaddr_in src[BATCH];
     for (;;) {
         for (int k = 0; k < BATCH; k++) {
             iov[k].iov_base = buf[k];
@@ -292,6 +323,8 @@ static int receive(struct call *c) {
             memset(&m[k].msg_hdr, 0, sizeof m[k].msg_hdr);
             m[k].msg_hdr.msg_iov = &iov[k];
             m[k].msg_hdr.msg_iovlen = 1;
+            m[k].msg_hdr.msg_name = &src[k];
+            m[k].msg_hdr.msg_namelen = sizeof src[k];
         }
         int r = recvmmsg(x->fd, m, BATCH, MSG_DONTWAIT, NULL);
         if (r < 0) {
@@ -303,8 +336,11 @@ static int receive(struct call *c) {
         for (int k = 0; k < r; k++) {
             const uint8_t *p = buf[k];
             size_t len = m[k].msg_len;
-            if (len < HDR || len < HDR + 4 * (size_t)p[6]) continue;
-            if (((uint32_t)p[2] << 8 | p[3]) != (uint32_t)x->job_id) continue;
+            int why = refuse(x, &src[k], p, len);
+            if (why >= 0) {
+                x->drops[why]++;
+                continue;
+            }
             uint32_t epoch = get32(p + 16);
             int32_t dist = (int32_t)(epoch - (uint32_t)c->epoch);
             if (c->linger) {

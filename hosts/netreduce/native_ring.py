@@ -70,6 +70,11 @@ class _Ctx(ctypes.Structure):
                 "fail_tries",
             )
         ),  # fmt: skip
+        ("drops", _I64 * 8),  # by wire.header.HostDrop
+        *(
+            (n, _U32)
+            for n in ("from_left_ip", "from_left_port", "from_right_ip", "from_right_port")
+        ),
     ]
 
 
@@ -115,7 +120,10 @@ class NativeRing:
         max_retries: int,
         fast_acks: int,
         acks_per: int,
+        senders: tuple[tuple[str, int], tuple[str, int]] | None = None,
     ) -> None:
+        """``senders``: where the left and right neighbours' datagrams come from (default
+        ``left`` and ``right``); anything else is dropped (``RingAllReduce``)."""
         self._lib = _lib()
         ctx = self._lib.ring_new(fd, _ip(right[0]), right[1], _ip(left[0]), left[1])
         if not ctx:
@@ -125,6 +133,9 @@ class NativeRing:
         c.rank, c.n, c.job_id, c.slots, c.window = rank, n, job_id, slots, window
         c.max_retries, c.fast_acks, c.acks_per_datagram = max_retries, fast_acks, acks_per
         c.timeout = timeout
+        (lip, lport), (rip, rport) = (left, right) if senders is None else senders
+        c.from_left_ip, c.from_left_port = _ip(lip), lport
+        c.from_right_ip, c.from_right_port = _ip(rip), rport
 
     @property
     def counters(self) -> _Ctx:

@@ -25,6 +25,15 @@ as a duplicate, and any packet of a finished use gets the result again by unicas
 the last contribution arrives the result goes to every worker of the job by unicast (there
 is no multicast), to the address each worker's packets came from. Unlike the switch the
 state is keyed by job as well, so jobs never share aggregators.
+
+Who may contribute: the PS's packets cross the switch as plain UDP (``PS_UDP_PORT``), past
+the switch's bindings, so the PS keeps its own. A (job, worker) is bound to the address
+(IP and port) of its first packet until ``reset_job``; a packet claiming that worker from
+any other address is dropped and counted (``spoofed``), so another host can neither add to
+a worker's sums nor take its results. A contribution carrying flags a worker never sets
+(anything but ``RETX``: ``WAIT``, ``COLLISION``, ``RUNNING``, ``DRAIN``) is dropped as
+``FORGED_RESULT``; results carry ``RESULT`` and the worker's ``RETX`` only, which is what
+the workers' ``ResultFilter`` admits.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ from wire.header import (
     INC_UDP_PORT,
     MAX_WORKERS,
     SLOTS,
+    WORKER_FLAGS,
     DropReason,
     Flag,
     Header,
@@ -83,6 +93,7 @@ class AggregatorStats:
     results: int = 0  # aggregations completed
     reserved: int = 0  # finished results served again to a retransmitting worker
     ignored: int = 0  # not an aggregation packet (results, acks, other ops, garbage)
+    spoofed: int = 0  # a bound (job, worker)'s packets from another address
     drops: list[int] = field(default_factory=lambda: [0] * DROP_REASONS)
 
 
@@ -131,10 +142,16 @@ class SoftAggregator:
         if h.op != Op.AGG_SYNC or h.flags & _NOT_AGGREGATED:
             self.stats.ignored += 1
             return []
+        if h.flags & ~WORKER_FLAGS:
+            self.stats.drops[DropReason.FORGED_RESULT] += 1  # no worker sets these
+            return []
         job = self._admit(h)
         if job is None:
             return []
-        self._workers[(h.job_id, h.worker_id)] = src
+        bound = self._workers.setdefault((h.job_id, h.worker_id), src)
+        if bound != src:
+            self.stats.spoofed += 1  # another host claims a bound worker
+            return []
         key = (h.job_id, h.agg_idx, h.ver)
         bit = 1 << h.worker_id
         c = self._copies.get(key)
@@ -171,7 +188,7 @@ class SoftAggregator:
     def _result(h: Header, c: _Copy, worker: int, dest: Address) -> Datagram:
         r = Header(
             op=h.op,
-            flags=h.flags | Flag.RESULT,
+            flags=(h.flags & WORKER_FLAGS) | Flag.RESULT,
             job_id=h.job_id,
             worker_id=worker,
             ver=h.ver,
@@ -221,7 +238,7 @@ class ParameterServer:
             c = self._native.counters
             st = self.aggregator.stats
             st.packets, st.results, st.reserved = c.packets, c.results, c.reserved
-            st.ignored = c.ignored
+            st.ignored, st.spoofed = c.ignored, c.spoofed
             st.drops = [int(c.drops[i]) for i in range(DROP_REASONS)]
         return self.aggregator.stats
 
@@ -292,7 +309,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         ps.endpoint.close()
     s = ps.stats
-    print(f"packets {s.packets} results {s.results} re-served {s.reserved} drops {s.drops}")
+    print(
+        f"packets {s.packets} results {s.results} re-served {s.reserved} drops {s.drops} "
+        f"spoofed {s.spoofed}"
+    )
     return 0
 
 

@@ -32,15 +32,20 @@ the same native transport as the switch path's client, with the same packets on 
 
 Packets use the INC header (wire/header.py): op AGG_SYNC (data) or ACK, worker_id = the
 sender's rank, agg_idx = step, psn = packet index in the chunk, epoch = call number. They
-go to ``RING_UDP_PORT`` (not ``INC_UDP_PORT``), so the switch forwards them as plain UDP.
+go to ``RING_UDP_PORT`` (not ``INC_UDP_PORT``), so the switch forwards them as plain UDP,
+past its bindings: a rank therefore takes data only from its left neighbour's address and
+port (naming that rank, flags ``RETX`` at most) and acks only from its right one's; the rest
+is dropped and counted by reason (``RingStats.drops``, ``wire.header.HostDrop``), the same
+in the native loop.
 The float path quantises exactly like the switch client (allreduce.fixed_point_allreduce).
 """
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import OrderedDict, defaultdict, deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,11 +55,13 @@ from hosts.netreduce.native_ring import NativeRing
 from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
+    HOST_DROPS,
     INC_UDP_PORT,
     MAX_SLOTS,
     SLOTS,
     Flag,
     Header,
+    HostDrop,
     Op,
     ProtocolError,
     pack,
@@ -77,6 +84,8 @@ class RingStats:
     duplicates: int = 0
     early: int = 0  # data of the next call, kept for it
     fast_retransmissions: int = 0
+    # Datagrams no neighbour of this rank sent, by wire.header.HostDrop.
+    drops: list[int] = field(default_factory=lambda: [0] * HOST_DROPS)
 
 
 class _Call:
@@ -151,7 +160,10 @@ class RingAllReduce:
         bind: Address | None = None,
         endpoint: DatagramEndpoint | None = None,
         backend: str | None = None,
+        senders: tuple[Address, Address] | None = None,
     ) -> None:
+        """``senders``: where the left and right neighbours' datagrams come from, by default
+        their ``peers`` entries (a relay in front of this rank, as in tests, changes it)."""
         if not 0 <= rank < len(peers):
             raise ValueError(f"rank must be in 0..{len(peers) - 1}, got {rank}")
         if not 1 <= slots <= MAX_SLOTS or window < 1:
@@ -164,6 +176,12 @@ class RingAllReduce:
         self.endpoint = endpoint
         self.right = self.peers[(rank + 1) % self.n]
         self.left = self.peers[(rank - 1) % self.n]
+        # Who may send what: data from the left neighbour, acks from the right one.
+        from_left, from_right = (self.left, self.right) if senders is None else senders
+        self._senders = {
+            Op.AGG_SYNC: (_resolved(from_left), (rank - 1) % self.n, Flag.RETX),
+            Op.ACK: (_resolved(from_right), (rank + 1) % self.n, Flag.ACK),
+        }
         self.epoch = 0
         self.last_scale = 1.0
         self.stats = RingStats()
@@ -177,6 +195,7 @@ class RingAllReduce:
                 endpoint.fileno(), self.right, self.left, rank=rank, n=self.n,
                 job_id=job_id, slots=slots, window=window, timeout=timeout,
                 max_retries=max_retries, fast_acks=FAST_RETX_ACKS, acks_per=ACKS_PER_DATAGRAM,
+                senders=senders,
             )  # fmt: skip
 
     # --- public API -------------------------------------------------------------------------
@@ -242,6 +261,7 @@ class RingAllReduce:
         st.acks_sent += d[3]
         st.duplicates += d[4]
         st.early += d[5]
+        st.drops[:] = [int(c.drops[i]) for i in range(HOST_DROPS)]  # cumulative in C
         if status == native_ring.RETRIES:
             why = (
                 f"step {c.fail_step} packet {c.fail_packet} unacknowledged by rank "
@@ -344,14 +364,31 @@ class RingAllReduce:
 
     def _datagrams(self) -> list[tuple[Header, np.ndarray]]:
         out = []
-        for payload, _src in self.endpoint.recv_many():
-            try:
-                h, values = unpack(payload)
-            except ProtocolError:
-                continue
-            if h.job_id == self.job_id:
-                out.append((h, values))
+        for payload, src in self.endpoint.recv_many():
+            got = self._refuse(payload, src)
+            if isinstance(got, HostDrop):
+                self.stats.drops[got] += 1
+            else:
+                out.append(got)
         return out
+
+    def _refuse(self, payload: bytes, src: Address) -> HostDrop | tuple[Header, np.ndarray]:
+        """The datagram if a neighbour sent it (module docstring), else why not."""
+        try:
+            h, values = unpack(payload)
+        except ProtocolError:
+            return HostDrop.MALFORMED
+        if h.job_id != self.job_id:
+            return HostDrop.OTHER_JOB
+        sender = self._senders.get(Op(h.op)) if h.op in (Op.AGG_SYNC, Op.ACK) else None
+        if sender is None or (h.flags & ~sender[2] if h.op == Op.AGG_SYNC else h.flags != Flag.ACK):
+            return HostDrop.FORGED_FLAGS
+        (ip, port), rank, _ = sender
+        if src[0] != ip:
+            return HostDrop.FOREIGN_ADDRESS
+        if src[1] != port or h.worker_id != rank:
+            return HostDrop.FOREIGN_PORT
+        return h, values
 
     # --- packets ----------------------------------------------------------------------------
     def _data_packet(self, call: _Call, t: int, j: int, retx: bool) -> bytes:
@@ -385,3 +422,8 @@ class RingAllReduce:
 
     def _timeout(self, call: _Call, why: str) -> AllReduceTimeout:
         return AllReduceTimeout(self.job_id, self.rank, call.missing_rows(), f"ring: {why}")
+
+
+def _resolved(addr: Address) -> Address:
+    """``addr`` with its host as the dotted IP that datagrams from it carry."""
+    return socket.gethostbyname(addr[0]), addr[1]

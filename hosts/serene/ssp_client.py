@@ -36,8 +36,9 @@ import numpy as np
 
 from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout
 from hosts.transport.quantize import choose_scale, dequantize, quantize
+from hosts.transport.result_filter import ResultFilter
 from hosts.transport.sliding_window import split_into_packets
-from wire.header import Flag, Header, Op, ProtocolError, aggregator_address, pack_header, unpack
+from wire.header import Flag, Header, Op, aggregator_address, pack_header
 
 
 @dataclass
@@ -75,6 +76,10 @@ class PipelinedAllReduce:
         # (its clock moves one epoch at a time), but never resent.
         self._early: set[int] = set()
         self._error: str | None = None
+        # The switch's (or PS's) answers of this job only, dropped by reason into the
+        # client's counters (client.stats.drops, hosts/transport/result_filter.py).
+        self._filter = ResultFilter(client.job_id, client.slots, client.dest)
+        self._filter.drops = client.stats.drops
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
@@ -178,17 +183,13 @@ class PipelinedAllReduce:
             self.c.endpoint.send_many([(d, self.c.dest) for d in out])
 
     def _receive(self) -> None:
-        for payload, _src in self.c.endpoint.recv_many():
-            try:
-                h, values = unpack(payload)
-            except ProtocolError:
-                continue
-            if h.op != Op.AGG_SYNC or h.job_id != self.c.job_id or h.slot_count != self.c.slots:
-                continue
-            if h.flags & Flag.WAIT:
-                self.waits += 1  # resent at its timeout
-                continue
+        for payload, src in self.c.endpoint.recv_many():
+            got = self._filter.admit(payload, src)
+            if got is None:
+                continue  # not an answer of the aggregation address to this job: counted
+            h, values = got
             if not h.flags & Flag.RESULT:
+                self.waits += 1  # WAIT: resent at its timeout
                 continue
             with self._lock:
                 if h.psn not in self._packets or h.psn not in self._owner:

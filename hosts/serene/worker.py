@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                 out["times"].append(time.perf_counter() - t0)
         finally:
             out["waits"] = out.get("waits", 0) + client.stats.waits
+            out["dropped"] = client.stats.drops_by_reason()  # hosts/transport/result_filter.py
             client.close()
     except (ApiError, AllReduceTimeout, ValueError, OSError) as e:
         out["error"] = str(e)

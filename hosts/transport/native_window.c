@@ -15,7 +15,11 @@
  *   - when fast_retx_results results above the base arrived since the base was last sent,
  *     the base is made due at once (fast retransmission);
  *   - a WAIT answer gives the resend back (the switch held the worker back);
- *   - results come only from the aggregation address; duplicates are counted, not used;
+ *   - answers are admitted as hosts/transport/result_filter.py admits them, in the same
+ *     order and counted in the same HostDrop cells: from the aggregation address and port,
+ *     whole, AGG_SYNC of this job, the worker's flags plus a result's or WAIT (the masks come
+ *     from wire/header.py through the call), the job's slot count; duplicates are counted,
+ *     not used;
  *   - one first transmission in rtt_probe_every is timed until its result (min RTT).
  * In-flight PSNs are a list ordered by last send time (a resend moves a PSN to the tail, a
  * fast retransmission to the head), so the next deadline is the head's.
@@ -36,6 +40,10 @@
 #define FLAG_RETX 0x01
 #define FLAG_RESULT 0x02
 #define FLAG_WAIT 0x40
+#define HOST_DROP_CELLS 8 /* >= wire.header.HOST_DROPS, checked by the loader */
+/* wire.header.HostDrop */
+enum { FOREIGN_ADDRESS = 0, FOREIGN_PORT = 1, MALFORMED = 2, OTHER_JOB = 3, FORGED_FLAGS = 4,
+       BAD_SLOT_COUNT = 5, N_HOST_DROPS = 6 };
 #define RECV_BATCH 64
 #define RECV_SLOT 2048
 #define SEND_RETRY_S 0.05
@@ -52,17 +60,20 @@ struct inc_call {
     int64_t fast_retx_results, rtt_probe_every; /* allreduce.py's FAST_RETX_RESULTS, ... */
     double timeout, total_timeout;
     int64_t offset, size, hashed, hash_a, hash_b;
+    int64_t worker_flags, result_flags; /* wire.header.WORKER_FLAGS, RESULT_FLAGS */
     const uint8_t *wire; /* count x slots big-endian int32 */
     int32_t *out;        /* count x slots, native order */
     uint32_t *bitmaps;   /* count */
     uint8_t *have;       /* count */
     /* out */
-    int64_t queued, sent, sent_bytes, send_drops, retx, fast_retx, results, dups, foreign, waits;
+    int64_t queued, sent, sent_bytes, send_drops, retx, fast_retx, results, dups, waits;
     int64_t received, received_bytes, fail_psn, fail_tries, err;
     double min_rtt; /* < 0: nothing timed */
+    int64_t drops[HOST_DROP_CELLS]; /* by wire.header.HostDrop */
 };
 
 int64_t inc_header_len(void) { return INC_HEADER_LEN; }
+int64_t inc_host_drops(void) { return N_HOST_DROPS; }
 
 static double now_s(void) {
     struct timespec t;
@@ -229,20 +240,30 @@ static int poll_window(struct state *s, double now) {
     return CALL_OK;
 }
 
-static void on_packet(struct state *s, const uint8_t *p, size_t len) {
+/* ResultFilter.admit (hosts/transport/result_filter.py): -1 to take the datagram, else the
+ * HostDrop reason to count it under. */
+static int refuse(const struct inc_call *c, const struct sockaddr_in *src, const uint8_t *p,
+                  size_t len) {
+    if (src->sin_addr.s_addr != c->dest_ip) return FOREIGN_ADDRESS;
+    if (ntohs(src->sin_port) != c->dest_port) return FOREIGN_PORT;
+    if (len < INC_HEADER_LEN || len < INC_HEADER_LEN + (size_t)p[6] * 4) return MALFORMED;
+    if (p[0] != OP_AGG_SYNC || ((uint32_t)p[2] << 8 | p[3]) != (uint32_t)c->job_id) return OTHER_JOB;
+    uint32_t extra = p[1] & ~(uint32_t)c->worker_flags;
+    if ((extra & FLAG_RESULT) ? (extra & ~(uint32_t)c->result_flags) != 0 : extra != FLAG_WAIT)
+        return FORGED_FLAGS;
+    if (p[6] != (uint32_t)c->slots) return BAD_SLOT_COUNT;
+    return -1;
+}
+
+/* One admitted answer: a hold-back (WAIT) or a result. */
+static void on_packet(struct state *s, const uint8_t *p) {
     struct inc_call *c = s->c;
-    if (len < INC_HEADER_LEN) return;
-    uint32_t op = p[0], flags = p[1], job = (uint32_t)p[2] << 8 | p[3], cnt = p[6];
-    if (len < INC_HEADER_LEN + (size_t)cnt * 4) return;
     int64_t i = (int64_t)get32(p + 8) - c->first_psn;
-    if (op == OP_AGG_SYNC && (flags & FLAG_WAIT) && job == (uint32_t)c->job_id) {
+    if (!(p[1] & FLAG_RESULT)) { /* WAIT: the resend is not spent */
         if (i >= 0 && i < s->n && s->inflight[i] && s->tries[i] > 0) s->tries[i]--;
         c->waits++;
         return;
     }
-    if (op != OP_AGG_SYNC || !(flags & FLAG_RESULT) || job != (uint32_t)c->job_id ||
-        cnt != (uint32_t)c->slots)
-        return;
     if (i < 0 || i >= s->n || c->have[i]) {
         c->dups++;
         return;
@@ -289,11 +310,12 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
         for (int k = 0; k < r; k++) {
             c->received++;
             c->received_bytes += m[k].msg_len;
-            if (src[k].sin_addr.s_addr != c->dest_ip) {
-                c->foreign++; /* results come from the aggregation address only */
+            int why = refuse(c, &src[k], buf[k], m[k].msg_len);
+            if (why >= 0) {
+                c->drops[why]++;
                 continue;
             }
-            on_packet(s, buf[k], m[k].msg_len);
+            on_packet(s, buf[k]);
         }
         if (r < RECV_BATCH) break;
     }

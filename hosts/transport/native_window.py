@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from cbuild.shared_library import BuildError, build, cache_dir
-from wire.header import HEADER_LEN
+from wire.header import HEADER_LEN, HOST_DROPS, RESULT_FLAGS, WORKER_FLAGS
 
 SOURCE = Path(__file__).with_name("native_window.c")
 BACKENDS = ("native", "python")
@@ -42,6 +42,7 @@ OK, RETRIES, DEADLINE, SOCKET_ERROR, NO_MEMORY = range(5)
 
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
+HOST_DROP_CELLS = 8  # native_window.c's drops[]: at least wire.header.HOST_DROPS
 
 
 class _Call(ctypes.Structure):
@@ -58,6 +59,8 @@ class _Call(ctypes.Structure):
         ("timeout", ctypes.c_double),
         ("total_timeout", ctypes.c_double),
         *((n, _I64) for n in ("offset", "size", "hashed", "hash_a", "hash_b")),
+        ("worker_flags", _I64),
+        ("result_flags", _I64),
         *((n, _P) for n in ("wire", "out", "bitmaps", "have")),
         *(
             (n, _I64)
@@ -70,7 +73,6 @@ class _Call(ctypes.Structure):
                 "fast_retx",
                 "results",
                 "dups",
-                "foreign",
                 "waits",
                 "received",
                 "received_bytes",
@@ -80,6 +82,7 @@ class _Call(ctypes.Structure):
             )
         ),  # fmt: skip
         ("min_rtt", ctypes.c_double),
+        ("drops", _I64 * HOST_DROP_CELLS),
     ]
 
 
@@ -108,9 +111,13 @@ def load() -> Any:
             lib.inc_allreduce.argtypes = [ctypes.POINTER(_Call)]
             lib.inc_allreduce.restype = ctypes.c_int
             lib.inc_header_len.restype = _I64
+            lib.inc_host_drops.restype = _I64
             if lib.inc_header_len() != HEADER_LEN:
                 raise BuildError(f"native_window.c has a {lib.inc_header_len()}-byte INC "
                                  f"header, wire/header.py {HEADER_LEN}")  # fmt: skip
+            if lib.inc_host_drops() != HOST_DROPS or HOST_DROPS > HOST_DROP_CELLS:
+                raise BuildError(f"native_window.c counts {lib.inc_host_drops()} host drop "
+                                 f"reasons, wire/header.py {HOST_DROPS}")  # fmt: skip
             lib.checked = True
         return lib
 
@@ -183,6 +190,7 @@ def run_call(
     c.offset, c.size = offset, size
     c.hashed = hashed is not None
     c.hash_a, c.hash_b = hashed if hashed is not None else (0, 0)
+    c.worker_flags, c.result_flags = int(WORKER_FLAGS), int(RESULT_FLAGS)
     c.wire, c.out = data.ctypes.data, out.ctypes.data
     c.bitmaps, c.have = bitmaps.ctypes.data, have.ctypes.data
     status = lib.inc_allreduce(ctypes.byref(c))
