@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include "native_bytes.h"
 
 #define HDR 24
 #define OP_AGG_SYNC 1
@@ -67,10 +68,6 @@ struct ps_ctx {
     int64_t n_out, cap_out;
 };
 
-static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 struct ps_ctx *ps_new(int64_t fd, int64_t quorum, int64_t slots, int64_t pool, int64_t worker_flags) {
     struct ps_ctx *x = calloc(1, sizeof *x);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include "native_bytes.h"
 
 #define HDR 24
 #define OP_AGG_SYNC 1
@@ -99,17 +100,6 @@ void ring_free(struct ring_ctx *x) {
     free(x);
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void put16(uint8_t *p, uint32_t v) { p[0] = v >> 8; p[1] = v; }
-static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 static void header(uint8_t *h, uint32_t op, uint32_t flags, const struct ring_ctx *x, uint32_t cnt,
                    uint32_t psn, uint32_t idx, uint32_t epoch) {

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include "native_bytes.h"
 
 #define INC_HEADER_LEN 24
 #define OP_AGG_SYNC 1
@@ -75,17 +76,6 @@ struct inc_call {
 int64_t inc_header_len(void) { return INC_HEADER_LEN; }
 int64_t inc_host_drops(void) { return N_HOST_DROPS; }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void put16(uint8_t *p, uint32_t v) { p[0] = v >> 8; p[1] = v; }
-static void put32(uint8_t *p, uint32_t v) { p[0] = v >> 24; p[1] = v >> 16; p[2] = v >> 8; p[3] = v; }
-static uint32_t get32(const uint8_t *p) {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 struct state {
     struct inc_call *c;

@@ -91,6 +91,10 @@ build_lock = threading.RLock()  # the first use may come from several threads at
 _warned = False
 
 
+#: what every host loop in C shares, put in place of its ``#include "native_bytes.h"``
+SHARED_C = Path(__file__).with_name("native_bytes.h").read_text()
+
+
 def library(source: Path) -> Any:
     """The C file ``source`` compiled and loaded (built on first use, then cached; raises
     BuildError without a C compiler)."""
@@ -99,7 +103,8 @@ def library(source: Path) -> Any:
         if key not in _libs:
             cache = cache_dir("INC_NATIVE_CACHE", "inc/native")
             prefix = source.stem.replace("_", "-")
-            _libs[key] = ctypes.CDLL(str(build(source.read_text(), prefix, cache)))
+            text = source.read_text().replace('#include "native_bytes.h"\n', SHARED_C, 1)
+            _libs[key] = ctypes.CDLL(str(build(text, prefix, cache)))
         return _libs[key]
 
 
