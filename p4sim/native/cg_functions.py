@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from p4sim.compiler.typecheck import TInfInt
 from p4sim.frontend import ast
-from p4sim.native.cvalues import FX, Unsupported, V, has_fx
+from p4sim.native.cvalues import FX, Unsupported, V
 
 if TYPE_CHECKING:
     from p4sim.compiler.typecheck import GlobalEnv
@@ -142,36 +142,13 @@ class FunctionsMixin:
         """Copy-in, the call and copy-out of a user function (module docstring)."""
         tvars = self.type_args(d, e)
         cfn = self.function_ref(d, tvars)
-        vals: list[str] = []
-        pre: list[str] = []
-        post: list[str] = []
-        fx = any(
-            has_fx(self.expr(x.value, self.resolve_in(p.type, tvars)).code)
-            for p, x in zip(d.params, e.args, strict=True)
-            if not isinstance(x.value, ast.DontCare)
+        vals, pre, post = self.bind_args(  # type: ignore[attr-defined]
+            d.params,
+            [x.value for x in e.args],
+            [self.resolve_in(p.type, tvars) for p in d.params],
+            composites_by_ref=False,
+            plain_targets=True,
         )
-        for p, arg in zip(d.params, e.args, strict=True):
-            t = self.resolve_in(p.type, tvars)
-            a = arg.value
-            if p.direction not in ("out", "inout"):
-                code = self.value(a, t).code
-                if fx:  # arguments in order, into locals (C leaves the order open)
-                    n = self.new("sq")
-                    pre.append(f"{self.ctype(t)} {n} = {code};")
-                    code = n
-                vals.append(code)
-                continue
-            tmp = self.new("arg")
-            self.decls.append(f"static {self.ctype(t)} {tmp};")
-            vals.append(f"&{tmp}")
-            if p.direction == "out" or isinstance(a, ast.DontCare):
-                pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
-            else:
-                pre.append(f"{tmp} = {self.value(a, t).code};")
-            if not isinstance(a, ast.DontCare):
-                if _run_time_index(a):
-                    raise Unsupported("an out/inout argument at a run-time index")
-                post.append(self.store(a, tmp))
         return pre, f"{cfn}({', '.join(vals)})", post
 
     def function_value(self, d: ast.FunctionDecl, e: ast.Call) -> V:
@@ -207,7 +184,7 @@ class FunctionsMixin:
         if d is None or not any(p.direction in ("out", "inout") for p in d.params):
             return None
         assert isinstance(value, ast.Call)
-        if target is not None and _run_time_index(target):
+        if target is not None and run_time_index(target):
             return None  # the target's place first: the assignment with side effects
         t = self.resolve_in(d.return_type, self.type_args(d, value))
         pre, call, post = self.function_call(d, value)
@@ -237,7 +214,7 @@ def _is_void(d: ast.FunctionDecl) -> bool:
     return isinstance(d.return_type, ast.VoidType)
 
 
-def _run_time_index(e: ast.Expr) -> bool:
+def run_time_index(e: ast.Expr) -> bool:
     """Whether the l-value ``e`` indexes a stack by something other than a literal."""
     while isinstance(e, (ast.Member, ast.Index, ast.Slice)):
         if isinstance(e, ast.Index) and not isinstance(e.index, ast.IntLit):

@@ -44,7 +44,7 @@ from p4sim.compiler.typecheck import (
     type_width,
 )
 from p4sim.frontend import ast
-from p4sim.native.cg_functions import FunctionsMixin
+from p4sim.native.cg_functions import FunctionsMixin, run_time_index
 from p4sim.native.cg_loops import LoopsMixin
 from p4sim.native.cg_replication import QUEUED, REQUESTS, ReplicationMixin
 from p4sim.native.cg_stateful import RUNTIME as STATEFUL
@@ -719,21 +719,33 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             return self.store_slice(target, code)
         return f"{self.expr(target).code} = {code};"
 
-    def bind_args(self, params: list[ast.Param], args: list[ast.Expr]) -> tuple[list, list, list]:
-        """(C arguments, copy-in statements, copy-out statements) of an action call:
-        directionless parameters by value, out/inout ones (and in headers/structs)
-        through copies written back after the call, in argument order."""
+    def bind_args(
+        self,
+        params: list[ast.Param],
+        args: list[ast.Expr],
+        types: list[Any] | None = None,
+        composites_by_ref: bool = True,
+        plain_targets: bool = False,
+    ) -> tuple[list, list, list]:
+        """(C arguments, copy-in statements, copy-out statements) of a call: directionless
+        parameters by value, out/inout ones through copies written back after the call, in
+        argument order. ``types``: the parameters' resolved types (a generic function's
+        binding); ``composites_by_ref``: in headers/structs through a copy too (actions);
+        ``plain_targets``: refuse an out/inout argument at a run-time index (functions)."""
+        if types is None:
+            types = [self.genv.resolve(p.type) for p in params]
         vals: list[str] = []
         pre: list[str] = []
         post: list[str] = []
         fx = any(
-            has_fx(self.expr(a, self.genv.resolve(p.type)).code)
-            for p, a in zip(params, args, strict=True)
+            has_fx(self.expr(a, t).code)
+            for t, a in zip(types, args, strict=True)
             if not isinstance(a, ast.DontCare)
         )
-        for p, a in zip(params, args, strict=True):
-            t = self.genv.resolve(p.type)
-            composite_in = p.direction == "in" and isinstance(t, (TComposite, TStack))
+        for p, t, a in zip(params, types, args, strict=True):
+            composite_in = (
+                composites_by_ref and p.direction == "in" and isinstance(t, (TComposite, TStack))
+            )
             if p.direction not in ("out", "inout") and not composite_in:
                 code = self.value(a, t).code
                 if fx:  # arguments in order, into locals (C leaves it open)
@@ -750,6 +762,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             else:
                 pre.append(f"{tmp} = {self.value(a, t).code};")
             if not composite_in and not isinstance(a, ast.DontCare):
+                if plain_targets and run_time_index(a):
+                    raise Unsupported("an out/inout argument at a run-time index")
                 post.append(self.store(a, tmp))
         return vals, pre, post
 
