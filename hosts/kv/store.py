@@ -367,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--keys", type=int, default=1000)
         p.add_argument("--alpha", type=float, default=0.99)
         p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--seconds", type=float, default=10.0, help="warm: give up after")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "server":
@@ -385,11 +386,17 @@ def main(argv: list[str] | None = None) -> int:
             if args.cmd == "check":
                 out: Any = run_check(client, args.role, args.key, args.count)
             elif args.cmd == "warm":  # read a key until the switch answers it
+                # the controller caches hot keys every refresh_ms: wait by time (at least
+                # --count reads), since a fast server answers any count within one period
                 out = {"reads": 0}
+                give_up = time.monotonic() + args.seconds
                 while not client.read(args.key).cached:
                     out["reads"] += 1
-                    if out["reads"] > args.count:
-                        raise KvError(f"key {args.key} not cached after {args.count} reads")
+                    if out["reads"] > args.count and time.monotonic() > give_up:
+                        raise KvError(
+                            f"key {args.key} not cached after {out['reads']} reads"
+                            f" in {args.seconds:g} s"
+                        )
             else:
                 out = run_bench(client, args.keys, args.alpha, args.count, args.seed)
         finally:
