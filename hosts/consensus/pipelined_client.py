@@ -33,9 +33,9 @@ import numpy as np
 
 from hosts.consensus.replicated_log import (
     LEADER,
-    VIEW_SHIFT,
     LogConfig,
     LogError,
+    count_vote,
     encode_data,
     udp_socket,
 )
@@ -60,7 +60,7 @@ class PipelinedLogClient:
         self.first_id = wrap(int(time.time() * 1000) << 8)
         # unique per append across runs too (the first id comes from the clock)
         self.data = [f"c{config.worker_id}-{self.first_id:x}-{i}".encode() for i in range(count)]
-        self.n, self.f = len(config.replicas), len(config.replicas) // 2
+        self.n = len(config.replicas)
         self.votes: list[dict[tuple[int, int, int], int]] = [{} for _ in range(count)]
         self.session = [0] * count
         self.index = [-1] * count
@@ -90,12 +90,7 @@ class PipelinedLogClient:
         op, flags, job, _, count, _, idx, epoch, bitmap = _REPLY.unpack_from(data)
         if op != _CONSENSUS or not flags & _RESULT or job != self.config.job_id or count != SLOTS:
             return False
-        view = bitmap >> VIEW_SHIFT
-        votes = self.votes[i]
-        key = (epoch, idx, view)
-        bits = votes[key] = votes.get(key, 0) | (bitmap & ((1 << VIEW_SHIFT) - 1))
-        lead = 1 << (view % self.n)
-        if bits & lead and bin(bits & ~lead).count("1") >= self.f:
+        if count_vote(self.votes[i], epoch, idx, bitmap, self.n):
             self.session[i], self.index[i] = epoch, idx
             self.votes[i] = {}
             return True

@@ -34,10 +34,12 @@ repeat is logged again; ``read`` drops repeats).
   them to the followers. Everything else is the same code.
 
 - Leader crash: followers that hear no heartbeat for ``LEADER_TIMEOUT`` move to the next
-  view; its leader (replica ``view % n``) merges the logs of ``f + 1`` replicas (a request
-  wins over a no-op at an index) and sends the result to the others (START). Answers carry
-  the view; a commit needs the answers of one view. A replica that restarts empty copies the
-  current leader's log and never leads from nothing.
+  view; its leader (replica ``view % n``) takes the VC messages of ``f + 1`` replicas,
+  merges the logs of the newest session among them (a request wins over a no-op at an
+  index) and sends the result to the others (START); a leader of an older session than that
+  moves on to the next view. Answers carry the view; a commit needs the answers of one view.
+  A replica that restarts empty copies the current leader's log and never leads from
+  nothing; one with a log whose copy nobody answers joins a view change with its own.
 
 A view change's messages (VC, START) carry the current session's entries in chunks of
 ``CHUNK`` entries, joined again at the receiver. Limit: the host-sequenced baseline keeps
@@ -321,11 +323,19 @@ class Replica:
             msg = {"t": "SYNC_REQ", "s": self.latest_heard(), "from": len(self.sync_log)}
             for r in self.others():  # the leader answers; the view may be unknown here
                 self.send_ctl(r, dict(msg))
+        if self.syncing and not self.fresh and self.timers.get("sync_end", now + 1) <= now:
+            # nobody answers the copy (the leader is gone or changing view itself): a replica
+            # with a log of its own joins a view change with it instead of waiting for ever
+            self.syncing = False
+            self.timers.pop("sync", None)
+            self.timers.pop("sync_end", None)
+            self.start_view_change(self.view + 1)
         if self.timers.get("boot", now + 1) <= now:
             self.timers.pop("boot")
             if self.syncing and self.fresh:
                 self.syncing = self.fresh = False  # nobody had state: a new group
                 self.timers.pop("sync", None)
+                self.timers.pop("sync_end", None)
                 self.replay_early()
         if self.normal and not self.leader and now - self.heard > LEADER_TIMEOUT:
             self.start_view_change(self.view + 1)
@@ -402,28 +412,29 @@ class Replica:
         if whole is None:
             return
         self.vc_logs[int(msg["r"])] = whole
-        sessions = [m["s"] for m in self.vc_logs.values() if m["s"] is not None]
+        if len(self.vc_logs) < self.f + 1:
+            return
         latest = None
-        for s in sessions:
+        for s in (m["s"] for m in self.vc_logs.values() if m["s"] is not None):
             if latest is None or newer(s, latest):
                 latest = s
-        logs = [m for m in self.vc_logs.values() if m["s"] == latest]
-        if len(logs) < self.f + 1:
+        if latest != self.session:
+            # This replica is in an older session than another of the quorum: it lacks the
+            # log before that session (a VC carries only its session's entries), so it must
+            # not lead. The next view's leader will; this replica then copies its log.
+            self.start_view_change(self.view + 1)
             return
-        # A committed entry is in the old leader's log and f others', so in one of any f + 1
-        # logs; where logs differ at an index, only a no-op can stand against a request.
+        # A committed entry was answered by f + 1 replicas, so one of any f + 1 replicas with
+        # state holds it, in the latest session (sessions only move forward, and a replica
+        # answers only in its session). Where the latest session's logs differ at an index,
+        # only a no-op can stand against a request.
+        logs = [m for m in self.vc_logs.values() if m["s"] == latest]
         width = max(len(m["e"]) for m in logs)
         merged = []
         for i in range(width):
             got = [Entry.of(m["e"][i]) for m in logs if i < len(m["e"])]
             merged.append(next((e for e in got if e.client >= 0), NOOP))
-        base = int(logs[0]["base"])
-        if base > len(self.log):
-            # this replica lacks entries of an earlier session (the VC messages carry only the
-            # latest session's): it must not lead; the next view's leader will, and this
-            # replica then copies its log (START with a base beyond its log: a sync)
-            self.start_view_change(self.view + 1)
-            return
+        base = self.base  # every replica of a session has the same log before it
         self.log = self.log[:base] + merged
         self.session, self.base, self.next_seq = latest, base, len(merged) + 1
         self.pending.clear()
@@ -446,7 +457,9 @@ class Replica:
             return
         msg = whole
         base = int(msg["base"])
-        if base > len(self.log):
+        if base > len(self.log) or msg["s"] != self.session:
+            # the new leader's session is not this replica's: the log before the session's
+            # entries may differ from the leader's (an older session's undecided tail)
             self.begin_sync()
             return
         self.view, self.changing = v, False
@@ -570,6 +583,7 @@ class Replica:
         self.syncing = True
         self.sync_log = []
         self.timers["sync"] = 0.0
+        self.timers["sync_end"] = time.monotonic() + LEADER_TIMEOUT
         self.timers.pop("gap", None)
         self.count("syncs")
 
@@ -580,6 +594,7 @@ class Replica:
         self.sync_log.extend(Entry.of(e) for e in msg["e"])
         if len(self.sync_log) < int(msg["len"]):
             self.timers["sync"] = 0.0  # ask for the next chunk now
+            self.timers["sync_end"] = time.monotonic() + LEADER_TIMEOUT
             return
         self.log, self.sync_log = self.sync_log, []
         self.session, self.base, self.next_seq = msg["s"], int(msg["base"]), int(msg["n"])
@@ -588,6 +603,7 @@ class Replica:
         self.syncing = self.fresh = self.changing = False
         self.heard = time.monotonic()
         self.timers.pop("sync", None)
+        self.timers.pop("sync_end", None)
         self.timers.pop("boot", None)
         self.replay_early()
 
@@ -685,7 +701,6 @@ class LogClient:
         self.sock = udp_socket(config.port, ip=config.ip)
         self.ctl = udp_socket(CTL_PORT)
         self.req = wrap(int(time.time() * 1000) << 8)
-        self.f = len(config.replicas) // 2
         self.retransmissions = 0
 
     def append(self, data: bytes) -> tuple[int, int]:
@@ -726,11 +741,7 @@ class LogClient:
                 continue
             if r.op != Op.CONSENSUS or not r.flags & Flag.RESULT or r.psn != self.req:
                 continue
-            view = r.bitmap >> VIEW_SHIFT
-            key = (r.epoch, r.agg_idx, view)
-            votes[key] = votes.get(key, 0) | (r.bitmap & ((1 << VIEW_SHIFT) - 1))
-            bits, lead = votes[key], 1 << (view % n)
-            if bits & lead and bin(bits & ~lead).count("1") >= self.f:
+            if count_vote(votes, r.epoch, r.agg_idx, r.bitmap, n):
                 return r.epoch, r.agg_idx
 
     def read(self, timeout: float = 10.0) -> list[Entry]:
@@ -763,6 +774,19 @@ class LogClient:
     def close(self) -> None:
         self.sock.close()
         self.ctl.close()
+
+
+def count_vote(
+    votes: dict[tuple[int, int, int], int], session: int, index: int, bitmap: int, n: int
+) -> bool:
+    """Add one replica's answer (its bitmap: its bit, its view above ``VIEW_SHIFT``) for
+    (``session``, ``index``) to ``votes``; true once the request is committed there: the
+    answers of that view's leader and of ``n // 2`` other replicas of the view."""
+    view = bitmap >> VIEW_SHIFT
+    key = (session, index, view)
+    bits = votes[key] = votes.get(key, 0) | (bitmap & ((1 << VIEW_SHIFT) - 1))
+    lead = 1 << (view % n)
+    return bool(bits & lead) and bin(bits & ~lead).count("1") >= n // 2
 
 
 def chunked(msg: dict[str, Any]) -> list[dict[str, Any]]:
