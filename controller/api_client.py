@@ -207,6 +207,11 @@ class ControllerApi:
         """A serene job's mode and epoch clocks as the switch holds them."""
         return self._call("GET", f"/jobs/{job_id}/sync", job_id=job_id)
 
+    def control_key(self, job_id: int) -> bytes:
+        """The key of the job's control channels between its hosts (needs the job's token
+        or the operator's, found as for a change)."""
+        return bytes.fromhex(str(self._call("GET", f"/jobs/{job_id}/key", job_id=job_id)["key"]))
+
     def worker_config(self, job_id: int, worker_id: int) -> dict[str, Any]:
         return self._call("GET", f"/jobs/{job_id}/workers/{worker_id}", job_id=job_id)
 

@@ -32,6 +32,10 @@ def _ip(address: str) -> str:
     return address.rsplit(":", 1)[0] if address.count(":") == 1 else address
 
 
+def _api(plan: Plan) -> ControllerApi:
+    return ControllerApi(plan.controller, token=plan.token or None)
+
+
 class LogHandle:
     """``append``/``read`` of one client (worker) of a consensus job."""
 
@@ -39,9 +43,11 @@ class LogHandle:
         plan, cfg = session.plan, session.config
         if plan.on_switch:
             reps = tuple(str(r["ip"]) for r in cfg["replicas"])
+            job_id = int(cfg["job_id"])
             config = LogConfig(
-                int(cfg["job_id"]), session.worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps
-            )
+                job_id, session.worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps,
+                key=_api(plan).control_key(job_id),
+            )  # fmt: skip
         else:
             me = _ip(plan.peers[session.worker_id])
             config = LogConfig(
@@ -68,12 +74,12 @@ class LogReplica:
         clients = {i: _ip(p) for i, p in enumerate(plan.peers)}
         if plan.on_switch:
             assert plan.job_id is not None
-            params: dict[str, Any] = ControllerApi(plan.controller, token=plan.token or None).job(
-                plan.job_id
-            )["params"]
+            api = _api(plan)
+            params: dict[str, Any] = api.job(plan.job_id)["params"]
             self.replica = Replica(
-                plan.job_id, replica_id, list(params["replicas"]), clients, params["group_ip"]
-            )
+                plan.job_id, replica_id, list(params["replicas"]), clients, params["group_ip"],
+                key=api.control_key(plan.job_id),
+            )  # fmt: skip
         else:
             reps = [{"id": i, "ip": ip} for i, ip in enumerate(plan.replicas)]
             self.replica = Replica(

@@ -205,6 +205,27 @@ def test_a_cancelled_jobs_token_does_not_own_the_next_job_of_its_id(
     assert operator.job(again.job_id)["created_at"] == again.created_at
 
 
+def test_a_jobs_control_key_goes_to_its_token_only_and_changes_with_the_job(
+    daemon: ControllerDaemon, operator: ControllerApi
+) -> None:
+    a, token_a, b, token_b = two_tenants(operator)
+    path = f"/jobs/{a['job_id']}/key"
+    status, answer = request(daemon, "GET", path, token=token_a)
+    assert status == 200, answer
+    key = bytes.fromhex(answer["key"])
+    assert len(key) == 32 and request(daemon, "GET", path, token=token_a)[1] == answer
+    assert operator.control_key(a["job_id"]) == key  # the operator's token, found as a file
+    # On this machine too, reading the key takes the job's token: reading jobs does not.
+    assert "needs a token" in one_line(*request(daemon, "GET", path), 401)
+    assert "does not allow" in one_line(*request(daemon, "GET", path, token=token_b), 403)
+    assert request(daemon, "GET", f"/jobs/{b['job_id']}/key", token=token_b)[1] != answer
+    # The next job with the same id gets another key: the old one opens nothing of it.
+    operator.cancel(a["job_id"])
+    again = operator.submit({"kind": "serene", "workers": 2, "window": 4, "mode": "sync"})
+    assert again["job_id"] == a["job_id"] and operator.control_key(again["job_id"]) != key
+    one_line(*request(daemon, "GET", "/jobs/99/key", token=operator.token_for(None)), 404)
+
+
 def test_tokens_are_kept_hashed_and_handed_over_as_private_files(
     daemon: ControllerDaemon, operator: ControllerApi
 ) -> None:

@@ -7,6 +7,7 @@ Job 1: client 0 on port 1, replicas on ports 2, 3, 4; port 5 belongs to nobody.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ from controller.systems.consensus import Consensus, ConsensusRequest
 from topologies.local_switch import LocalSwitch, compile_pipeline
 from wire.framing import decapsulate, encapsulate
 from wire.header import SLOTS, DropReason, Header, Op, pack, unpack
+from wire.serial import newer
 
 INC_P4 = Path(__file__).resolve().parents[1] / "p4src" / "inc.p4"
 REPLICAS = (2, 3, 4)
@@ -97,3 +99,30 @@ def test_a_reinstall_gives_a_newer_session(sequencer) -> None:
         loop.run_until_complete(conn.read(consensus.group_key(1)))[0].action.args["session_number"]
     )
     assert 0 < (new - old) % 2**32 < 2**31
+
+
+def test_sessions_stay_newer_across_controller_restarts_whatever_the_clock(
+    sequencer, tmp_path, monkeypatch
+) -> None:
+    """Each start of the controller takes a new run from its store, and a session is a
+    stamp of it: a re-install after a restart gets a newer session without the clock (which
+    may step back: NTP, another machine)."""
+    from controller.jobs.stamps import COUNT_BITS, Stamps
+    from controller.jobs.store import JobStore
+
+    sw, conn, loop, kind, job = sequencer
+    store, stamps = JobStore(tmp_path / "c.db"), Stamps()
+    monkeypatch.setattr(consensus, "STAMPS", stamps)
+
+    def session() -> int:
+        loop.run_until_complete(kind.install(conn, job, idempotent=True))
+        entry = loop.run_until_complete(conn.read(consensus.group_key(1)))[0]
+        return int(entry.action.args["session_number"])
+
+    sessions = []
+    for _ in range(3):  # three starts of the controller on one store
+        stamps.attach(store.next_run)
+        sessions += [session(), session()]
+    assert [s >> COUNT_BITS for s in sessions] == [1, 1, 2, 2, 3, 3], sessions
+    assert all(newer(b, a) for a, b in itertools.pairwise(sessions)), sessions
+    store.close()

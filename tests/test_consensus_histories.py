@@ -166,7 +166,7 @@ class Cluster:
             if rep is None:
                 return
             if kind == "req":
-                rep.on_request(data)
+                rep.on_request(data, (src, rl.INC_UDP_PORT))
             else:
                 rep.on_ctl(json.loads(data), (src, rl.CTL_PORT))
         else:
@@ -242,3 +242,22 @@ def one_history(seed: int, monkeypatch: pytest.MonkeyPatch) -> Cluster:
 def test_replicas_agree_and_keep_every_commit_after_random_faults(seed, monkeypatch):
     cl = one_history(seed, monkeypatch)
     assert sum(len(c.committed) for c in cl.clients) > 20  # the history did append
+
+
+def test_host_sequenced_followers_keep_their_leader_however_long_it_is_silent(monkeypatch):
+    """The baseline's clients send to replica 0 alone: a follower that changed view would
+    leave them waiting for ever (two bench runs hung so). Silent or busy, replica 0 leads."""
+    cl = Cluster(0, monkeypatch)
+    reps = [{"id": r, "ip": ip} for r, ip in enumerate(REPLICA_IPS)]
+    cl._starting = REPLICA_IPS[1]
+    follower = rl.Replica(JOB, 1, reps, dict(CLIENT_IPS), None)
+    follower.syncing = follower.fresh = False
+    follower.start_session(rl.HOST_SESSION)
+    for _ in range(30):  # 3 s without a heartbeat
+        cl.clock.now += 0.1
+        follower.on_timers(cl.clock.now)
+    assert follower.normal and follower.view == 0 and "view_changes" not in follower.stats
+    h = Header(op=Op.CONSENSUS, flags=Flag.FALLBACK, job_id=JOB, worker_id=0, psn=5,
+               agg_idx=1, epoch=rl.HOST_SESSION)  # fmt: skip
+    follower.on_request(pack(h, rl.encode_data(b"x")), (REPLICA_IPS[0], rl.INC_UDP_PORT))
+    assert follower.heard == cl.clock.now and [e.req for e in follower.log] == [5]

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(300)]
 RUN_DIR = Path("run/consensus-test")
 
 FORGE = """
-import socket, sys
+import json, socket, sys
 import numpy as np
 from wire.header import Header, Op, pack, INC_UDP_PORT, SLOTS
 job, n, group = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -32,6 +32,12 @@ s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("10.0.0
 for i in range(n):  # client 0 of the job, but from another port
     h = Header(op=Op.CONSENSUS, job_id=job, worker_id=0, psn=1000 + i)
     s.sendto(pack(h, np.full(SLOTS, 0x66, np.int32)), (group, INC_UDP_PORT))
+# a START of a later view (led by replica 1) that would replace every replica's log, and a
+# read of the log: not sealed with the job's key, so dropped and counted
+start = {"t": "START", "s": 0, "base": 0, "e": [[0, 1, "66" * 8]], "r": 1, "v": 4}
+for ip in sys.argv[4:]:
+    s.sendto(json.dumps(start).encode(), (ip, INC_UDP_PORT + 1))
+    s.sendto(json.dumps({"t": "READ", "from": 0}).encode(), (ip, INC_UDP_PORT + 1))
 print("forged", n)
 """
 
@@ -70,23 +76,26 @@ def summary(ex: Any, rid: int) -> dict[str, Any]:
     return json.loads(next(x for x in reversed(lines) if x.startswith("{")))
 
 
-#: waits until every replica (IPs as arguments) answers a READ with the same log length
+#: waits until every replica (IPs after the job's control key) answers a READ with the same
+#: log length (reads are sealed with the job's key)
 CAUGHT_UP = """
 import json, socket, sys, time
 from hosts.consensus.replicated_log import CTL_PORT
+from hosts.transport.control_mac import ControlMac
+mac, ips = ControlMac(bytes.fromhex(sys.argv[1])), sys.argv[2:]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.settimeout(0.3)
 end, lens = time.monotonic() + 30, {}
 while time.monotonic() < end:
     lens = {}
-    for ip in sys.argv[1:]:
-        s.sendto(json.dumps({"t": "READ", "from": 0}).encode(), (ip, CTL_PORT))
+    for ip in ips:
+        s.sendto(mac.seal(json.dumps({"t": "READ", "from": 0}).encode()), (ip, CTL_PORT))
         try:
-            got = json.loads(s.recvfrom(65535)[0])
+            got = json.loads(mac.open(s.recvfrom(65535)[0]) or b"{}")
         except (OSError, ValueError):
             continue
         lens[got["r"]] = got["len"]
-    if len(lens) == len(sys.argv) - 1 and len(set(lens.values())) == 1:
+    if len(lens) == len(ips) and len(set(lens.values())) == 1:
         break
     time.sleep(0.2)
 print(json.dumps(lens))
@@ -112,7 +121,8 @@ def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_
         drops_before = ex.drop_counters()
         mixed = ex.run_hosts(
             [("h2", client(ex, job, 1, 30)),
-             ("h6", [sys.executable, "-c", FORGE, str(job), "20", ex.api.job(job)["agg_ip"]])]
+             ("h6", [sys.executable, "-c", FORGE, str(job), "20", ex.api.job(job)["agg_ip"],
+                     *(host_ip(3 + r) for r in range(3))])]
         )  # fmt: skip
         drops = ex.drop_counters()
         sw = ex.switch("s1")  # the switch restarts: counter lost, new session from the daemon
@@ -124,8 +134,11 @@ def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_
             assert r.code == 0, (r.host, r.lines[-3:])
         # heartbeats let every follower fetch the tail, the restarted one its whole log:
         # wait (up to 30 s) until every replica holds as many entries, then compare them
-        replica_ips = [host_ip(f"h{3 + r}") for r in range(3)]
-        ex.run_hosts([("h1", [sys.executable, "-c", CAUGHT_UP, *replica_ips])])
+        replica_ips = [host_ip(3 + r) for r in range(3)]
+        key = ex.api.control_key(job).hex()
+        caught = ex.run_hosts([("h1", [sys.executable, "-c", CAUGHT_UP, key, *replica_ips])])
+        lens = json.loads(caught[0].lines[-1])
+        assert len(lens) == 3 and len(set(lens.values())) == 1, lens
         for p in reps:
             ex.stop(p)
         assert ex.api.job(other)["kind"] == "consensus"
@@ -140,6 +153,7 @@ def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_
     assert all(c >= 0 for c, _, _ in (e for e in views[0]))
     assert not any(e.data.startswith(b"\x66" * 4) for e in views[0])  # no forged request
     assert drops["UNKNOWN_WORKER"] - drops_before["UNKNOWN_WORKER"] >= 20
+    assert all(s["stats"].get("dropped_tag", 0) >= 2 for s in logs[:2]), [s["stats"] for s in logs]
     # One session at the end, entered after the switch restart (while the switch was down,
     # the followers heard no leader and may have changed view too).
     assert len({s["session"] for s in logs}) == 1, logs

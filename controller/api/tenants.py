@@ -34,7 +34,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from starlette.exceptions import HTTPException
 
 from controller.jobs.job import Job
@@ -73,6 +73,7 @@ class Tenants:
         self.token_dir = token_dir
         self.operator_token = operator_token or secrets.token_urlsafe(TOKEN_BYTES)
         self._operator = _digest(self.operator_token)
+        self._master: bytes | None = None
         if token_dir is not None:
             token_dir.mkdir(parents=True, exist_ok=True)
             _write_private(token_dir / OPERATOR_FILE, self.operator_token)
@@ -89,6 +90,14 @@ class Tenants:
         self.store.remove_token(job_id)
         if self.token_dir is not None:
             (self.token_dir / job_token_file(job_id)).unlink(missing_ok=True)
+
+    def control_key(self, job: Job) -> bytes:
+        """The key of ``job``'s control channels (HMAC-SHA256 over each message between its
+        hosts, ``hosts/transport/control_mac.py``): derived from the controller's secret and
+        the job's id and admission time, so a later job with the same id gets another."""
+        if self._master is None:
+            self._master = self.store.master_key()
+        return hmac.digest(self._master, f"job {job.job_id} {job.created_at!r}".encode(), "sha256")
 
     def is_operator(self, token: str | None) -> bool:
         return token is not None and hmac.compare_digest(_digest(token), self._operator)
@@ -182,6 +191,16 @@ def reader(request: Request) -> None:
 
 
 router = APIRouter(tags=["tenants"])
+
+
+@router.get("/jobs/{job_id}/key", dependencies=[Depends(job_owner)])
+async def control_key(request: Request, job_id: int) -> dict[str, str]:
+    """The key of the job's control channels, for its own hosts: it takes the job's token
+    (or the operator's) from every client, on this machine too."""
+    job = _job(request, job_id)  # job_owner refused every token but the job's and operator's
+    if job is None:
+        raise HTTPException(404, f"no job {job_id}")
+    return {"key": tenants_of(request).control_key(job).hex()}
 
 
 @router.get("/tokens")

@@ -16,6 +16,7 @@ are NetReduce jobs).
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from pathlib import Path
@@ -101,6 +102,20 @@ class JobStore:
             )
             row = self._db.execute("SELECT value FROM counters WHERE name = 'runs'").fetchone()
         return int(row[0])
+
+    def master_key(self) -> bytes:
+        """The controller's secret (32 random bytes, made once, kept in the store): the
+        jobs' control-channel keys are derived from it (``controller/api/tenants.py``)."""
+        with self._lock, self._db:
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)"
+            )
+            self._db.execute(
+                "INSERT INTO secrets VALUES ('master', ?) ON CONFLICT(name) DO NOTHING",
+                (secrets.token_bytes(32),),
+            )
+            row = self._db.execute("SELECT value FROM secrets WHERE name = 'master'").fetchone()
+        return bytes(row[0])
 
     def set_token(self, job_id: int, digest: str, created_at: float) -> None:
         """The hash of the token that owns job ``job_id`` admitted at ``created_at``

@@ -15,13 +15,14 @@ address the replicas join), the switch stamps sequence number and session and mu
 them (docs/protocol.md, "Consensus").
 
 Session numbers: every install (admission, or re-install after a switch restart lost the
-counter) writes a new session number, the controller's clock in milliseconds (mod 2^32),
-so sequence numbers restarting at 1 always come with a newer session.
+counter) writes a new session number, a stamp (``controller/jobs/stamps.py``: the count of
+the controller's starts, kept in its SQLite store, and a count within this start), so
+sequence numbers restarting at 1 always come with a newer session (in serial-number order,
+``wire/serial.py``), across restarts of the controller too, whatever its clock does.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Annotated, Any, Literal
 
 from finsy import P4TableEntry, P4TableMatch
@@ -31,6 +32,7 @@ from controller.jobs.figures import Figure, JobStats
 from controller.jobs.job import Ipv4, Job, JobRequest, Mac, Port, host_ip, host_mac
 from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import Region
+from controller.jobs.stamps import STAMPS
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 from controller.systems import result_guard
 from wire.header import CONS_GROUPS, SLOTS, Flag, Op
@@ -49,7 +51,7 @@ def group_address(job_id: int) -> str:
 
 
 def session_number() -> int:
-    return int(time.time() * 1000) & 0xFFFFFFFF
+    return STAMPS.next()
 
 
 class ConsensusRequest(JobRequest):

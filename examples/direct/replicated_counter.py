@@ -37,10 +37,14 @@ def client(plan: dict, rank: int, world: int, count: int, out: str | None) -> in
 
 
 def replica(plan: dict, rid: int) -> int:
-    job = ControllerApi(plan["controller"]).job(plan["job_id"])
+    api = ControllerApi(plan["controller"])
+    job = api.job(plan["job_id"])
     clients = {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
     params = job["params"]
-    rep = Replica(plan["job_id"], rid, list(params["replicas"]), clients, params["group_ip"])
+    key = api.control_key(plan["job_id"])
+    rep = Replica(
+        plan["job_id"], rid, list(params["replicas"]), clients, params["group_ip"], key=key
+    )
     stop = [False]
     signal.signal(signal.SIGTERM, lambda *_: stop.__setitem__(0, True))
     print(f"replica {rid}: ready", flush=True)

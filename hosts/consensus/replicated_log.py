@@ -31,7 +31,8 @@ repeat is logged again; ``read`` drops repeats).
   a session when it first hears of it (from the switch or a follower).
 - ``--sequencer host``: the baseline without the switch: clients send to the leader
   (``FALLBACK`` flag: the switch forwards), the leader numbers requests itself and sends
-  them to the followers. Everything else is the same code.
+  them to the followers. Everything else is the same code, but the leader stays replica 0
+  (its clients send to it alone): followers never change view, whatever they hear.
 
 - Leader crash: followers that hear no heartbeat for ``LEADER_TIMEOUT`` move to the next
   view; its leader (replica ``view % n``) takes the VC messages of ``f + 1`` replicas,
@@ -62,6 +63,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from hosts.transport.control_mac import ControlMac
 from wire.header import (
     HEADER_LEN,
     INC_UDP_PORT,
@@ -180,9 +182,11 @@ class Replica:
     timers: dict[str, float] = field(default_factory=dict)
     noop_ok: dict[int, set[int]] = field(default_factory=dict)
     stats: dict[str, int] = field(default_factory=dict)
+    key: bytes | None = field(default=None, repr=False)  # the job's control key
 
     def __post_init__(self) -> None:
         me = self.replicas[self.rid]["ip"]
+        self.mac = ControlMac(self.key)
         self.req = udp_socket(self.port, self.group_ip, me)
         self.ctl = udp_socket(CTL_PORT)
         self.n = len(self.replicas)
@@ -210,7 +214,9 @@ class Replica:
     # -- sending ------------------------------------------------------------------
     def send_ctl(self, to: int, msg: dict[str, Any]) -> None:
         msg["r"], msg["v"] = self.rid, self.view
-        self.ctl.sendto(json.dumps(msg).encode(), (self.replicas[to]["ip"], CTL_PORT))
+        self.ctl.sendto(
+            self.mac.seal(json.dumps(msg).encode()), (self.replicas[to]["ip"], CTL_PORT)
+        )
 
     def others(self) -> list[int]:
         return [r["id"] for r in self.replicas if r["id"] != self.rid]
@@ -337,7 +343,12 @@ class Replica:
                 self.timers.pop("sync", None)
                 self.timers.pop("sync_end", None)
                 self.replay_early()
-        if self.normal and not self.leader and now - self.heard > LEADER_TIMEOUT:
+        if (
+            self.normal
+            and not self.leader
+            and self.group_ip is not None  # the host sequencer's leader stays replica 0
+            and now - self.heard > LEADER_TIMEOUT
+        ):
             self.start_view_change(self.view + 1)
         if self.changing and self.timers.get("vc", 0) <= now:
             # a long session's VC is many chunks: resend it no faster than they can be sent
@@ -479,6 +490,10 @@ class Replica:
             return
         if "v" not in msg or "r" not in msg:
             return
+        r = msg["r"]
+        if not isinstance(r, int) or not 0 <= r < self.n or self.replicas[r]["ip"] != addr[0]:
+            self.count("dropped_sender")  # a replica's message from elsewhere
+            return
         if t == "VC":
             self.on_vc(msg)
         elif t == "START":
@@ -493,18 +508,18 @@ class Replica:
             self.on_follower_ctl(t, msg)
 
     def on_read(self, msg: dict[str, Any], addr: tuple[str, int]) -> None:
-        start = int(msg.get("from", 0))
+        start = max(0, int(msg.get("from", 0)))
         chunk = [e.wire() for e in self.log[start : start + CHUNK]]
         reply = {"t": "ENTRIES", "from": start, "len": len(self.log), "e": chunk,
                  "r": self.rid, "leader": self.leader}  # fmt: skip
-        self.ctl.sendto(json.dumps(reply).encode(), addr)
+        self.ctl.sendto(self.mac.seal(json.dumps(reply).encode()), addr)
 
     def on_sync_req(self, msg: dict[str, Any]) -> None:
         r, s = int(msg["r"]), msg.get("s")
         if not self.leader:
             if not self.fresh:
                 self.send_ctl(r, {"t": "HINT"})  # the requester must not lead from nothing
-            if not self.fresh and self.normal and r == self.leader_id:
+            if not self.fresh and self.normal and r == self.leader_id and self.group_ip:
                 self.start_view_change(self.view + 1)  # our leader restarted empty
             return
         if s is not None and (self.session is None or newer(s, self.session)):
@@ -608,11 +623,20 @@ class Replica:
         self.replay_early()
 
     # -- requests -----------------------------------------------------------------
-    def on_request(self, data: bytes) -> None:
+    def on_request(self, data: bytes, addr: tuple[str, int]) -> None:
         if len(data) < _REQUEST_LEN:
             return
         op, flags, job, worker, count, psn, seq, session = _REQ.unpack_from(data)
         if op != _CONSENSUS or job != self.job_id or flags & _RESULT or count != SLOTS:
+            return
+        # The switch admits a client's request from its own port only; here it must also
+        # come from the client's address (or, numbered by a host sequencer, the leader's).
+        if self.group_ip is None and seq != 0:
+            sender = self.replicas[self.leader_id]["ip"]
+        else:
+            sender = self.clients.get(worker)
+        if addr != (sender, self.port):
+            self.count("dropped_sender")
             return
         size = min(_WORD.unpack_from(data, HEADER_LEN)[0], MAX_DATA)
         entry = Entry(worker, psn, data[HEADER_LEN + 4 : HEADER_LEN + 4 + size])
@@ -633,6 +657,8 @@ class Replica:
             return
         if seq == 0:
             return
+        if self.group_ip is None:
+            self.heard = time.monotonic()  # the host sequencer's frames: the leader is alive
         self.stats["requests"] = self.stats.get("requests", 0) + 1
         self.sequenced(session, seq, entry)
 
@@ -649,14 +675,27 @@ class Replica:
                     except BlockingIOError:
                         break
                     if sock is self.req:
-                        self.on_request(data)
+                        self.on_request(data, addr)
                     else:
-                        try:
-                            msg = json.loads(data)
-                        except ValueError:
-                            continue
-                        if isinstance(msg, dict):
-                            self.on_ctl(msg, addr)
+                        self.on_ctl_datagram(data, addr)
+
+    def on_ctl_datagram(self, data: bytes, addr: tuple[str, int]) -> None:
+        opened = self.mac.open(data)
+        if opened is None:
+            self.count("dropped_tag")  # not sealed with the job's key
+            return
+        try:
+            msg = json.loads(opened)
+        except ValueError:
+            self.count("dropped_malformed")
+            return
+        if not isinstance(msg, dict):
+            self.count("dropped_malformed")
+            return
+        try:
+            self.on_ctl(msg, addr)
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError):
+            self.count("dropped_malformed")  # sealed by a host of the job, but not a message
 
     def summary(self) -> dict[str, Any]:
         return {"rid": self.rid, "session": self.session, "view": self.view,
@@ -675,6 +714,7 @@ class LogConfig:
     group_ip: str
     replicas: tuple[str, ...]  # replica IPs by id
     host_sequencer: bool = False
+    key: bytes | None = field(default=None, repr=False)  # the job's control key
     rto: float = 0.05
     tries: int = 60
     port: int = INC_UDP_PORT  # as Replica.port
@@ -690,7 +730,8 @@ class LogConfig:
         if cfg.get("kind") != "consensus":
             raise LogError(f"job {job_id} is a {cfg.get('kind')} job, not consensus")
         reps = tuple(str(r["ip"]) for r in cfg["replicas"])
-        return cls(job_id, worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps, host)
+        key = api.control_key(job_id)
+        return cls(job_id, worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps, host, key)
 
 
 class LogClient:
@@ -700,8 +741,10 @@ class LogClient:
         self.config = config
         self.sock = udp_socket(config.port, ip=config.ip)
         self.ctl = udp_socket(CTL_PORT)
+        self.mac = ControlMac(config.key)
         self.req = wrap(int(time.time() * 1000) << 8)
         self.retransmissions = 0
+        self.dropped = 0  # answers and read replies not from a replica of the job
 
     def append(self, data: bytes) -> tuple[int, int]:
         """Append ``data``; returns (session, log index) once committed."""
@@ -732,7 +775,7 @@ class LogClient:
         n = len(self.config.replicas)
         while True:
             try:
-                data, _ = self.sock.recvfrom(65535)
+                data, addr = self.sock.recvfrom(65535)
             except BlockingIOError:
                 return None
             try:
@@ -741,8 +784,22 @@ class LogClient:
                 continue
             if r.op != Op.CONSENSUS or not r.flags & Flag.RESULT or r.psn != self.req:
                 continue
+            if (
+                addr != (self.answerer(r.bitmap), self.config.port)
+                or r.job_id != self.config.job_id
+            ):
+                self.dropped += 1  # one replica's bit, from that replica's address only
+                continue
             if count_vote(votes, r.epoch, r.agg_idx, r.bitmap, n):
                 return r.epoch, r.agg_idx
+
+    def answerer(self, bitmap: int) -> str | None:
+        """The IP of the one replica whose bit ``bitmap`` carries (``None``: not one)."""
+        bits = bitmap & ((1 << VIEW_SHIFT) - 1)
+        rid = bits.bit_length() - 1
+        if bits != 1 << rid or rid >= len(self.config.replicas):
+            return None
+        return self.config.replicas[rid]
 
     def read(self, timeout: float = 10.0) -> list[Entry]:
         """The log as the current leader holds it (every committed entry), no-ops and
@@ -753,7 +810,7 @@ class LogClient:
         while total is None or len(raw) < total:
             if time.monotonic() > end:
                 raise LogError("no leader answered the read")
-            msg = json.dumps({"t": "READ", "from": len(raw)}).encode()
+            msg = self.mac.seal(json.dumps({"t": "READ", "from": len(raw)}).encode())
             for ip in self.config.replicas:
                 self.ctl.sendto(msg, (ip, CTL_PORT))
             deadline = time.monotonic() + RETRY
@@ -762,8 +819,18 @@ class LogClient:
                 if not ready:
                     break
                 try:
-                    got = json.loads(self.ctl.recvfrom(65535)[0])
+                    data, addr = self.ctl.recvfrom(65535)
+                    opened = self.mac.open(data)
+                    got = json.loads(opened) if opened is not None else None
                 except (ValueError, BlockingIOError):
+                    continue
+                if (
+                    not isinstance(got, dict)
+                    or not isinstance(got.get("r"), int)
+                    or not 0 <= got["r"] < len(self.config.replicas)
+                    or addr[0] != self.config.replicas[got["r"]]
+                ):
+                    self.dropped += 1  # not sealed with the job's key, or not from a replica
                     continue
                 if got.get("t") == "ENTRIES" and got.get("leader") and got["from"] == len(raw):
                     raw.extend(Entry.of(e) for e in got["e"])
@@ -819,7 +886,8 @@ def replica_main(args: argparse.Namespace) -> int:
     params = job["params"]
     clients = {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
     group = None if args.sequencer == "host" else str(params["group_ip"])
-    rep = Replica(args.job_id, args.replica_id, list(params["replicas"]), clients, group)
+    key = ControllerApi(args.controller).control_key(args.job_id)
+    rep = Replica(args.job_id, args.replica_id, list(params["replicas"]), clients, group, key=key)
     stop = [False]
 
     def _stop(*_: object) -> None:
