@@ -19,8 +19,13 @@
 //      of the value it holds. The entry's version only ever grows.
 //  C2. A reply raises the entry's version to its own when larger; it makes the entry valid
 //      (and stores its value) only when its stamp is the entry's current generation, i.e.
-//      its request passed the switch after the key got the entry. Write requests
-//      invalidate the entry on their way.
+//      its request passed the switch after the key got the entry; any other newer reply
+//      leaves it invalid.
+//  C3. Every operation completes by a reply that passes here (a hit is one). So a write
+//      request need not invalidate the entry: until the write's reply (or any other reply
+//      as new) passes, the write has not completed and reads may be ordered before it;
+//      keeping hot keys valid while writes queue at the server is what keeps the cache
+//      ahead of the server under writes (an invalidation lasted the server's queue).
 //  Then a write W completed when its reply passed here: either the entry existed (C1/C2:
 //  its version is >= W's from then on), or the key got its entry later, and every value
 //  the entry may serve comes from a request that reached the server after W was applied.
@@ -202,9 +207,8 @@ control KvCache(inout headers_t hdr,
                         return_to_sender.apply(hdr, standard_metadata, FLAG_RESULT);
                         answered = true;
                     } else {
-                        if (hdr.inc.op == OP_KV_WRITE) {
-                            kv_valid.write(idx, 0);
-                        }
+                        // A write leaves the entry valid (C3): until its reply passes
+                        // here it has not completed, so reads may still get the old value.
                         hdr.inc.agg_idx = gen;  // the stamp the server echoes
                         hdr.udp.checksum = 0;
                     }

@@ -179,20 +179,31 @@ def test_hot_key_is_cached_by_the_controller_and_answered_by_the_switch(bench: B
     assert bench.servers[1].reads == 6  # the last read never reached the server
 
 
-def test_write_invalidates_then_its_reply_updates_the_entry(bench: Bench) -> None:
-    h, _ = bench.round_trip(1, 1, Op.KV_WRITE, 7, [6] * 8, psn=20)
-    assert h.bitmap == 2
-    h, value = bench.round_trip(1, 2, Op.KV_READ, 7, psn=21)
-    assert h.epoch == KV_ANSWERED_BY_SWITCH and value == [6] * 8 and h.bitmap == 2
+def test_a_write_in_flight_leaves_the_old_value_served_until_its_reply_passes(
+    bench: Bench,
+) -> None:
+    w = bench.request(1, 1, Op.KV_WRITE, 7, [6] * 8, psn=20)
+    assert [p for p, _ in w] == [3]  # to the server, stamped; the entry stays valid
+    h, value = bench.round_trip(1, 2, Op.KV_READ, 7, psn=21)  # concurrent with the write
+    assert h.epoch == KV_ANSWERED_BY_SWITCH and value == [5] * 8 and h.bitmap == 1
+    back = bench.sw.send(3, bench.reply_of(1, w[0][1]))
+    assert [p for p, _ in back] == [1]  # the write completes as its reply passes here ...
+    h, value = bench.round_trip(1, 2, Op.KV_READ, 7, psn=22)
+    assert h.epoch == KV_ANSWERED_BY_SWITCH and value == [6] * 8 and h.bitmap == 2  # ... and
+    # put its value in the entry on the way: every later read gets it
 
 
 def test_reordered_replies_never_bring_an_older_value_back(bench: Bench) -> None:
-    w1 = bench.request(1, 1, Op.KV_WRITE, 7, [7] * 8, psn=30)  # invalidates the entry
-    read = bench.request(1, 2, Op.KV_READ, 7, psn=31)  # a miss now: to the server
+    w1 = bench.request(1, 1, Op.KV_WRITE, 7, [7] * 8, psn=30)
+    r1 = bench.reply_of(1, w1[0][1])  # applied (version 3); this reply is delayed
+    again = bench.request(1, 1, Op.KV_WRITE, 7, [7] * 8, psn=30)  # the client resends
+    stored = bench.reply_of(1, again[0][1])  # the server's stored reply: no stamp
+    assert [p for p, _ in bench.sw.send(3, stored)] == [1]  # the write completes; the entry
+    read = bench.request(1, 2, Op.KV_READ, 7, psn=31)  # holds version 3, invalid: a miss
     assert [p for p, _ in read] == [3]
-    read_reply = bench.reply_of(1, read[0][1])  # served before the writes: version 2
+    read_reply = bench.reply_of(1, read[0][1])  # version 3, delayed
     w2 = bench.request(1, 2, Op.KV_WRITE, 7, [8] * 8, psn=32)
-    r1, r2 = bench.reply_of(1, w1[0][1]), bench.reply_of(1, w2[0][1])  # versions 3, 4
+    r2 = bench.reply_of(1, w2[0][1])  # version 4
     bench.sw.send(3, r2)  # the newest reply first: the entry holds version 4
     h, value = bench.round_trip(1, 1, Op.KV_READ, 7, psn=33)
     assert h.epoch == KV_ANSWERED_BY_SWITCH and value == [8] * 8 and h.bitmap == 4

@@ -141,3 +141,10 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process (``/proc/PID/stat``, fields 14 and 15)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def runqueue_wait_seconds(pid: int) -> float:
+    """Time a process's main thread has spent runnable but waiting for a CPU
+    (``/proc/PID/schedstat``, field 2): a process that needs CPU and waits long for it is
+    held back by the machine's other load, however little CPU it shows."""
+    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9

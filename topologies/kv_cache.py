@@ -19,8 +19,11 @@ Each pass runs one pipelined client per client host (``hosts/kv/pipelined_client
 A row gives the pass's operations per second (all operations over the span from the first
 send to the last answer), p50/p99 latency, the switch's share, and the server's CPU
 (``/proc/PID/stat`` of the server process over the pass): near 100 % of one core means the
-single-threaded server is the bottleneck. The curve repeats the read-only pass at several
-windows (offered load = clients x window) for both designs. Every pass's history is kept
+single-threaded server is the bottleneck. The switch (p4sim, no budget: it stands for
+hardware) shows its CPU and the share of the pass its packet loop spent runnable but
+waiting for a CPU, held back by the machine's other load (``/proc/PID/schedstat``). The
+curve repeats the read-only pass at several windows (offered load = clients x window) for
+both designs. Every pass's history is kept
 and all of a job's passes are checked together for linearizability
 (``hosts/kv/linearizability.py``).
 """
@@ -53,6 +56,9 @@ class KvBenchConfig:
     write_shares: tuple[float, ...] = (0.0, 0.05, 0.2)
     curve: tuple[int, ...] = ()  # windows of the read-only curve (empty: none)
     host_cpu: float = 0.05  # each host's CPU budget in cores (topologies/host_cpu.py); 0: none
+    # the controller's hot-key refresh: each reads and zeroes ~5 x cache_size register cells
+    # over P4Runtime, in the switch's process (500 ms: 0.1 core of p4sim's with 512 entries)
+    refresh_ms: int = 1000
     run_dir: Path = Path("run/kv-cache")
 
     def command(self) -> str:
@@ -60,7 +66,8 @@ class KvBenchConfig:
                 f"--window {self.window} --count {self.count} --keys {self.keys} "
                 f"--alpha {self.alpha} --cache-size {self.cache_size} --write-shares "
                 f"{','.join(map(str, self.write_shares))} --curve "
-                f"{','.join(map(str, self.curve))} --host-cpu {self.host_cpu}")  # fmt: skip
+                f"{','.join(map(str, self.curve))} --host-cpu {self.host_cpu} "
+                f"--refresh-ms {self.refresh_ms}")  # fmt: skip
 
 
 @dataclass
@@ -136,7 +143,7 @@ def _measure(cfg: KvBenchConfig, cpu: Any, log: Any) -> KvRun:
         stores = []
         for mode, server in zip(MODES, (n + 1, n + 2), strict=True):
             extra = {"cache_size": 1, "min_reads": 1 << 30} if mode == MODES[0] else {
-                "cache_size": cfg.cache_size, "refresh_ms": 500}  # fmt: skip
+                "cache_size": cfg.cache_size, "refresh_ms": cfg.refresh_ms}  # fmt: skip
             job = ex.api.submit(_fields(cfg, server, **extra))["job_id"]
             srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job)]
             host = f"h{server}"
@@ -144,7 +151,7 @@ def _measure(cfg: KvBenchConfig, cpu: Any, log: Any) -> KvRun:
             stores.append(_Store(mode, job, host, proc))
         log(f"kv: warming the cache ({cfg.count // 2} reads per client) ...")
         _pass(ex, cfg, cpu, stores[1], "warm", cfg.window, 0.0, cfg.count // 2)
-        time.sleep(1.2)  # two refreshes: the hottest keys are in the switch
+        time.sleep(2.2 * cfg.refresh_ms / 1e3)  # two refreshes: the hot keys are in the switch
         # the two designs alternate, pass by pass, so a change of the machine's other load
         # falls on both alike
         for share in cfg.write_shares:
@@ -172,7 +179,12 @@ def _pass(
     count: int,
 ) -> dict[str, Any]:  # fmt: skip
     """One pass of every client against one design; its row."""
-    from topologies.host_cpu import in_budget, process_cpu_seconds, throttled_share
+    from topologies.host_cpu import (
+        in_budget,
+        process_cpu_seconds,
+        runqueue_wait_seconds,
+        throttled_share,
+    )
 
     n = cfg.clients
     hist_dir = ex.run_dir / "histories"
@@ -181,6 +193,7 @@ def _pass(
     start_at = time.monotonic() + START_DELAY
     switch_pid = ex.switch("s1").proc.pid
     cpu0, sw0 = process_cpu_seconds(st.proc.pid), process_cpu_seconds(switch_pid)
+    wait0 = runqueue_wait_seconds(switch_pid)
     thr0 = cpu.stat(st.host) if cpu is not None else None
     cmds = []
     for c in range(1, n + 1):
@@ -194,6 +207,7 @@ def _pass(
     runs = ex.run_hosts(cmds)
     used = process_cpu_seconds(st.proc.pid) - cpu0
     switch_used = process_cpu_seconds(switch_pid) - sw0
+    switch_waited = runqueue_wait_seconds(switch_pid) - wait0
     throttled = throttled_share(thr0, cpu.stat(st.host)) if thr0 is not None else None
     for r in runs:
         if r.code != 0:
@@ -201,7 +215,13 @@ def _pass(
     st.histories.extend(paths)
     res = [json.loads(r.lines[-1]) for r in runs]
     row = summarize(res, used, paths)
-    return row | {"server_throttled": throttled, "switch_cpu": switch_used / row["span_s"]}
+    return row | {"server_throttled": throttled, "switch_cpu": switch_used / row["span_s"],
+                  "switch_wait": switch_waited / row["span_s"]}  # fmt: skip
+
+
+#: Write mixes: the switch cache's least ops/s as a multiple of the server alone's (issue 23
+#: asks the mixes in the table, exact; these targets say the cache must stay ahead).
+WRITE_GOALS = {0.05: 1.5, 0.2: 1.0}
 
 
 def goals(run: KvRun) -> list[tuple[str, bool]]:
@@ -214,6 +234,10 @@ def goals(run: KvRun) -> list[tuple[str, bool]]:
                         b["ops_per_s"] >= 3 * a["ops_per_s"]))  # fmt: skip
             out.append(("reads: lower p50 and p99",
                         b["p50_us"] < a["p50_us"] and b["p99_us"] < a["p99_us"]))  # fmt: skip
+        else:
+            least = WRITE_GOALS.get(share, 1.0)
+            out.append((f"{100 * share:g} % writes: switch cache >= {least:g}x server-only "
+                        "ops/s", b["ops_per_s"] >= least * a["ops_per_s"]))  # fmt: skip
     for mode, c in run.checks.items():
         out.append((f"{mode}: no linearizability violation in {c.ops} ops", c.ok))
     return out
@@ -226,9 +250,8 @@ def table(run: KvRun, cfg: KvBenchConfig) -> Table:
     budget = f"of {cfg.host_cpu:g} core" if cfg.host_cpu else "of a core"
     for col in ("writes", "path", "ops/s", "x", "p50 us", "p99 us", "by switch",
                 f"server CPU ({budget})", "server throttled", "switch CPU",
-                "CPU us/op server, clients",
-                "retx"):  # fmt: skip
-        t.add_column(col, justify="right")
+                "switch waits for CPU", "CPU us/op server, clients", "retx"):  # fmt: skip
+        t.add_column(col, justify="right", no_wrap=col == "path")
     for (share, mode), r in run.rows.items():
         base = run.rows[(share, MODES[0])]["ops_per_s"]
         t.add_row(f"{100 * share:g} %", mode, f"{r['ops_per_s']:.0f}",
@@ -236,7 +259,7 @@ def table(run: KvRun, cfg: KvBenchConfig) -> Table:
                   f"{100 * r['switch_share']:.1f} %",
                   f"{100 * r['server_cpu'] / (cfg.host_cpu or 1):.0f} %",
                   _pct(r["server_throttled"]),
-            f"{100 * r['switch_cpu']:.0f} %",
+            f"{100 * r['switch_cpu']:.0f} %", f"{100 * r['switch_wait']:.0f} %",
                   f"{r['server_us_per_op']:.1f}, {r['client_us_per_op']:.1f}",
                   str(r["retransmissions"]))  # fmt: skip
     return t
@@ -280,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0.05,
         help="each host's CPU budget in cores (0: none; the switch has none)",
     )
+    ap.add_argument("--refresh-ms", type=int, default=1000, help="the hot-key refresh period")
     ap.add_argument("--png", type=Path, default=None, help="write the curve here")
     a = ap.parse_args(argv)
     try:
@@ -291,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
         print("kv_cache: --clients, --window, --count, --keys, --cache-size, --curve and --alpha"
               " must be positive")  # fmt: skip
         return 2
+    if not 10 <= a.refresh_ms <= 600_000:
+        print("kv_cache: --refresh-ms must be in [10, 600000]")
+        return 2
     if a.host_cpu < 0:
         print("kv_cache: --host-cpu must be 0 (no budget) or positive")
         return 2
@@ -298,7 +325,16 @@ def main(argv: list[str] | None = None) -> int:
         print("kv_cache: --write-shares must be numbers in [0, 1]")
         return 2
     cfg = KvBenchConfig(
-        a.clients, a.window, a.count, a.keys, a.alpha, a.cache_size, shares, curve, a.host_cpu
+        a.clients,
+        a.window,
+        a.count,
+        a.keys,
+        a.alpha,
+        a.cache_size,
+        shares,
+        curve,
+        a.host_cpu,
+        a.refresh_ms,
     )
 
     def run() -> int:

@@ -106,6 +106,7 @@ class PipelinedKvClient:
             rto=config.rto,
             tries=config.tries,
             retx_flag=int(Flag.RETX),
+            timed=self._from_server,
         )
 
     def _payloads(self) -> list[bytes]:
@@ -118,6 +119,11 @@ class PipelinedKvClient:
         words[:, 6] = self.keys
         words[:, 7 : 7 + KV_VALUE_WORDS] = self.tags[:, None].astype(np.uint32)
         return [row.tobytes() for row in words]
+
+    def _from_server(self, i: int) -> bool:
+        """Whether request ``i``'s answer came from the server: its round trip is what a
+        resend timeout must outlast (a hit's says nothing of the server's queue)."""
+        return not self.cached[i]
 
     def _on_reply(self, i: int, data: bytes) -> bool:
         if len(data) < _VALUE.stop:

@@ -66,7 +66,8 @@ with Spark's DataFrame against the same DataFrame through the switch; then both 
 Spark standalone cluster on Mininet (4 executors; tests/bench/ask_cluster.py), with the
 goals and results/ask_cluster.png.
 
-``--only sched|p4sim|hostrate|wire|ddp|kvcons|netreduce|serene|atp|ask`` runs one section.
+``--only sched|p4sim|hostrate|wire|ddp|kvcons|netreduce|serene|atp|ask`` runs one section;
+``--only kvcons --kvcons-systems kv`` only its key-value half (``log``: only consensus).
 """
 
 from __future__ import annotations
@@ -133,6 +134,15 @@ def _model_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def _systems(text: str) -> tuple[str, ...]:
+    from tests.bench.kvcons import SYSTEMS
+
+    names = tuple(x.strip() for x in text.split(",") if x.strip())
+    if not names or any(n not in SYSTEMS for n in names):
+        raise argparse.ArgumentTypeError(f"systems are {', '.join(SYSTEMS)}; got {text!r}")
+    return names
+
+
 def bench_netreduce(args: argparse.Namespace, console: Console) -> int:
     from tests.bench.netreduce import BenchConfig, goal_lines, measure, table
 
@@ -189,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--log-appends", type=int, default=2500, help="kvcons: appends per client, pass"
     )
+    ap.add_argument("--kvcons-systems", type=_systems, default=("kv", "log"),
+                    help="kvcons: kv,log (the cache, consensus) or one of them")  # fmt: skip
     ap.add_argument("--ask-words", type=int, default=1_000_000, help="ask: words, scale row")
     ap.add_argument("--ask-cluster-words", type=_int_list, default=(10**6, 3 * 10**6, 10**7),
                     help="ask: corpus sizes (words) on the Spark cluster")  # fmt: skip
@@ -268,7 +280,7 @@ def bench_kvcons(args: argparse.Namespace, console: Console) -> None:
     each pair side by side in one run, histories checked, curves in one PNG."""
     from tests.bench import kvcons
 
-    kvcons.run(args.kv_reads, args.log_appends, console)
+    kvcons.run(args.kv_reads, args.log_appends, console, args.kvcons_systems)
 
 
 def bench_ddp(args: argparse.Namespace, console: Console) -> None:

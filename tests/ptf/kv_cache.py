@@ -1,6 +1,7 @@
 """Key-value cache on p4src/inc.p4 (docs/protocol.md, "Key-value cache"): misses stamped
 and routed to the server, replies filling the entry, hits answered by the switch, writes
-invalidating, and admission (only the server's port may reply).
+leaving the old value served until their reply passes, and admission (only the server's
+port may reply).
 
 Job 1: client 0 on port 1, storage server on port 3, cache entries 0..3, key 5 cached by
 the controller's own code (``controller.systems.kv_cache.cache_keys``: a new generation,
@@ -91,9 +92,10 @@ class ReadOfCachedKeyIsAnsweredOnceAReplyFilledTheEntry(KvTest):
         self.assert_no_drops()
 
 
-class WriteInvalidatesAndAnOlderReplyNeverFills(KvTest):
-    """A write goes to the server and invalidates the entry; a late reply of an older
-    version changes nothing; the write's own reply (newer version) fills the entry."""
+class WriteLeavesTheValueServedUntilItsReplyAndAnOlderReplyNeverFills(KvTest):
+    """A write goes to the server stamped and leaves the entry valid: until its reply
+    passes, the write has not completed, so reads still get the old value; a late reply
+    of an older version changes nothing; the write's own reply (newer) fills the entry."""
 
     def runTest(self) -> None:
         self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=self.stamp, version=3, value=VALUE))
@@ -102,8 +104,8 @@ class WriteInvalidatesAndAnOlderReplyNeverFills(KvTest):
         testutils.verify_packet(self, self.stamped(write, self.stamp), SERVER)
         self.deliver(self.reply(Op.KV_READ, KEY, psn=1, stamp=self.stamp, version=2, value=VALUE))
         read = self.request(Op.KV_READ, KEY, psn=3)
-        self.send(CLIENT, read)  # invalid: to the server
-        testutils.verify_packet(self, self.stamped(read, self.stamp), SERVER)
+        self.send(CLIENT, read)  # the write is in flight: the old value, from the switch
+        testutils.verify_packet(self, self.answered(read, 3, VALUE), CLIENT)
         new = [7] * KV_VALUE_WORDS
         self.deliver(self.reply(Op.KV_WRITE, KEY, psn=2, stamp=self.stamp, version=4, value=new))
         again = self.request(Op.KV_READ, KEY, psn=4)
