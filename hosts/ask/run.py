@@ -15,7 +15,16 @@ a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}
 all are done the reducer drains the last epoch, asks for the exact sums of colliding
 fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
-is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end. Keys are
+is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end.
+
+Who is who: a mapper says ``{"hello": w, "port": p}`` (``p``: the UDP port it sends from)
+and waits for ``{"welcome": w}`` before sending; the reducer welcomes only a connection
+from the IP the job declares for mapper ``w`` (the controller's plan), once, and then takes
+``w``'s packets only from that IP and port (``Reducer.bind_flow``), and ``moved``, ``done``
+and ``counts`` only over ``w``'s connection (once each mapper for ``counts``). Anything else
+is refused (``{"refused": why}``) and the connection closed; a connection that closes, sends
+a line that is not a JSON object or more than ``MAX_LINE`` bytes without a newline is
+dropped, and the reducer goes on. Keys are
 any ASK key (str, bytes, int, tuples of them): they cross every connection, and the
 result file, in ``hosts/ask/keys.py``'s form, and come back as they were sent.
 """
@@ -36,15 +45,16 @@ from typing import Any
 from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.reducer import Reducer
-from hosts.ask.wire import parse
 from hosts.transport.udp import Endpoint
-from wire.header import ASK_TUPLES, INC_UDP_PORT, ProtocolError
+from wire.header import ASK_TUPLES, INC_UDP_PORT
 
 CONTROL_PORT = INC_UDP_PORT + 1
+MAX_LINE = 256 << 20  # bytes a control message may take (a vocabulary of a few million keys)
 
 
 class Lines:
-    """JSON lines over a TCP socket (non-blocking reads)."""
+    """JSON lines over a TCP socket (non-blocking reads); ``ConnectionError`` when the peer
+    closed, or sent what is not a JSON object per line within ``MAX_LINE`` bytes."""
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
@@ -59,7 +69,15 @@ class Lines:
             raise ConnectionError("the peer closed the control connection")
         self.buf += data
         *lines, self.buf = self.buf.split(b"\n")
-        return [json.loads(x) for x in lines if x]
+        if len(self.buf) > MAX_LINE:
+            raise ConnectionError(f"a control message over {MAX_LINE} bytes")
+        try:
+            msgs = [json.loads(x) for x in lines if x]
+        except ValueError as e:
+            raise ConnectionError(f"a control line that is not JSON: {e}") from None
+        if not all(isinstance(m, dict) for m in msgs):
+            raise ConnectionError("a control line that is not a JSON object")
+        return msgs
 
 
 def split_blocks(
@@ -115,12 +133,22 @@ def send_partition(
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
+        reducer=(cfg["agg_ip"], INC_UDP_PORT),
     )  # fmt: skip
     m = MapperFlow(mcfg)
     dest = (cfg["agg_ip"], INC_UDP_PORT)
-    ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
-    ctl.send({"hello": worker_id})
     ep = Endpoint(("0.0.0.0", 0))  # replies come back to this port (ask.p4 swaps ports)
+    try:
+        ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
+    except BaseException:
+        ep.close()
+        raise
+    try:
+        early = _hello(ctl, worker_id, ep.address[1])
+    except BaseException:
+        ep.close()
+        ctl.sock.close()
+        raise
     setup_s = time.perf_counter() - t_start
     if ready is not None:
         ready()
@@ -158,13 +186,11 @@ def send_partition(
                 done_sent = True
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
             if ep.fileno() in r:
-                for payload, _ in ep.recv_many():
-                    try:
-                        m.on_ack(parse(payload)[0])
-                    except ProtocolError:
-                        continue
-            if ctl.sock in r:
-                for msg in ctl.read():
+                for payload, src in ep.recv_many():
+                    m.on_datagram(payload, src)
+            if ctl.sock in r or early:
+                msgs, early = early + (ctl.read() if ctl.sock in r else []), []
+                for msg in msgs:
                     if "epoch" in msg:
                         m.start_epoch(int(msg["epoch"]))
                     elif "counts_for" in msg:
@@ -180,6 +206,19 @@ def send_partition(
     finally:
         ep.close()
         ctl.sock.close()
+
+
+def _hello(ctl: Lines, worker_id: int, port: int) -> list[dict[str, Any]]:
+    """Bind this mapper's flow to its UDP port at the reducer (module doc); returns what
+    the reducer said after its welcome in the same read."""
+    ctl.send({"hello": worker_id, "port": port})
+    while True:
+        msgs = ctl.read()
+        for i, msg in enumerate(msgs):
+            if msg.get("welcome") == worker_id:
+                return msgs[i + 1 :]
+            if "refused" in msg:
+                raise ConnectionError(f"the reducer refused mapper {worker_id}: {msg['refused']}")
 
 
 def subscribe(reducer_ip: str) -> Lines:
@@ -268,6 +307,7 @@ def run_reducer(a: argparse.Namespace) -> int:
     region = job["region"]
     rows = range(int(region["offset"]), int(region["offset"]) + int(region["size"]))
     red = Reducer(a.job_id, n, rows, rto=a.rto)
+    declared = {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
     ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
     lst = socket.create_server(("0.0.0.0", CONTROL_PORT))
     print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop}",
@@ -277,19 +317,65 @@ def run_reducer(a: argparse.Namespace) -> int:
     moved: dict[int, int] = {}
     vocabs: dict[int, dict[int, list[Hashable]]] = {}
     stats: dict[int, Any] = {}
-    counts: list[dict[Hashable, int]] = []
+    counts: dict[int, dict[Hashable, int]] = {}
     epoch, moving, final, asked = 1, False, False, False
     last_swap = time.monotonic()
     t_first: float | None = None
-    mapper_addr: dict[int, tuple[str, int]] = {}
     collectors: list[Lines] = []
+
+    def hello(peer: Lines, msg: dict[str, Any]) -> None:
+        w, port = int(msg["hello"]), int(msg["port"])
+        ip = peer.sock.getpeername()[0]
+        if w not in declared or w in peers:
+            raise ConnectionError(f"mapper {w} is not a mapper of the job, or bound already")
+        if ip != declared[w]:
+            raise ConnectionError(f"mapper {w} is declared at {declared[w]}, not {ip}")
+        peers[w] = peer
+        red.bind_flow(w, (ip, port))
+        if w == 0:  # DRAINs go to mapper 0's host; the switch answers in its name
+            red.drain_source = (ip, INC_UDP_PORT)
+        peer.send({"welcome": w})
+
+    def on_control(peer: Lines, msg: dict[str, Any]) -> None:
+        if "collect" in msg:
+            collectors.append(peer)
+            peer.send({"collecting": True})
+            return
+        if "hello" in msg:
+            hello(peer, msg)
+            return
+        w = next((w for w, p in peers.items() if p is peer), None)
+        if w is None:
+            raise ConnectionError(f"{sorted(msg)} from a connection that is no mapper's")
+        if "moved" in msg:
+            moved[w] = int(msg["moved"])
+        elif "done" in msg and w not in vocabs:
+            vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
+            stats[w] = msg.get("stats", {})
+            print(f"ask reducer: mapper {w} done", flush=True)
+        elif "counts" in msg and asked and w not in counts:
+            counts[w] = decode_counts(msg["counts"])
+
+    def close(sock: socket.socket, why: str) -> None:
+        peer = socks.pop(sock)
+        for w in [w for w, p in peers.items() if p is peer]:
+            del peers[w]  # its flow stays bound: a mapper connects once
+        if peer in collectors:
+            collectors.remove(peer)
+        print(f"ask reducer: control connection closed: {why}", flush=True)
+        try:
+            peer.send({"refused": why})
+        except OSError:
+            pass
+        sock.close()
+
     try:
         while True:
             now = time.monotonic()
             reqs = red.drain_requests(now)
             if reqs:
                 # addressed to a mapper so that they leave this host; the switch answers them
-                ep.send_many((p, (mapper_addr[0][0], INC_UDP_PORT)) for p in reqs)
+                ep.send_many((p, red.drain_source) for p in reqs if red.drain_source)
             waiting = [ep.fileno(), lst, *socks]
             r, _, _ = select.select(waiting, [], [], red.rto / 2)
             if ep.fileno() in r:
@@ -297,7 +383,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                 for payload, addr in ep.recv_many():
                     if t_first is None:
                         t_first = time.perf_counter()
-                    ack = red.on_packet(payload)
+                    ack = red.on_packet(payload, addr)
                     if ack is not None:
                         acks.append((ack, addr))
                 if acks:
@@ -307,23 +393,11 @@ def run_reducer(a: argparse.Namespace) -> int:
                 socks[conn] = Lines(conn)
                 print(f"ask reducer: control connection from {peer_addr}", flush=True)
             for s in [s for s in r if s in socks]:
-                peer = socks[s]
-                for msg in peer.read():
-                    if "collect" in msg:
-                        collectors.append(peer)
-                        peer.send({"collecting": True})
-                    elif "hello" in msg:
-                        peers[int(msg["hello"])] = peer
-                        mapper_addr[int(msg["hello"])] = s.getpeername()
-                    elif "moved" in msg:
-                        moved[[w for w, p in peers.items() if p is peer][0]] = int(msg["moved"])
-                    elif "done" in msg:
-                        w = int(msg["done"])
-                        vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
-                        stats[w] = msg.get("stats", {})
-                        print(f"ask reducer: mapper {w} done", flush=True)
-                    elif "counts" in msg:
-                        counts.append(decode_counts(msg["counts"]))
+                try:
+                    for msg in socks[s].read():
+                        on_control(socks[s], msg)
+                except (ConnectionError, OSError, ValueError, KeyError, TypeError) as e:
+                    close(s, str(e))
             # epochs
             everyone = len(peers) == n
             if moving and everyone and all(moved.get(w) == epoch for w in peers):
@@ -351,7 +425,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                     last_swap, epoch, moving = now, epoch + 1, True
                     for p in peers.values():
                         p.send({"epoch": epoch})
-        result = red.result(list(vocabs.values()), lambda fps: counts)
+        result = red.result(list(vocabs.values()), lambda fps: list(counts.values()))
         seconds = time.perf_counter() - (t_first or time.perf_counter())
         out = {
             "result": encode_counts(result), "seconds": seconds, "epochs": epoch,
