@@ -293,3 +293,69 @@ def test_ring_rank_takes_data_only_from_its_left_neighbour(ring_backend: str) ->
         other_ip.close()
     assert out == [(x[0] + x[1]).tolist()] * 2
     assert ranks[0].stats.drops == [len(sent.get(HostDrop(i), [])) for i in range(HOST_DROPS)]
+
+
+@pytest.mark.parametrize("ps_backend", BACKENDS)
+def test_ps_takes_a_worker_only_from_its_declared_host_even_when_a_forger_claims_first(
+    ps_backend: str,
+) -> None:
+    """Given the plan's worker IPs, a host elsewhere that claims every worker before they
+    send anything binds none of them: its packets add nothing, count as ``spoofed``, and the
+    workers' own first packets bind them."""
+    if ps_backend == "native" and choose_backend("native") != "native":
+        pytest.fail("the native host loop does not build here")
+    ps = ParameterServer(n_workers=2, bind=("127.0.0.1", 0), backend=ps_backend,
+                         worker_ips=["127.0.0.1", "127.0.0.1"]).start()  # fmt: skip
+    forger = _udp("127.0.0.2")
+    wrong = np.full(SLOTS, WRONG, dtype=np.int32)
+    claims = [
+        Header(
+            job_id=JOB,
+            worker_id=w,
+            psn=p,
+            agg_idx=aggregator_address(p, 0, 8)[0],
+            ver=aggregator_address(p, 0, 8)[1],
+            flags=f,
+        )  # fmt: skip
+        for w in range(2)
+        for p in range(4)
+        for f in (Flag.NONE, Flag.RETX)
+    ]
+    for h in claims:
+        forger.sendto(pack(h, wrong), ps.address)
+    clients = [
+        AllReduceClient(
+            JOB,
+            w,
+            2,
+            0,
+            8,
+            4,
+            dest=ps.address,
+            bind=("127.0.0.1", 0),
+            timeout=0.5,
+            total_timeout=5.0,
+            backend=ps_backend,
+        )  # fmt: skip
+        for w in range(2)
+    ]
+    x = [np.arange(2 * SLOTS, dtype=np.int32) - 7 * w for w in range(2)]
+    out: list[list[int]] = [[], []]
+
+    def one(w: int) -> None:
+        out[w] = clients[w].allreduce_int(x[w]).tolist()
+
+    threads = [threading.Thread(target=one, args=(w,)) for w in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+        stats = ps.stats
+    finally:
+        for c in clients:
+            c.close()
+        forger.close()
+        ps.stop()
+    assert out == [(x[0] + x[1]).tolist()] * 2
+    assert stats.spoofed == len(claims)
