@@ -359,3 +359,27 @@ def test_ps_takes_a_worker_only_from_its_declared_host_even_when_a_forger_claims
         ps.stop()
     assert out == [(x[0] + x[1]).tolist()] * 2
     assert stats.spoofed == len(claims)
+
+
+def test_atp_ps_drops_pieces_naming_workers_the_job_does_not_have() -> None:
+    """A piece whose bitmap (or, without one, worker id) names a worker beyond the job's
+    count holds no state and completes nothing; it is counted ``forged``. The job's own
+    pieces then complete it with the exact sum."""
+    from hosts.atp.ps import AtpAggregator, AtpJobSpec
+
+    ps = AtpAggregator({JOB: AtpJobSpec(n_workers=2, result_ip="10.0.0.1")}, slots=2)
+    wrong = np.full(2, WRONG, dtype=np.int32)
+    forged = [
+        Header(job_id=JOB, psn=5, bitmap=0b111, flags=Flag.FALLBACK, slot_count=2),
+        Header(job_id=JOB, psn=5, bitmap=0b100, flags=Flag.FALLBACK, slot_count=2),
+        Header(job_id=JOB, psn=6, worker_id=2, flags=Flag.FALLBACK, slot_count=2),
+        Header(job_id=JOB, psn=7, worker_id=200, flags=Flag.FALLBACK | Flag.RETX, slot_count=2),
+    ]
+    for h in forged:
+        assert ps.process(h, wrong) == []
+    assert ps._pending == {} and ps.stats.forged == len(forged)
+    for w in range(2):
+        h = Header(job_id=JOB, worker_id=w, psn=5, bitmap=1 << w, flags=Flag.FALLBACK,
+                   slot_count=2)  # fmt: skip
+        out = ps.process(h, np.array([w + 1, 10 * (w + 1)], dtype=np.int32))
+    assert unpack(out[0][0])[1].tolist() == [3, 30]
