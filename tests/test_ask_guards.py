@@ -9,6 +9,7 @@ port) or from the machine of a member."""
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -25,6 +26,7 @@ from controller.api_client import ControllerApi
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.reducer import DRAINED_FLAGS, MAPPER_FLAGS, Reducer
 from hosts.ask.wire import kv_packet
+from hosts.transport.control_auth import ChannelAuth, job_key
 from wire.header import (
     ASK_TUPLES,
     HOST_DROPS,
@@ -296,15 +298,25 @@ def test_reducer_takes_drained_rows_only_from_where_its_drains_went() -> None:
     assert red.stats.drops == [want.get(HostDrop(i), 0) for i in range(HOST_DROPS)]
 
 
+@pytest.mark.parametrize("token", [None, "the-jobs-token"], ids=["no_key", "job_key"])
 def test_reducer_control_channel_survives_strangers_and_takes_only_its_mappers(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, token: str | None
 ) -> None:
     """The reducer process (``hosts/ask/run.py``) over the loopback, the controller's
     answers stubbed (mappers declared at 127.0.0.1): a connection that closes at once, one
     that sends what is not JSON, a hello from an address no mapper is declared at or for a
     mapper the job does not have, and a mapper's messages from a connection that is no
-    mapper's are each closed; the reducer goes on and its result is exact."""
+    mapper's are each closed; the reducer goes on and its result is exact. With the job's
+    token (the mappers and the reducer hold it, ``$INC_TOKEN``), a hello from a mapper's
+    own address that is unsigned, signed with another key or for another connection is
+    refused too: only the job's hosts speak for its mappers."""
     from hosts.ask import run
+
+    monkeypatch.setenv("INC_TOKEN_DIR", str(tmp_path))  # no token files but the test's
+    if token is None:
+        monkeypatch.delenv("INC_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("INC_TOKEN", token)
 
     udp, tcp = _free_port(socket.SOCK_DGRAM), _free_port(socket.SOCK_STREAM)
     monkeypatch.setattr(run, "INC_UDP_PORT", udp)
@@ -344,6 +356,15 @@ def test_reducer_control_channel_survives_strangers_and_takes_only_its_mappers(
     strangers[1].sendall(b'{"hello": 0, "port": 9}\n')  # mapper 0 is declared at 127.0.0.1
     strangers[2].sendall(b'{"counts": {}}\n{"done": 1, "vocab": [[1, ["x"]]]}\n')
     strangers[3].sendall(b'{"hello": 2, "port": 9}\n')  # the job has mappers 0 and 1
+    if token is not None:  # from mapper 0's own address, without the job's key
+        unsigned, other_key, other_conn = connect(), connect(), connect()
+        unsigned.sendall(b'{"hello": 0, "port": 9}\n')
+        for s, key, nonce in ((other_key, job_key("another-token", JOB), None),
+                              (other_conn, job_key(token, JOB), "another-connection")):  # fmt: skip
+            first = json.loads(s.recv(4096).split(b"\n")[0])["nonce"]
+            line = ChannelAuth(key, nonce or first, "mapper").seal({"hello": 0, "port": 9})
+            s.sendall(json.dumps(line).encode() + b"\n")
+        strangers += [unsigned, other_key, other_conn]
     assert all(refused(s) for s in strangers)
     errors: list[BaseException] = []
     inputs = _inputs()

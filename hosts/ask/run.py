@@ -24,7 +24,13 @@ from the IP the job declares for mapper ``w`` (the controller's plan), once, and
 and ``counts`` only over ``w``'s connection (once each mapper for ``counts``). Anything else
 is refused (``{"refused": why}``) and the connection closed; a connection that closes, sends
 a line that is not a JSON object or more than ``MAX_LINE`` bytes without a newline is
-dropped, and the reducer goes on. Keys are
+dropped, and the reducer goes on. With the job's token at hand (``$INC_TOKEN`` or the token
+file the daemon writes: ``ControllerApi.token_for``) every line between a mapper and the
+reducer is signed with the job's key (``hosts/transport/control_auth.py``): the reducer
+opens each connection with ``{"nonce": ...}``, and a line that is not signed with the key,
+replayed, reordered or reflected closes its connection; a host that is not the job's cannot
+speak for a mapper even from the mapper's own address. A collector only reads (its
+``collect`` and what it is sent are not signed). Keys are
 any ASK key (str, bytes, int, tuples of them): they cross every connection, and the
 result file, in ``hosts/ask/keys.py``'s form, and come back as they were sent.
 """
@@ -33,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import select
 import socket
 import sys
@@ -45,6 +52,7 @@ from typing import Any
 from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.reducer import Reducer
+from hosts.transport.control_auth import ChannelAuth, job_key
 from hosts.transport.udp import Endpoint
 from wire.header import ASK_TUPLES, INC_UDP_PORT
 
@@ -54,13 +62,18 @@ MAX_LINE = 256 << 20  # bytes a control message may take (a vocabulary of a few 
 
 class Lines:
     """JSON lines over a TCP socket (non-blocking reads); ``ConnectionError`` when the peer
-    closed, or sent what is not a JSON object per line within ``MAX_LINE`` bytes."""
+    closed, or sent what is not a JSON object per line within ``MAX_LINE`` bytes. With
+    ``auth``, lines are signed and must verify, except a message in ``unsigned``."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, auth: ChannelAuth | None = None) -> None:
         self.sock = sock
         self.buf = b""
+        self.auth = auth
+        self.unsigned: frozenset[str] = frozenset()  # keys a message may come unsigned with
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: dict[str, Any], signed: bool = True) -> None:
+        if self.auth is not None and signed:
+            msg = self.auth.seal(msg)
         self.sock.sendall(json.dumps(msg).encode() + b"\n")
 
     def read(self) -> list[dict[str, Any]]:
@@ -77,7 +90,16 @@ class Lines:
             raise ConnectionError(f"a control line that is not JSON: {e}") from None
         if not all(isinstance(m, dict) for m in msgs):
             raise ConnectionError("a control line that is not a JSON object")
-        return msgs
+        auth = self.auth
+        if auth is None:
+            return msgs
+        return [m if m.keys() <= self.unsigned else auth.open(m) for m in msgs]
+
+
+def control_key(api: Any, job_id: int) -> bytes | None:
+    """The job's control-channel key, from its token (None: no token on this host)."""
+    token = api.token_for(job_id)
+    return None if token is None else job_key(token, job_id)
 
 
 def split_blocks(
@@ -129,7 +151,9 @@ def send_partition(
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
-    cfg = ControllerApi(controller, timeout=30.0).worker_config(job_id, worker_id)
+    api = ControllerApi(controller, timeout=30.0)
+    cfg = api.worker_config(job_id, worker_id)
+    key = control_key(api, job_id)
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
@@ -144,7 +168,7 @@ def send_partition(
         ep.close()
         raise
     try:
-        early = _hello(ctl, worker_id, ep.address[1])
+        early = _hello(ctl, worker_id, ep.address[1], key)
     except BaseException:
         ep.close()
         ctl.sock.close()
@@ -208,17 +232,28 @@ def send_partition(
         ctl.sock.close()
 
 
-def _hello(ctl: Lines, worker_id: int, port: int) -> list[dict[str, Any]]:
+def _hello(ctl: Lines, worker_id: int, port: int, key: bytes | None) -> list[dict[str, Any]]:
     """Bind this mapper's flow to its UDP port at the reducer (module doc); returns what
     the reducer said after its welcome in the same read."""
+    msgs: list[dict[str, Any]] = []
+    while not msgs:  # the reducer's first line: the connection's nonce
+        msgs = ctl.read()
+    if not isinstance(msgs[0].get("nonce"), str):
+        raise ConnectionError(f"the reducer did not open with a nonce: {msgs[0]}")
+    if key is not None:
+        ctl.auth = ChannelAuth(key, msgs[0]["nonce"], "mapper")
+        msgs = [ctl.auth.open(m) for m in msgs[1:]]
+    else:
+        msgs = msgs[1:]
+    ctl.unsigned = frozenset({"refused"})  # a refusal closes the connection anyway
     ctl.send({"hello": worker_id, "port": port})
     while True:
-        msgs = ctl.read()
         for i, msg in enumerate(msgs):
             if msg.get("welcome") == worker_id:
                 return msgs[i + 1 :]
             if "refused" in msg:
                 raise ConnectionError(f"the reducer refused mapper {worker_id}: {msg['refused']}")
+        msgs = ctl.read()
 
 
 def subscribe(reducer_ip: str) -> Lines:
@@ -302,7 +337,9 @@ def serve_mapper(a: argparse.Namespace) -> int:
 def run_reducer(a: argparse.Namespace) -> int:
     from controller.api_client import ControllerApi
 
-    job = ControllerApi(a.controller, timeout=30.0).job(a.job_id)
+    api = ControllerApi(a.controller, timeout=30.0)
+    job = api.job(a.job_id)
+    key = control_key(api, a.job_id)
     n = int(job["n_workers"]) if "n_workers" in job else len(job["workers"])
     region = job["region"]
     rows = range(int(region["offset"]), int(region["offset"]) + int(region["size"]))
@@ -310,8 +347,9 @@ def run_reducer(a: argparse.Namespace) -> int:
     declared = {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
     ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
     lst = socket.create_server(("0.0.0.0", CONTROL_PORT))
-    print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop}",
-          flush=True)  # fmt: skip
+    signed = "signed" if key else "unsigned (no token for the job on this host)"
+    print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop},"
+          f" control lines {signed}", flush=True)  # fmt: skip
     peers: dict[int, Lines] = {}
     socks: dict[socket.socket, Lines] = {}
     moved: dict[int, int] = {}
@@ -337,10 +375,14 @@ def run_reducer(a: argparse.Namespace) -> int:
         peer.send({"welcome": w})
 
     def on_control(peer: Lines, msg: dict[str, Any]) -> None:
+        if peer in collectors:
+            raise ConnectionError("a collector only reads")
         if "collect" in msg:
             collectors.append(peer)
-            peer.send({"collecting": True})
+            peer.send({"collecting": True}, signed=False)
             return
+        if key is None and "mac" in msg:
+            raise ConnectionError(f"a signed line, but this reducer has no key for job {a.job_id}")
         if "hello" in msg:
             hello(peer, msg)
             return
@@ -364,7 +406,7 @@ def run_reducer(a: argparse.Namespace) -> int:
             collectors.remove(peer)
         print(f"ask reducer: control connection closed: {why}", flush=True)
         try:
-            peer.send({"refused": why})
+            peer.send({"refused": why}, signed=False)
         except OSError:
             pass
         sock.close()
@@ -390,8 +432,14 @@ def run_reducer(a: argparse.Namespace) -> int:
                     ep.send_many(acks)
             if lst in r:
                 conn, peer_addr = lst.accept()
-                socks[conn] = Lines(conn)
+                nonce = secrets.token_hex(16)
+                socks[conn] = Lines(conn, ChannelAuth(key, nonce, "reducer") if key else None)
+                socks[conn].unsigned = frozenset({"collect"})
                 print(f"ask reducer: control connection from {peer_addr}", flush=True)
+                try:
+                    socks[conn].send({"nonce": nonce}, signed=False)
+                except OSError as e:
+                    close(conn, str(e))
             for s in [s for s in r if s in socks]:
                 try:
                     for msg in socks[s].read():
@@ -434,7 +482,7 @@ def run_reducer(a: argparse.Namespace) -> int:
         if a.out:
             Path(a.out).write_text(json.dumps(out))
         for c in collectors:
-            c.send({"record": out})
+            c.send({"record": out}, signed=False)
         for p in peers.values():
             p.send({"bye": True})
         print(f"ask reducer: {len(result)} keys, {epoch} epochs, {seconds:.2f} s", flush=True)
