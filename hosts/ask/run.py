@@ -364,7 +364,7 @@ def run_reducer(a: argparse.Namespace) -> int:
     def hello(peer: Lines, msg: dict[str, Any]) -> None:
         w, port = int(msg["hello"]), int(msg["port"])
         ip = peer.sock.getpeername()[0]
-        if w not in declared or w in peers:
+        if w not in declared or w in red.flows:
             raise ConnectionError(f"mapper {w} is not a mapper of the job, or bound already")
         if ip != declared[w]:
             raise ConnectionError(f"mapper {w} is declared at {declared[w]}, not {ip}")
@@ -401,7 +401,7 @@ def run_reducer(a: argparse.Namespace) -> int:
     def close(sock: socket.socket, why: str) -> None:
         peer = socks.pop(sock)
         for w in [w for w, p in peers.items() if p is peer]:
-            del peers[w]  # its flow stays bound: a mapper connects once
+            del peers[w]  # its flow stays bound: a mapper says hello once
         if peer in collectors:
             collectors.remove(peer)
         print(f"ask reducer: control connection closed: {why}", flush=True)
