@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from wire.header import HOST_DROPS
+
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(300)]
 RUN_DIR = Path("run/adversarial-test")
 
@@ -122,4 +124,4 @@ def test_every_flag_combination_from_a_forger_beside_a_netreduce_job_changes_no_
     assert all(drops[k] >= n for k, n in want.items()), str(drops)
     # What the switch let through that the workers then refused (by wire.header.HostDrop):
     # nothing of the forger's reaches them, the switch is the trust anchor.
-    assert [g["rec"]["stats"]["drops"] for g in got[nr]] == [[0] * 6] * 2
+    assert [g["rec"]["stats"]["drops"] for g in got[nr]] == [[0] * HOST_DROPS] * 2

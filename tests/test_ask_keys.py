@@ -55,8 +55,11 @@ def test_keys_of_every_type_cross_the_network_exactly(
     monkeypatch.setattr(
         ControllerApi,
         "job",
-        lambda self, job_id: {"n_workers": 2, "region": {"offset": 0, "size": 0}},
-    )  # no rows to drain: the tuples all reach the reducer
+        lambda self, job_id: {
+            "n_workers": 2, "region": {"offset": 0, "size": 0},
+            "workers": [{"worker_id": w, "ip": "127.0.0.1"} for w in range(2)],
+        },
+    )  # no rows to drain: the tuples all reach the reducer; the mappers on this host  # fmt: skip
     monkeypatch.setattr(
         ControllerApi,
         "worker_config",

@@ -293,3 +293,93 @@ def test_ring_rank_takes_data_only_from_its_left_neighbour(ring_backend: str) ->
         other_ip.close()
     assert out == [(x[0] + x[1]).tolist()] * 2
     assert ranks[0].stats.drops == [len(sent.get(HostDrop(i), [])) for i in range(HOST_DROPS)]
+
+
+@pytest.mark.parametrize("ps_backend", BACKENDS)
+def test_ps_takes_a_worker_only_from_its_declared_host_even_when_a_forger_claims_first(
+    ps_backend: str,
+) -> None:
+    """Given the plan's worker IPs, a host elsewhere that claims every worker before they
+    send anything binds none of them: its packets add nothing, count as ``spoofed``, and the
+    workers' own first packets bind them."""
+    if ps_backend == "native" and choose_backend("native") != "native":
+        pytest.fail("the native host loop does not build here")
+    ps = ParameterServer(n_workers=2, bind=("127.0.0.1", 0), backend=ps_backend,
+                         worker_ips=["127.0.0.1", "127.0.0.1"]).start()  # fmt: skip
+    forger = _udp("127.0.0.2")
+    wrong = np.full(SLOTS, WRONG, dtype=np.int32)
+    claims = [
+        Header(
+            job_id=JOB,
+            worker_id=w,
+            psn=p,
+            agg_idx=aggregator_address(p, 0, 8)[0],
+            ver=aggregator_address(p, 0, 8)[1],
+            flags=f,
+        )  # fmt: skip
+        for w in range(2)
+        for p in range(4)
+        for f in (Flag.NONE, Flag.RETX)
+    ]
+    for h in claims:
+        forger.sendto(pack(h, wrong), ps.address)
+    clients = [
+        AllReduceClient(
+            JOB,
+            w,
+            2,
+            0,
+            8,
+            4,
+            dest=ps.address,
+            bind=("127.0.0.1", 0),
+            timeout=0.5,
+            total_timeout=5.0,
+            backend=ps_backend,
+        )  # fmt: skip
+        for w in range(2)
+    ]
+    x = [np.arange(2 * SLOTS, dtype=np.int32) - 7 * w for w in range(2)]
+    out: list[list[int]] = [[], []]
+
+    def one(w: int) -> None:
+        out[w] = clients[w].allreduce_int(x[w]).tolist()
+
+    threads = [threading.Thread(target=one, args=(w,)) for w in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(15)
+        stats = ps.stats
+    finally:
+        for c in clients:
+            c.close()
+        forger.close()
+        ps.stop()
+    assert out == [(x[0] + x[1]).tolist()] * 2
+    assert stats.spoofed == len(claims)
+
+
+def test_atp_ps_drops_pieces_naming_workers_the_job_does_not_have() -> None:
+    """A piece whose bitmap (or, without one, worker id) names a worker beyond the job's
+    count holds no state and completes nothing; it is counted ``forged``. The job's own
+    pieces then complete it with the exact sum."""
+    from hosts.atp.ps import AtpAggregator, AtpJobSpec
+
+    ps = AtpAggregator({JOB: AtpJobSpec(n_workers=2, result_ip="10.0.0.1")}, slots=2)
+    wrong = np.full(2, WRONG, dtype=np.int32)
+    forged = [
+        Header(job_id=JOB, psn=5, bitmap=0b111, flags=Flag.FALLBACK, slot_count=2),
+        Header(job_id=JOB, psn=5, bitmap=0b100, flags=Flag.FALLBACK, slot_count=2),
+        Header(job_id=JOB, psn=6, worker_id=2, flags=Flag.FALLBACK, slot_count=2),
+        Header(job_id=JOB, psn=7, worker_id=200, flags=Flag.FALLBACK | Flag.RETX, slot_count=2),
+    ]
+    for h in forged:
+        assert ps.process(h, wrong) == []
+    assert ps._pending == {} and ps.stats.forged == len(forged)
+    for w in range(2):
+        h = Header(job_id=JOB, worker_id=w, psn=5, bitmap=1 << w, flags=Flag.FALLBACK,
+                   slot_count=2)  # fmt: skip
+        out = ps.process(h, np.array([w + 1, 10 * (w + 1)], dtype=np.int32))
+    assert unpack(out[0][0])[1].tolist() == [3, 30]

@@ -34,7 +34,8 @@ def test_aggregation_key_value_and_consensus_jobs_run_on_one_switch_at_once(tmp_
         nr = ex.submit("nr", window=8, **hosts_fields([1, 2], 3))
         kv = ex.api.submit(kv_fields([4, 5], 6, cache_size=4, refresh_ms=100))["job_id"]
         log = ex.api.submit(log_fields([7], [8, 9, 10]))["job_id"]
-        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(kv)]
+        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(kv),
+               "--controller", ex.controller_url]  # fmt: skip
         ex.start_service("h6", srv, ready="kv server", log_name="kv-server")
         for rid in range(3):
             cmd = [sys.executable, "-m", "hosts.consensus.replicated_log", "replica",

@@ -63,7 +63,8 @@ def test_pipelined_kv_history_is_linearizable_across_evictions_loss_and_a_switch
             "agg_ip": host_ip(server), "agg_mac": host_mac(server),
             "cache_size": 4, "refresh_ms": 100,
         })["job_id"]  # fmt: skip
-        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job)]
+        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job),
+               "--controller", ex.controller_url]  # fmt: skip
         ex.start_service(f"h{server}", srv, ready="kv server", log_name="kv-server")
         paths = [ex.run_dir / f"kv-history-{c}.npz" for c in clients]
         start_at = time.monotonic() + START_DELAY

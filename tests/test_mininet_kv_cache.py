@@ -86,7 +86,8 @@ def test_reads_never_return_a_value_older_than_a_completed_write_under_loss_and_
     with Experiment(cfg) as ex:
         a = ex.api.submit(kv_fields([1, 2], 3, cache_size=4, refresh_ms=100))["job_id"]
         b = ex.api.submit(kv_fields([4], 5, cache_size=4))["job_id"]
-        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(a)]
+        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(a),
+               "--controller", ex.controller_url]  # fmt: skip
         ex.start_service("h3", srv, ready="kv server", log_name="kv-server")
         warm = ex.run_hosts([("h1", kv_cmd(ex, "warm", a, 0, "--count", "2000"))], timeout=120)
         assert warm[0].code == 0, warm[0].lines

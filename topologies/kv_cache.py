@@ -145,7 +145,8 @@ def _measure(cfg: KvBenchConfig, cpu: Any, log: Any) -> KvRun:
             extra = {"cache_size": 1, "min_reads": 1 << 30} if mode == MODES[0] else {
                 "cache_size": cfg.cache_size, "refresh_ms": cfg.refresh_ms}  # fmt: skip
             job = ex.api.submit(_fields(cfg, server, **extra))["job_id"]
-            srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job)]
+            srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(job),
+                   "--controller", ex.controller_url]  # fmt: skip
             host = f"h{server}"
             proc = ex.start_service(host, in_budget(cpu, host, srv), "kv server", f"kv-server{job}")
             stores.append(_Store(mode, job, host, proc))

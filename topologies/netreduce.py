@@ -75,6 +75,7 @@ def train_method(
     ps = None
     if method == "ps":
         cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(workers)]
+        cmd += [a for i in range(workers) for a in ("--worker-ip", host_ip(i + 1))]
         if settings.host_backend:
             cmd += ["--host-backend", settings.host_backend]
         ps = ex.start_service(f"h{workers + 1}", cmd, ready="parameter server on", log_name="ps")

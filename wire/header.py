@@ -115,8 +115,10 @@ DROP_REASONS = len(DropReason)
 class HostDrop(IntEnum):
     """Why a host agent dropped a datagram that reached its socket (a worker's
     ``ClientStats.drops``; hosts/transport/result_filter.py and the native loops count the
-    same cells). A host takes only what its switch admitted: results come from the
-    aggregation address and port, of its job, with the flags the switch or PS sets."""
+    same cells; the ASK and key-value agents too). A host takes only what its switch
+    admitted: results come from the aggregation address and port, of its job, with the flags
+    the switch or PS sets; requests and contributions from the address the job declares for
+    their member."""
 
     FOREIGN_ADDRESS = 0  # source IP is not the aggregation address (switch or PS)
     FOREIGN_PORT = 1  # right IP, wrong source port: another process on that host
@@ -124,6 +126,8 @@ class HostDrop(IntEnum):
     OTHER_JOB = 3  # op or job id not this job's
     FORGED_FLAGS = 4  # flags no switch or PS sets on what it sends this host
     BAD_SLOT_COUNT = 5  # slot_count is not the job's
+    NOT_A_MEMBER = 6  # names a member (worker, flow, client) the job or this agent has not
+    NOT_IN_FLIGHT = 7  # answers nothing this agent has in flight: psn, epoch, echoed nonce
 
 
 HOST_DROPS = len(HostDrop)

@@ -1,12 +1,15 @@
 """The mapper side of ASK: tuples into multi-tuple AGG_KV packets, sent reliably.
 
 Example (no network: what the mapper would send, and its acknowledgement):
+    >>> from dataclasses import replace
     >>> from hosts.ask.wire import parse
     >>> m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=4))
     >>> m.add_counts({"a": 3, "b": 1}); m.flush()
     >>> [parse(p)[0].psn for p in m.to_send(now=0.0)]   # "a" and "b" share a row
     [0]
-    >>> m.on_ack(parse(m.to_send(now=1.0)[0])[0]); m.in_flight   # sent again, acknowledged
+    >>> sent = parse(m.to_send(now=1.0)[0])[0]                 # sent again...
+    >>> m.on_ack(replace(sent, flags=Flag.ACK, slot_count=0)); m.in_flight   # ...acknowledged
+    True
     0
 
 ``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask/run.py`` over UDP,
@@ -26,13 +29,23 @@ reducer untouched, so that switch cells go to frequent keys.
 Reliability: psns count the flow's packets; at most ``window`` are unacknowledged (the
 switch's seen entries are indexed by ``psn % window``); an ACK comes from the switch when
 it absorbed every tuple, else from the reducer; a packet unacknowledged after ``rto``
-seconds is sent again, unchanged (RETX is informational). Epochs: packets carry the epoch
-current when first sent; ``start_epoch(e)`` stops new sends until every packet in flight
-is acknowledged, then moves to ``e`` (``moved``), so that the reducer may drain ``e - 1``.
+seconds is sent again, unchanged (RETX is informational). Each packet carries a random
+32-bit nonce in ``bitmap`` that its ACK echoes (the switch turns the packet around with its
+header; the reducer copies it): an ACK must come from the reducer's address and port (the
+switch answers in its name), name this job and flow, carry ``ACK`` (and ``RETX`` at most)
+and no slots, and match a psn in flight with that packet's epoch and nonce; anything else
+is dropped and counted by reason (``stats.drops``, ``wire.header.HostDrop``), so a host
+that cannot see the mapper's packets cannot make it forget one it has in flight.
+
+Epochs: packets carry the epoch current when first sent; ``start_epoch(e)`` stops new
+sends until every packet in flight is acknowledged, then moves to ``e`` (``moved``), so
+that the reducer may drain ``e - 1``.
 """
 
 from __future__ import annotations
 
+import os
+import random
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,7 +54,18 @@ from typing import Any
 import numpy as np
 
 from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
-from wire.header import ASK_TUPLES, Flag, Header, Op
+from hosts.transport.udp import Address
+from wire.header import (
+    ASK_TUPLES,
+    HOST_DROPS,
+    INC_UDP_PORT,
+    Flag,
+    Header,
+    HostDrop,
+    Op,
+    ProtocolError,
+    unpack,
+)
 
 
 @dataclass(frozen=True)
@@ -56,6 +80,7 @@ class MapperConfig:
     tuples_per_packet: int = ASK_TUPLES
     layers: int = 8  # packets being built per row at most
     rto: float = 0.05
+    reducer: Address | None = None  # where ACKs come from: (reducer IP, INC_UDP_PORT)
 
 
 @dataclass
@@ -65,6 +90,9 @@ class MapperStats:
     switch_tuples: int = 0  # tuples sent towards switch cells
     bypass_tuples: int = 0  # tuples sent in FALLBACK packets (cold keys)
     acks: int = 0
+    # Datagrams dropped, by wire.header.HostDrop (module doc); late copies of ACKs already
+    # taken count under NOT_IN_FLIGHT with forged ones: both change nothing.
+    drops: list[int] = field(default_factory=lambda: [0] * HOST_DROPS)
 
 
 @dataclass
@@ -88,7 +116,9 @@ class MapperFlow:
         self._bypass = _Row()
         # row, keys, vals (lists, or numpy rows from add_columns), flags
         self._ready: deque[tuple[int, Any, Any, int]] = deque()
-        self._flight: dict[int, tuple[bytes, float]] = {}  # psn -> (payload, last sent)
+        # psn -> (payload, last sent, epoch, nonce): what its ACK must echo
+        self._flight: dict[int, tuple[bytes, float, int, int]] = {}
+        self._nonces = random.Random(os.urandom(16))  # unguessable by a host off the path
         self._psn = 0
         self.stats = MapperStats()
 
@@ -254,9 +284,9 @@ class MapperFlow:
     def to_send(self, now: float) -> list[bytes]:
         """Retransmissions due, then new packets while the window has room."""
         out = []
-        for psn, (payload, at) in self._flight.items():
+        for psn, (payload, at, epoch, nonce) in self._flight.items():
             if now - at >= self.cfg.rto:
-                self._flight[psn] = (payload, now)
+                self._flight[psn] = (payload, now, epoch, nonce)
                 self.stats.retransmissions += 1
                 out.append(payload)
         while self._ready and self._next_epoch is None and self._room():
@@ -270,9 +300,10 @@ class MapperFlow:
                 psn=self._psn,
                 agg_idx=row,
                 epoch=self.epoch,
+                bitmap=self._nonces.getrandbits(32),
             )
             payload = kv_packet(h, keys, vals)
-            self._flight[self._psn] = (payload, now)
+            self._flight[self._psn] = (payload, now, h.epoch, h.bitmap)
             self._psn = (self._psn + 1) & 0xFFFFFFFF
             self.stats.packets += 1
             out.append(payload)
@@ -286,12 +317,48 @@ class MapperFlow:
         oldest = next(iter(self._flight))  # psns enter in order; dicts keep it
         return (self._psn - oldest) & 0xFFFFFFFF < self.cfg.window
 
-    def on_ack(self, h: Header) -> None:
-        if h.job_id != self.cfg.job_id or h.worker_id != self.cfg.flow:
-            return
-        if self._flight.pop(h.psn, None) is not None:
-            self.stats.acks += 1
+    def on_datagram(self, payload: bytes, src: Address) -> bool:
+        """Take what reached the mapper's socket from ``src``: True if it acknowledged a
+        packet in flight, else dropped and counted (module doc)."""
+        reducer = self.cfg.reducer or (src[0], INC_UDP_PORT)
+        if src[0] != reducer[0]:
+            return self._drop(HostDrop.FOREIGN_ADDRESS)
+        if src[1] != reducer[1]:
+            return self._drop(HostDrop.FOREIGN_PORT)
+        try:
+            h = unpack(payload)[0]
+        except ProtocolError:
+            return self._drop(HostDrop.MALFORMED)
+        return self.on_ack(h)
+
+    def on_ack(self, h: Header) -> bool:
+        """Take an acknowledgement: True if it acknowledged a packet in flight, else dropped
+        and counted (module doc)."""
+        reason = self._refuse_ack(h)
+        if reason is not None:
+            return self._drop(reason)
+        del self._flight[h.psn]
+        self.stats.acks += 1
         self._maybe_move()
+        return True
+
+    def _refuse_ack(self, h: Header) -> HostDrop | None:
+        if h.op != Op.AGG_KV or h.job_id != self.cfg.job_id:
+            return HostDrop.OTHER_JOB
+        if h.worker_id != self.cfg.flow:
+            return HostDrop.NOT_A_MEMBER
+        if h.flags & ~Flag.RETX != Flag.ACK:
+            return HostDrop.FORGED_FLAGS
+        if h.slot_count != 0:
+            return HostDrop.BAD_SLOT_COUNT
+        sent = self._flight.get(h.psn)
+        if sent is None or (h.epoch, h.bitmap) != sent[2:]:
+            return HostDrop.NOT_IN_FLIGHT
+        return None
+
+    def _drop(self, reason: HostDrop) -> bool:
+        self.stats.drops[reason] += 1
+        return False
 
     def send_all(self, pairs: Iterable[tuple[Hashable, int]]) -> None:
         """Every pair as one tuple (no combining)."""

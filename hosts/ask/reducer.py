@@ -18,6 +18,16 @@ drains from the switch: ``start_drain(e)`` lists the job's rows, ``drain_request
 one DRAIN packet per row not yet answered (again after ``rto``), ``on_packet`` takes the
 answers (a row's copy of epoch ``e``, read by the switch, not cleared).
 
+What it takes (docs/protocol.md, *Isolation*, I-ASK): a mapper's packet names a mapper of
+the job (flows ``0..reducer_id - 1``), carries ``FALLBACK`` and ``RETX`` at most and ``K``
+slots, and, when it came from a socket, comes from the address and port that mapper bound
+(``bind_flow``: the IP the job declares for it, the port it said it sends from); a drained
+row carries ``RESULT|DRAIN``, names the reducer, comes from where the DRAINs went
+(``drain_source``) and answers a row still pending in the epoch being drained. Anything
+else changes no total, marks no psn seen and gets no ACK: dropped and counted by reason
+(``stats.drops``, ``wire.header.HostDrop``). The ACK echoes the packet's ``bitmap`` (the
+mapper's nonce) and epoch.
+
 ``result`` maps fingerprints back to keys with the mappers' vocabularies. A fingerprint
 that two different keys were sent under is a collision: the switch and the reducer have
 added those keys together, so their totals are discarded and the keys' results are the
@@ -27,12 +37,27 @@ sums each mapper reports having sent (``counts_for``). Results are exact either 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from hosts.ask.wire import kv_packet, parse
-from wire.header import ASK_TUPLES, Flag, Header, Op, ProtocolError, pack
+from hosts.ask.wire import kv_packet
+from hosts.transport.udp import Address
+from wire.header import (
+    ASK_TUPLES,
+    HOST_DROPS,
+    SLOTS,
+    Flag,
+    Header,
+    HostDrop,
+    Op,
+    ProtocolError,
+    pack,
+    unpack,
+)
+
+MAPPER_FLAGS = Flag.FALLBACK | Flag.RETX  # what a mapper's packet may carry
+DRAINED_FLAGS = Flag.RESULT | Flag.DRAIN  # the switch's answer to a DRAIN
 
 
 @dataclass
@@ -46,6 +71,9 @@ class ReducerStats:
     drain_requests: int = 0
     bytes_in: int = 0  # UDP payload bytes received (mapper packets and drained rows)
     collisions: int = 0  # fingerprints claimed by more than one key
+    # Datagrams dropped, by wire.header.HostDrop (module doc); a repeated answer to a row
+    # already drained counts under NOT_IN_FLIGHT with forged ones: both change nothing.
+    drops: list[int] = field(default_factory=lambda: [0] * HOST_DROPS)
 
 
 class Reducer:
@@ -58,7 +86,15 @@ class Reducer:
         self._seen: dict[int, set[int]] = {}  # flow -> psns counted
         self._drain_epoch: int | None = None
         self._pending: dict[int, float] = {}  # row -> when last asked
+        self.flows: dict[int, Address] = {}  # mapper -> the address its packets come from
+        self.drain_source: Address | None = None  # where drained rows come from
         self.stats = ReducerStats()
+
+    def bind_flow(self, flow: int, address: Address) -> None:
+        """Take mapper ``flow``'s packets from ``address`` only (when they come with one)."""
+        if not 0 <= flow < self.reducer_id:
+            raise ValueError(f"flow {flow} is not a mapper of job {self.job_id}")
+        self.flows[flow] = address
 
     def _add(self, keys: np.ndarray, vals: np.ndarray) -> int:
         n = 0
@@ -68,19 +104,18 @@ class Reducer:
                 n += 1
         return n
 
-    def on_packet(self, payload: bytes) -> bytes | None:
-        """Take one datagram; returns the ACK to send back to a mapper, if any."""
-        try:
-            h, keys, vals = parse(payload)
-        except ProtocolError:
+    def on_packet(self, payload: bytes, src: Address | None = None) -> bytes | None:
+        """Take one datagram (``src``: where it came from, when from a socket); returns the
+        ACK to send back to a mapper, if any."""
+        got = self._admit(payload, src)
+        if isinstance(got, HostDrop):
+            self.stats.drops[got] += 1
             return None
-        if h.job_id != self.job_id:
-            return None
+        h, values = got
+        keys, vals = values[0::2].view(np.uint32), values[1::2]
         self.stats.bytes_in += len(payload)
-        if h.flags & Flag.RESULT and h.flags & Flag.DRAIN:
+        if h.flags & Flag.DRAIN:
             self._on_drained(h, keys, vals)
-            return None
-        if h.flags & (Flag.ACK | Flag.RESULT | Flag.DRAIN) or h.slot_count == 0:
             return None
         self.stats.packets += 1
         seen = self._seen.setdefault(h.worker_id, set())
@@ -95,9 +130,43 @@ class Reducer:
                 self.stats.passed_tuples += n
         ack = Header(
             op=Op.AGG_KV, flags=Flag.ACK, job_id=self.job_id, worker_id=h.worker_id, psn=h.psn,
-            epoch=h.epoch,
+            epoch=h.epoch, bitmap=h.bitmap,
         )  # fmt: skip
         return pack(ack, np.zeros(0, np.int32))
+
+    def _admit(self, payload: bytes, src: Address | None) -> HostDrop | tuple[Header, np.ndarray]:
+        try:
+            h, values = unpack(payload)
+        except ProtocolError:
+            return HostDrop.MALFORMED
+        if h.op != Op.AGG_KV or h.job_id != self.job_id:
+            return HostDrop.OTHER_JOB
+        if h.flags & Flag.DRAIN:
+            if h.flags & ~Flag.RETX != DRAINED_FLAGS:
+                return HostDrop.FORGED_FLAGS
+            if h.worker_id != self.reducer_id:
+                return HostDrop.NOT_A_MEMBER
+            expect = self.drain_source
+        else:
+            if h.flags & ~MAPPER_FLAGS:
+                return HostDrop.FORGED_FLAGS
+            if not 0 <= h.worker_id < self.reducer_id:
+                return HostDrop.NOT_A_MEMBER
+            expect = self.flows.get(h.worker_id)
+        if src is not None:
+            if expect is None:
+                return HostDrop.NOT_A_MEMBER  # no mapper bound to that flow (yet)
+            if src[0] != expect[0]:
+                return HostDrop.FOREIGN_ADDRESS
+            if src[1] != expect[1]:
+                return HostDrop.FOREIGN_PORT
+        if h.slot_count != SLOTS:
+            return HostDrop.BAD_SLOT_COUNT
+        if h.flags & Flag.DRAIN and (
+            h.epoch != self._drain_epoch or h.agg_idx not in self._pending
+        ):
+            return HostDrop.NOT_IN_FLIGHT  # another drain's, or a row already taken
+        return h, values
 
     # -- draining ---------------------------------------------------------------------
 
@@ -128,8 +197,7 @@ class Reducer:
         return out
 
     def _on_drained(self, h: Header, keys: np.ndarray, vals: np.ndarray) -> None:
-        if h.epoch != self._drain_epoch or self._pending.pop(h.agg_idx, None) is None:
-            return  # an answer to a repeated request, or of an older drain
+        del self._pending[h.agg_idx]  # _admit: pending in the epoch being drained
         self.stats.drained_rows += 1
         self.stats.drained_tuples += self._add(keys, vals)
 

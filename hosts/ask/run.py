@@ -15,7 +15,22 @@ a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}
 all are done the reducer drains the last epoch, asks for the exact sums of colliding
 fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
-is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end. Keys are
+is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end.
+
+Who is who: a mapper says ``{"hello": w, "port": p}`` (``p``: the UDP port it sends from)
+and waits for ``{"welcome": w}`` before sending; the reducer welcomes only a connection
+from the IP the job declares for mapper ``w`` (the controller's plan), once, and then takes
+``w``'s packets only from that IP and port (``Reducer.bind_flow``), and ``moved``, ``done``
+and ``counts`` only over ``w``'s connection (once each mapper for ``counts``). Anything else
+is refused (``{"refused": why}``) and the connection closed; a connection that closes, sends
+a line that is not a JSON object or more than ``MAX_LINE`` bytes without a newline is
+dropped, and the reducer goes on. With the job's token at hand (``$INC_TOKEN`` or the token
+file the daemon writes: ``ControllerApi.token_for``) every line between a mapper and the
+reducer is signed with the job's key (``hosts/transport/control_auth.py``): the reducer
+opens each connection with ``{"nonce": ...}``, and a line that is not signed with the key,
+replayed, reordered or reflected closes its connection; a host that is not the job's cannot
+speak for a mapper even from the mapper's own address. A collector only reads (its
+``collect`` and what it is sent are not signed). Keys are
 any ASK key (str, bytes, int, tuples of them): they cross every connection, and the
 result file, in ``hosts/ask/keys.py``'s form, and come back as they were sent.
 """
@@ -24,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import select
 import socket
 import sys
@@ -33,24 +49,32 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import Any
 
+from controller.api_client import ApiError
 from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.reducer import Reducer
-from hosts.ask.wire import parse
+from hosts.transport.control_auth import ChannelAuth
 from hosts.transport.udp import Endpoint
-from wire.header import ASK_TUPLES, INC_UDP_PORT, ProtocolError
+from wire.header import ASK_TUPLES, INC_UDP_PORT
 
 CONTROL_PORT = INC_UDP_PORT + 1
+MAX_LINE = 256 << 20  # bytes a control message may take (a vocabulary of a few million keys)
 
 
 class Lines:
-    """JSON lines over a TCP socket (non-blocking reads)."""
+    """JSON lines over a TCP socket (non-blocking reads); ``ConnectionError`` when the peer
+    closed, or sent what is not a JSON object per line within ``MAX_LINE`` bytes. With
+    ``auth``, lines are signed and must verify, except a message in ``unsigned``."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, auth: ChannelAuth | None = None) -> None:
         self.sock = sock
         self.buf = b""
+        self.auth = auth
+        self.unsigned: frozenset[str] = frozenset()  # keys a message may come unsigned with
 
-    def send(self, msg: dict[str, Any]) -> None:
+    def send(self, msg: dict[str, Any], signed: bool = True) -> None:
+        if self.auth is not None and signed:
+            msg = self.auth.seal(msg)
         self.sock.sendall(json.dumps(msg).encode() + b"\n")
 
     def read(self) -> list[dict[str, Any]]:
@@ -59,7 +83,26 @@ class Lines:
             raise ConnectionError("the peer closed the control connection")
         self.buf += data
         *lines, self.buf = self.buf.split(b"\n")
-        return [json.loads(x) for x in lines if x]
+        if len(self.buf) > MAX_LINE:
+            raise ConnectionError(f"a control message over {MAX_LINE} bytes")
+        try:
+            msgs = [json.loads(x) for x in lines if x]
+        except ValueError as e:
+            raise ConnectionError(f"a control line that is not JSON: {e}") from None
+        if not all(isinstance(m, dict) for m in msgs):
+            raise ConnectionError("a control line that is not a JSON object")
+        auth = self.auth
+        if auth is None:
+            return msgs
+        return [m if m.keys() <= self.unsigned else auth.open(m) for m in msgs]
+
+
+def control_key(api: Any, job_id: int) -> bytes | None:
+    """The job's control-channel key (None: this host holds no token that gets it)."""
+    try:
+        return bytes(api.control_key(job_id))
+    except ApiError:
+        return None
 
 
 def split_blocks(
@@ -111,16 +154,28 @@ def send_partition(
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
-    cfg = ControllerApi(controller, timeout=30.0).worker_config(job_id, worker_id)
+    api = ControllerApi(controller, timeout=30.0)
+    cfg = api.worker_config(job_id, worker_id)
+    key = control_key(api, job_id)
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
+        reducer=(cfg["agg_ip"], INC_UDP_PORT),
     )  # fmt: skip
     m = MapperFlow(mcfg)
     dest = (cfg["agg_ip"], INC_UDP_PORT)
-    ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
-    ctl.send({"hello": worker_id})
     ep = Endpoint(("0.0.0.0", 0))  # replies come back to this port (ask.p4 swaps ports)
+    try:
+        ctl = Lines(socket.create_connection((cfg["agg_ip"], CONTROL_PORT), timeout=30.0))
+    except BaseException:
+        ep.close()
+        raise
+    try:
+        early = _hello(ctl, worker_id, ep.address[1], key)
+    except BaseException:
+        ep.close()
+        ctl.sock.close()
+        raise
     setup_s = time.perf_counter() - t_start
     if ready is not None:
         ready()
@@ -158,13 +213,11 @@ def send_partition(
                 done_sent = True
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
             if ep.fileno() in r:
-                for payload, _ in ep.recv_many():
-                    try:
-                        m.on_ack(parse(payload)[0])
-                    except ProtocolError:
-                        continue
-            if ctl.sock in r:
-                for msg in ctl.read():
+                for payload, src in ep.recv_many():
+                    m.on_datagram(payload, src)
+            if ctl.sock in r or early:
+                msgs, early = early + (ctl.read() if ctl.sock in r else []), []
+                for msg in msgs:
                     if "epoch" in msg:
                         m.start_epoch(int(msg["epoch"]))
                     elif "counts_for" in msg:
@@ -180,6 +233,30 @@ def send_partition(
     finally:
         ep.close()
         ctl.sock.close()
+
+
+def _hello(ctl: Lines, worker_id: int, port: int, key: bytes | None) -> list[dict[str, Any]]:
+    """Bind this mapper's flow to its UDP port at the reducer (module doc); returns what
+    the reducer said after its welcome in the same read."""
+    msgs: list[dict[str, Any]] = []
+    while not msgs:  # the reducer's first line: the connection's nonce
+        msgs = ctl.read()
+    if not isinstance(msgs[0].get("nonce"), str):
+        raise ConnectionError(f"the reducer did not open with a nonce: {msgs[0]}")
+    if key is not None:
+        ctl.auth = ChannelAuth(key, msgs[0]["nonce"], "mapper")
+        msgs = [ctl.auth.open(m) for m in msgs[1:]]
+    else:
+        msgs = msgs[1:]
+    ctl.unsigned = frozenset({"refused"})  # a refusal closes the connection anyway
+    ctl.send({"hello": worker_id, "port": port})
+    while True:
+        for i, msg in enumerate(msgs):
+            if msg.get("welcome") == worker_id:
+                return msgs[i + 1 :]
+            if "refused" in msg:
+                raise ConnectionError(f"the reducer refused mapper {worker_id}: {msg['refused']}")
+        msgs = ctl.read()
 
 
 def subscribe(reducer_ip: str) -> Lines:
@@ -263,33 +340,87 @@ def serve_mapper(a: argparse.Namespace) -> int:
 def run_reducer(a: argparse.Namespace) -> int:
     from controller.api_client import ControllerApi
 
-    job = ControllerApi(a.controller, timeout=30.0).job(a.job_id)
+    api = ControllerApi(a.controller, timeout=30.0)
+    job = api.job(a.job_id)
+    key = control_key(api, a.job_id)
     n = int(job["n_workers"]) if "n_workers" in job else len(job["workers"])
     region = job["region"]
     rows = range(int(region["offset"]), int(region["offset"]) + int(region["size"]))
     red = Reducer(a.job_id, n, rows, rto=a.rto)
+    declared = {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
     ep = Endpoint(("0.0.0.0", INC_UDP_PORT))
     lst = socket.create_server(("0.0.0.0", CONTROL_PORT))
-    print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop}",
-          flush=True)  # fmt: skip
+    signed = "signed" if key else "unsigned (no token for the job on this host)"
+    print(f"ask reducer ready: job {a.job_id}, {n} mappers, rows {rows.start}..{rows.stop},"
+          f" control lines {signed}", flush=True)  # fmt: skip
     peers: dict[int, Lines] = {}
     socks: dict[socket.socket, Lines] = {}
     moved: dict[int, int] = {}
     vocabs: dict[int, dict[int, list[Hashable]]] = {}
     stats: dict[int, Any] = {}
-    counts: list[dict[Hashable, int]] = []
+    counts: dict[int, dict[Hashable, int]] = {}
     epoch, moving, final, asked = 1, False, False, False
     last_swap = time.monotonic()
     t_first: float | None = None
-    mapper_addr: dict[int, tuple[str, int]] = {}
     collectors: list[Lines] = []
+
+    def hello(peer: Lines, msg: dict[str, Any]) -> None:
+        w, port = int(msg["hello"]), int(msg["port"])
+        ip = peer.sock.getpeername()[0]
+        if w not in declared or w in red.flows:
+            raise ConnectionError(f"mapper {w} is not a mapper of the job, or bound already")
+        if ip != declared[w]:
+            raise ConnectionError(f"mapper {w} is declared at {declared[w]}, not {ip}")
+        peers[w] = peer
+        red.bind_flow(w, (ip, port))
+        if w == 0:  # DRAINs go to mapper 0's host; the switch answers in its name
+            red.drain_source = (ip, INC_UDP_PORT)
+        peer.send({"welcome": w})
+
+    def on_control(peer: Lines, msg: dict[str, Any]) -> None:
+        if peer in collectors:
+            raise ConnectionError("a collector only reads")
+        if "collect" in msg:
+            collectors.append(peer)
+            peer.send({"collecting": True}, signed=False)
+            return
+        if key is None and "mac" in msg:
+            raise ConnectionError(f"a signed line, but this reducer has no key for job {a.job_id}")
+        if "hello" in msg:
+            hello(peer, msg)
+            return
+        w = next((w for w, p in peers.items() if p is peer), None)
+        if w is None:
+            raise ConnectionError(f"{sorted(msg)} from a connection that is no mapper's")
+        if "moved" in msg:
+            moved[w] = int(msg["moved"])
+        elif "done" in msg and w not in vocabs:
+            vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
+            stats[w] = msg.get("stats", {})
+            print(f"ask reducer: mapper {w} done", flush=True)
+        elif "counts" in msg and asked and w not in counts:
+            counts[w] = decode_counts(msg["counts"])
+
+    def close(sock: socket.socket, why: str) -> None:
+        peer = socks.pop(sock)
+        for w in [w for w, p in peers.items() if p is peer]:
+            del peers[w]  # its flow stays bound: a mapper says hello once
+        if peer in collectors:
+            collectors.remove(peer)
+        print(f"ask reducer: control connection closed: {why}", flush=True)
+        try:
+            peer.send({"refused": why}, signed=False)
+        except OSError:
+            pass
+        sock.close()
+
     try:
         while True:
             now = time.monotonic()
             reqs = red.drain_requests(now)
             if reqs:
                 # addressed to a mapper so that they leave this host; the switch answers them
-                ep.send_many((p, (mapper_addr[0][0], INC_UDP_PORT)) for p in reqs)
+                ep.send_many((p, red.drain_source) for p in reqs if red.drain_source)
             waiting = [ep.fileno(), lst, *socks]
             r, _, _ = select.select(waiting, [], [], red.rto / 2)
             if ep.fileno() in r:
@@ -297,33 +428,27 @@ def run_reducer(a: argparse.Namespace) -> int:
                 for payload, addr in ep.recv_many():
                     if t_first is None:
                         t_first = time.perf_counter()
-                    ack = red.on_packet(payload)
+                    ack = red.on_packet(payload, addr)
                     if ack is not None:
                         acks.append((ack, addr))
                 if acks:
                     ep.send_many(acks)
             if lst in r:
                 conn, peer_addr = lst.accept()
-                socks[conn] = Lines(conn)
+                nonce = secrets.token_hex(16)
+                socks[conn] = Lines(conn, ChannelAuth(key, nonce, "reducer") if key else None)
+                socks[conn].unsigned = frozenset({"collect"})
                 print(f"ask reducer: control connection from {peer_addr}", flush=True)
+                try:
+                    socks[conn].send({"nonce": nonce}, signed=False)
+                except OSError as e:
+                    close(conn, str(e))
             for s in [s for s in r if s in socks]:
-                peer = socks[s]
-                for msg in peer.read():
-                    if "collect" in msg:
-                        collectors.append(peer)
-                        peer.send({"collecting": True})
-                    elif "hello" in msg:
-                        peers[int(msg["hello"])] = peer
-                        mapper_addr[int(msg["hello"])] = s.getpeername()
-                    elif "moved" in msg:
-                        moved[[w for w, p in peers.items() if p is peer][0]] = int(msg["moved"])
-                    elif "done" in msg:
-                        w = int(msg["done"])
-                        vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
-                        stats[w] = msg.get("stats", {})
-                        print(f"ask reducer: mapper {w} done", flush=True)
-                    elif "counts" in msg:
-                        counts.append(decode_counts(msg["counts"]))
+                try:
+                    for msg in socks[s].read():
+                        on_control(socks[s], msg)
+                except (ConnectionError, OSError, ValueError, KeyError, TypeError) as e:
+                    close(s, str(e))
             # epochs
             everyone = len(peers) == n
             if moving and everyone and all(moved.get(w) == epoch for w in peers):
@@ -351,7 +476,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                     last_swap, epoch, moving = now, epoch + 1, True
                     for p in peers.values():
                         p.send({"epoch": epoch})
-        result = red.result(list(vocabs.values()), lambda fps: counts)
+        result = red.result(list(vocabs.values()), lambda fps: list(counts.values()))
         seconds = time.perf_counter() - (t_first or time.perf_counter())
         out = {
             "result": encode_counts(result), "seconds": seconds, "epochs": epoch,
@@ -360,7 +485,7 @@ def run_reducer(a: argparse.Namespace) -> int:
         if a.out:
             Path(a.out).write_text(json.dumps(out))
         for c in collectors:
-            c.send({"record": out})
+            c.send({"record": out}, signed=False)
         for p in peers.values():
             p.send({"bye": True})
         print(f"ask reducer: {len(result)} keys, {epoch} epochs, {seconds:.2f} s", flush=True)

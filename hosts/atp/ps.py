@@ -29,7 +29,9 @@ overflows on the way; when the pieces cover all the job's workers the result (wr
 int32 like a host-side int32 sum) is sent with ``RESULT`` through the switch, which
 releases the aggregator and multicasts it to the workers. Finished results are remembered
 (the newest ``keep`` per job): a retransmission (``RETX``) of a finished psn gets the result
-again (its result was lost), other late copies are ignored.
+again (its result was lost), other late copies are ignored. A piece naming workers the job
+does not have (``bitmap`` beyond its worker count, or none and a ``worker_id`` beyond it)
+is dropped and counted (``forged``), before it holds any state.
 """
 
 from __future__ import annotations
@@ -89,6 +91,7 @@ class AtpPsStats:
     results: int = 0  # psns completed
     reserved: int = 0  # results sent again for a retransmission
     ignored: int = 0  # unknown job, bad slot count, results, other ops
+    forged: int = 0  # pieces naming workers the job does not have
 
 
 class AtpAggregator:
@@ -125,7 +128,10 @@ class AtpAggregator:
                 return [self._datagram(spec, *done)]
             self.stats.duplicates += 1
             return []
-        piece = (h.bitmap or 1 << h.worker_id) & spec.full
+        piece = h.bitmap or 1 << min(h.worker_id, MAX_WORKERS)
+        if piece & ~spec.full:
+            self.stats.forged += 1
+            return []
         key = (h.job_id, h.psn)
         if piece == spec.full and key not in self._pending:
             # The common case: the switch's complete aggregate, nothing pending (no piece

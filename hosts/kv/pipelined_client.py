@@ -33,16 +33,16 @@ from typing import Any
 
 import numpy as np
 
-from hosts.kv.store import KvConfig, KvError, zipf_keys
+from hosts.kv.store import KvConfig, KvError, reply_refused, zipf_keys
 from hosts.transport.request_window import RequestWindow
 from hosts.transport.udp import Endpoint
 from wire.header import (
     HEADER_LEN,
-    INC_UDP_PORT,
     KV_ANSWERED_BY_SWITCH,
     KV_VALUE_WORDS,
     SLOTS,
     Flag,
+    HostDrop,
     Op,
 )
 from wire.serial import wrap
@@ -51,6 +51,7 @@ _REPLY = struct.Struct(
     "!BBHBxBxIIII"
 )  # op, flags, job, worker, slot_count, psn, idx, epoch, bitmap
 _WORD = struct.Struct("!i")
+_KEY = struct.Struct("!I")
 _READ, _WRITE, _RESULT = int(Op.KV_READ), int(Op.KV_WRITE), int(Flag.RESULT)
 _VALUE = slice(HEADER_LEN + 4, HEADER_LEN + 4 * (1 + KV_VALUE_WORDS))
 TAG_BITS = 22  # a write's tag: (client + 1) << TAG_BITS | request number
@@ -84,7 +85,7 @@ class PipelinedKvClient:
 
     def __init__(self, config: KvConfig, work: Workload, endpoint: Endpoint | None = None):
         self.config, self.work = config, work
-        self.endpoint = endpoint or Endpoint(("0.0.0.0", INC_UDP_PORT))
+        self.endpoint = endpoint or Endpoint(("0.0.0.0", config.port))
         n = work.count
         rng = np.random.default_rng(work.seed)
         self.keys = zipf_keys(work.keys, work.alpha, n, work.seed)
@@ -92,6 +93,7 @@ class PipelinedKvClient:
         self.tags = np.where(self.is_write, tag(config.worker_id, np.arange(n)), 0)
         self.first_id = wrap(int(time.time() * 1000) << 8)
         self.writes = self.is_write.tolist()
+        self.keys_list = self.keys.tolist()
         self.version = [0] * n  # lists: a reply's fields cost less to store than in numpy
         self.value = [0] * n
         self.whole = [False] * n
@@ -99,7 +101,7 @@ class PipelinedKvClient:
         self.window = RequestWindow(
             socket.socket(fileno=os.dup(self.endpoint.fileno())),
             self._payloads(),
-            (config.server_ip, INC_UDP_PORT),
+            (config.server_ip, config.port),
             self.first_id,
             self._on_reply,
             window=work.window,
@@ -107,6 +109,7 @@ class PipelinedKvClient:
             tries=config.tries,
             retx_flag=int(Flag.RETX),
             timed=self._from_server,
+            source=(config.server_ip, config.port),
         )
 
     def _payloads(self) -> list[bytes]:
@@ -126,18 +129,33 @@ class PipelinedKvClient:
         return not self.cached[i]
 
     def _on_reply(self, i: int, data: bytes) -> bool:
-        if len(data) < _VALUE.stop:
+        """Whether ``data`` answers request ``i`` (``hosts/kv/store.py``'s checks, each drop
+        counted in the window's ``drops``)."""
+        reason = self._refuse(i, data)
+        if reason is not None:
+            self.window.drops[reason] += 1
             return False
-        op, flags, job, _, count, _, _, epoch, version = _REPLY.unpack_from(data)
-        want = _WRITE if self.writes[i] else _READ
-        if op != want or not flags & _RESULT or job != self.config.job_id or count != SLOTS:
-            return False
+        _, _, _, _, _, _, _, epoch, version = _REPLY.unpack_from(data)
         value = data[_VALUE]
         self.version[i] = version
         self.value[i] = _WORD.unpack_from(value)[0]
         self.whole[i] = value == value[:4] * KV_VALUE_WORDS
         self.cached[i] = epoch == KV_ANSWERED_BY_SWITCH
         return True
+
+    def _refuse(self, i: int, data: bytes) -> HostDrop | None:
+        if len(data) < HEADER_LEN:
+            return HostDrop.MALFORMED
+        op, flags, job, worker, count, _, _, _, _ = _REPLY.unpack_from(data)
+        reason = reply_refused(op, flags, job, worker, count, self.config)
+        if reason is not None:
+            return reason
+        if len(data) < HEADER_LEN + SLOTS * 4:
+            return HostDrop.MALFORMED
+        want = _WRITE if self.writes[i] else _READ
+        if op != want or _KEY.unpack_from(data, HEADER_LEN)[0] != self.keys_list[i]:
+            return HostDrop.NOT_IN_FLIGHT
+        return None
 
     def run(self) -> dict[str, Any]:
         cpu = time.process_time()

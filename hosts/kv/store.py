@@ -20,6 +20,15 @@ write; writes a client has in flight together are concurrent and may apply in an
 Request ids start from the clock (ms x 256), so a restarted client continues above its old
 ids.
 
+Who is who (docs/protocol.md, *Isolation*, I-KV): the server takes a request only from the
+IP the job declares for the client it names (``clients``, from the controller's plan) and
+the clients' port, of its job, ``KV_READ`` or ``KV_WRITE`` with ``RETX`` at most and ``K``
+slots; a client takes a reply only from the server's address and port, of its job, naming
+itself, with ``RESULT`` (and its own ``RETX``) and ``K`` slots, for its request in flight
+(``psn``) and its key. Anything else is dropped and counted by reason (``stats.drops``,
+``KvClient.drops``, ``wire.header.HostDrop``): a host that is no client changes no value and
+no version, and a forged reply completes no request.
+
 ``python -m hosts.kv.store server --job-id J`` runs the server; ``... bench`` and
 ``... check`` drive workloads (``topologies/kv_cache.py``).
 """
@@ -44,12 +53,14 @@ import numpy as np
 from hosts.transport.udp import Address, Endpoint
 from wire.header import (
     HEADER_LEN,
+    HOST_DROPS,
     INC_UDP_PORT,
     KV_ANSWERED_BY_SWITCH,
     KV_VALUE_WORDS,
     SLOTS,
     Flag,
     Header,
+    HostDrop,
     Op,
     ProtocolError,
     pack,
@@ -92,6 +103,7 @@ _VALUE_END = HEADER_LEN + (1 + KV_VALUE_WORDS) * 4  # key and value words of a r
 _PAD = bytes((SLOTS - 1 - KV_VALUE_WORDS) * 4)
 _REQUEST_LEN = HEADER_LEN + SLOTS * 4
 _READ, _WRITE, _RESULT = int(Op.KV_READ), int(Op.KV_WRITE), int(Flag.RESULT)  # plain ints: fast
+_NOT_RETX = 0xFF & ~int(Flag.RETX)  # a request's flags other than RETX: none is a client's
 
 
 @dataclass
@@ -102,7 +114,9 @@ class ServerStats:
     reads: int = 0
     writes: int = 0
     repeats: int = 0  # repeated writes answered with the stored reply
-    ignored: int = 0  # malformed, another job's, or older than the write window
+    ignored: int = 0  # writes older than the write window
+    # Requests dropped, by wire.header.HostDrop (module doc)
+    drops: list[int] = field(default_factory=lambda: [0] * HOST_DROPS)
     wakeups: int = 0
     max_batch: int = 0
     busy_s: float = 0.0  # time spent handling requests (not waiting)
@@ -118,6 +132,9 @@ class KvServer:
 
     job_id: int
     endpoint: Endpoint
+    # client (worker id) -> the IP the job declares for it; None: any (in-process tests)
+    clients: dict[int, str] | None = None
+    client_port: int = INC_UDP_PORT  # clients send from it and get their replies on it
     store: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # key -> version, body
     applied: dict[int, dict[int, bytes]] = field(default_factory=dict)  # client -> psn -> reply
     newest: dict[int, int] = field(default_factory=dict)  # client -> newest write id seen
@@ -131,23 +148,23 @@ class KvServer:
     def writes(self) -> int:
         return self.stats.writes
 
-    def handle(self, payload: bytes) -> bytes | None:
-        """The reply to one request (None: not ours, or an old duplicate)."""
-        if len(payload) < _REQUEST_LEN:
-            self.stats.ignored += 1
+    def handle(self, payload: bytes, src: Address | None = None) -> bytes | None:
+        """The reply to a request from ``src`` (None: dropped, or an old duplicate)."""
+        if len(payload) < HEADER_LEN:
+            self.stats.drops[HostDrop.MALFORMED] += 1
             return None
         op, flags, job, worker, count, psn, stamp = _REQ.unpack_from(payload)
-        if job != self.job_id or flags & _RESULT or count != SLOTS:
-            self.stats.ignored += 1
+        reason = self._refuse(op, flags, job, worker, count, src)
+        if reason is None and len(payload) < _REQUEST_LEN:
+            reason = HostDrop.MALFORMED
+        if reason is not None:
+            self.stats.drops[reason] += 1
             return None
         if op == _READ:
             self.stats.reads += 1
             key = _KEY.unpack_from(payload, HEADER_LEN)[0]
             version, body = self.store.get(key) or (0, payload[HEADER_LEN : HEADER_LEN + 4] + _ZERO)
             return _REPLY.pack(op, _RESULT, job, worker, 0, SLOTS, 0, psn, stamp, 0, version) + body
-        if op != _WRITE:
-            self.stats.ignored += 1
-            return None
         done = self.applied.get(worker)
         if done is None:
             done = self.applied[worker] = {}
@@ -172,6 +189,25 @@ class KvServer:
                 del done[old]
         return _REPLY.pack(op, _RESULT, job, worker, 0, SLOTS, 0, psn, stamp, 0, version) + body
 
+    def _refuse(
+        self, op: int, flags: int, job: int, worker: int, count: int, src: Address | None
+    ) -> HostDrop | None:
+        if job != self.job_id or op not in (_READ, _WRITE):
+            return HostDrop.OTHER_JOB
+        if flags & _NOT_RETX:
+            return HostDrop.FORGED_FLAGS
+        if count != SLOTS:
+            return HostDrop.BAD_SLOT_COUNT
+        if self.clients is not None:
+            ip = self.clients.get(worker)
+            if ip is None:
+                return HostDrop.NOT_A_MEMBER
+            if src is not None and src[0] != ip:
+                return HostDrop.FOREIGN_ADDRESS
+        if src is not None and src[1] != self.client_port:
+            return HostDrop.FOREIGN_PORT
+        return None
+
     def serve(self, stop_after: float | None = None) -> None:
         end = None if stop_after is None else time.monotonic() + stop_after
         sock = socket.socket(fileno=os.dup(self.endpoint.fileno()))
@@ -191,10 +227,10 @@ class KvServer:
                     except ConnectionRefusedError:
                         continue
                     n += 1
-                    reply = handle(data)
+                    reply = handle(data, addr)
                     if reply is not None:
                         try:
-                            send(reply, (addr[0], INC_UDP_PORT))
+                            send(reply, (addr[0], self.client_port))
                         except BlockingIOError:
                             pass  # a full send buffer: the client's retransmission recovers
                 stats.wakeups += 1
@@ -207,6 +243,16 @@ class KvServer:
 _ZERO = bytes(KV_VALUE_WORDS * 4) + _PAD
 
 
+def declared_clients(url: str, job_id: int) -> dict[int, str]:
+    """Client (worker id) -> the IP the controller's plan declares for it."""
+    from controller.api_client import ControllerApi
+
+    job = ControllerApi(url).job(job_id)
+    if job.get("kind") != "kv_cache":
+        raise KvError(f"job {job_id} is a {job.get('kind')} job, not kv_cache")
+    return {int(w["worker_id"]): str(w["ip"]) for w in job["workers"]}
+
+
 # -- client ------------------------------------------------------------------------------------
 
 
@@ -217,6 +263,7 @@ class KvConfig:
     server_ip: str
     rto: float = 0.05  # first retransmission timeout; doubles up to 1 s
     tries: int = 30
+    port: int = INC_UDP_PORT  # the server's (and the clients') UDP port
 
     @classmethod
     def from_controller(cls, url: str, job_id: int, worker_id: int) -> KvConfig:
@@ -226,6 +273,21 @@ class KvConfig:
         if cfg.get("kind") != "kv_cache":
             raise KvError(f"job {job_id} is a {cfg.get('kind')} job, not kv_cache")
         return cls(job_id, worker_id, str(cfg["agg_ip"]))
+
+
+def reply_refused(
+    op: int, flags: int, job: int, worker: int, count: int, config: KvConfig
+) -> HostDrop | None:
+    """Why a client drops a reply whatever request it answers (module doc), or None."""
+    if job != config.job_id or op not in (_READ, _WRITE):
+        return HostDrop.OTHER_JOB
+    if worker != config.worker_id:
+        return HostDrop.NOT_A_MEMBER
+    if flags & _NOT_RETX != _RESULT:
+        return HostDrop.FORGED_FLAGS
+    if count != SLOTS:
+        return HostDrop.BAD_SLOT_COUNT
+    return None
 
 
 class KvReply(NamedTuple):
@@ -239,11 +301,12 @@ class KvClient:
 
     def __init__(self, config: KvConfig, endpoint: Endpoint | None = None) -> None:
         self.config = config
-        self.endpoint = endpoint or Endpoint(("0.0.0.0", INC_UDP_PORT))
-        self.server: Address = (config.server_ip, INC_UDP_PORT)
+        self.endpoint = endpoint or Endpoint(("0.0.0.0", config.port))
+        self.server: Address = (config.server_ip, config.port)
         self.psn = wrap(int(time.time() * 1000) << 8)
         self.retransmissions = 0
         self.cached_replies = 0
+        self.drops = [0] * HOST_DROPS  # by wire.header.HostDrop (module doc)
 
     def get(self, key: int) -> list[int]:
         return self.read(key).value
@@ -269,20 +332,29 @@ class KvClient:
             while (left := deadline - time.monotonic()) > 0:
                 if not self.endpoint.wait(left):
                     break
-                for data, _ in self.endpoint.recv_many():
-                    reply = self._match(data, op)
-                    if reply is not None:
+                for data, src in self.endpoint.recv_many():
+                    reply = self._match(data, src, op, key)
+                    if isinstance(reply, HostDrop):
+                        self.drops[reply] += 1
+                    else:
                         return reply
             rto = min(rto * 2, 1.0)
         raise KvError(f"no reply to {op.name} of key {key} after {self.config.tries} tries")
 
-    def _match(self, data: bytes, op: Op) -> KvReply | None:
+    def _match(self, data: bytes, src: Address, op: Op, key: int) -> KvReply | HostDrop:
+        if src[0] != self.server[0]:
+            return HostDrop.FOREIGN_ADDRESS
+        if src[1] != self.server[1]:
+            return HostDrop.FOREIGN_PORT
         try:
             h, v = unpack(data)
         except ProtocolError:
-            return None
-        if h.psn != self.psn or h.op != op or not h.flags & Flag.RESULT or h.slot_count != SLOTS:
-            return None
+            return HostDrop.MALFORMED
+        reason = reply_refused(h.op, h.flags, h.job_id, h.worker_id, h.slot_count, self.config)
+        if reason is not None:
+            return reason
+        if h.op != op or h.psn != self.psn or int(v[0]) & MASK != key:
+            return HostDrop.NOT_IN_FLIGHT  # a late reply to an earlier request too
         cached = h.epoch == KV_ANSWERED_BY_SWITCH
         self.cached_replies += cached
         return KvReply([int(x) for x in v[1 : 1 + KV_VALUE_WORDS]], h.bitmap, cached)
@@ -356,6 +428,10 @@ def main(argv: list[str] | None = None) -> int:
     srv = sub.add_parser("server", help="run the storage server of a key-value job")
     srv.add_argument("--job-id", type=int, required=True)
     srv.add_argument("--seconds", type=float, default=None, help="stop after (default: never)")
+    srv.add_argument(
+        "--controller",
+        help="the daemon's URL (unix:PATH): take requests only from the job's declared clients",
+    )
     for name in ("check", "bench", "warm"):
         p = sub.add_parser(name)
         p.add_argument("--controller", required=True, help="the daemon's URL (unix:PATH)")
@@ -372,8 +448,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.cmd == "server":
             signal.signal(signal.SIGTERM, signal.default_int_handler)  # stop: print the counts
+            clients = None
+            if args.controller is not None:
+                clients = declared_clients(args.controller, args.job_id)
             with Endpoint(("0.0.0.0", INC_UDP_PORT)) as ep:
-                server = KvServer(args.job_id, ep)
+                server = KvServer(args.job_id, ep, clients)
                 print(f"kv server: job {args.job_id} listening on {INC_UDP_PORT}", flush=True)
                 try:
                     server.serve(args.seconds)

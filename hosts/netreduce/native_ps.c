@@ -10,9 +10,10 @@
  * sender); the last contribution sends the result to every worker of the job, to the
  * address its packets came from. Every job gets the default region (the whole pool) and
  * quorum, as the PS started from the command line does; it keeps MAX_JOBS_HELD jobs at
- * once and drops a further job's packets as UNKNOWN_JOB. A (job, worker) is bound to the
- * address of its first packet: the same worker from another address is counted `spoofed`
- * and dropped; flags a worker never sets (beyond worker_flags, wire.header.WORKER_FLAGS)
+ * once and drops a further job's packets as UNKNOWN_JOB. A worker with a declared IP
+ * (ps_declare: the job's plan) is taken only from it, `spoofed` otherwise, first or not. A
+ * (job, worker) is bound to the address of its first admitted packet: the same worker from
+ * another address is counted `spoofed` and dropped; flags a worker never sets (beyond worker_flags, wire.header.WORKER_FLAGS)
  * are FORGED_RESULT; results carry RESULT and the worker's flags only.
  */
 #define _GNU_SOURCE
@@ -66,6 +67,7 @@ struct ps_ctx {
     uint8_t *out;
     struct sockaddr_in *out_to;
     int64_t n_out, cap_out;
+    uint32_t declared[MAX_WORKERS]; /* worker's IP (network order) from the plan; 0: any */
 };
 
 
@@ -78,6 +80,10 @@ struct ps_ctx *ps_new(int64_t fd, int64_t quorum, int64_t slots, int64_t pool, i
     x->pool = pool;
     x->worker_flags = worker_flags;
     return x;
+}
+
+void ps_declare(struct ps_ctx *x, int64_t worker, uint32_t ip_be) {
+    if (worker >= 0 && worker < MAX_WORKERS) x->declared[worker] = ip_be;
 }
 
 void ps_free(struct ps_ctx *x) {
@@ -171,6 +177,10 @@ static int process(struct ps_ctx *x, const uint8_t *h, size_t len, const struct 
     }
     if (!held(x, job_id) && x->n_jobs == MAX_JOBS_HELD) {
         x->drops[UNKNOWN_JOB]++; /* more jobs at once than this server keeps */
+        return 0;
+    }
+    if (x->declared[worker] && x->declared[worker] != src->sin_addr.s_addr) {
+        x->spoofed++; /* not from the worker's declared host */
         return 0;
     }
     struct job *j = job_of(x, job_id);

@@ -16,6 +16,9 @@ there is the reference, with the same packets on the wire.
 from __future__ import annotations
 
 import ctypes
+import socket
+import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +47,7 @@ def _lib() -> Any:
             lib.ps_new.argtypes = [_I64, _I64, _I64, _I64, _I64]
             lib.ps_new.restype = ctypes.POINTER(_Ctx)
             lib.ps_free.argtypes = [ctypes.POINTER(_Ctx)]
+            lib.ps_declare.argtypes = [ctypes.POINTER(_Ctx), _I64, ctypes.c_uint32]
             lib.ps_serve.argtypes = [ctypes.POINTER(_Ctx), _I64]
             lib.ps_serve.restype = ctypes.c_int
             lib.typed = True
@@ -53,12 +57,17 @@ def _lib() -> Any:
 class NativeAggregator:
     """SoftAggregator's state machine and the PS's socket loop, in C, on socket ``fd``."""
 
-    def __init__(self, fd: int, n_workers: int, slots: int | None, pool: int) -> None:
+    def __init__(
+        self, fd: int, n_workers: int, slots: int | None, pool: int,
+        worker_ips: Sequence[str] | None = None,
+    ) -> None:  # fmt: skip
         self._lib = _lib()
         ctx = self._lib.ps_new(fd, n_workers, slots or 0, pool, int(WORKER_FLAGS))
         if not ctx:
             raise MemoryError("native parameter server: no memory for its state")
         self._ctx = ctx
+        for w, ip in enumerate(worker_ips or ()):  # in network byte order, as sin_addr
+            self._lib.ps_declare(ctx, w, int.from_bytes(socket.inet_aton(ip), sys.byteorder))
 
     @property
     def counters(self) -> _Ctx:

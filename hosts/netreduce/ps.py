@@ -27,10 +27,13 @@ is no multicast), to the address each worker's packets came from. Unlike the swi
 state is keyed by job as well, so jobs never share aggregators.
 
 Who may contribute: the PS's packets cross the switch as plain UDP (``PS_UDP_PORT``), past
-the switch's bindings, so the PS keeps its own. A (job, worker) is bound to the address
-(IP and port) of its first packet until ``reset_job``; a packet claiming that worker from
-any other address is dropped and counted (``spoofed``), so another host can neither add to
-a worker's sums nor take its results. A contribution carrying flags a worker never sets
+the switch's bindings, so the PS keeps its own. Given ``worker_ips`` (the job's plan:
+worker i's IP, ``--worker-ip`` in order), a packet claiming worker i from any other IP is
+dropped and counted (``spoofed``), first or not, so a host elsewhere cannot take a worker's
+place by claiming it first. A (job, worker) is bound to the address (IP and port) of its
+first admitted packet until ``reset_job``; a packet claiming that worker from any other
+address is dropped and counted (``spoofed``), so another host can neither add to a
+worker's sums nor take its results. A contribution carrying flags a worker never sets
 (anything but ``RETX``: ``WAIT``, ``COLLISION``, ``RUNNING``, ``DRAIN``) is dropped as
 ``FORGED_RESULT``; results carry ``RESULT`` and the worker's ``RETX`` only, which is what
 the workers' ``ResultFilter`` admits.
@@ -42,6 +45,7 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -93,7 +97,7 @@ class AggregatorStats:
     results: int = 0  # aggregations completed
     reserved: int = 0  # finished results served again to a retransmitting worker
     ignored: int = 0  # not an aggregation packet (results, acks, other ops, garbage)
-    spoofed: int = 0  # a bound (job, worker)'s packets from another address
+    spoofed: int = 0  # a (job, worker)'s packets from another address than its declared/bound one
     drops: list[int] = field(default_factory=lambda: [0] * DROP_REASONS)
 
 
@@ -110,10 +114,17 @@ class SoftAggregator:
     """
 
     def __init__(
-        self, n_workers: int, slots: int | None = SLOTS, jobs: dict[int, JobRegion] | None = None
+        self,
+        n_workers: int,
+        slots: int | None = SLOTS,
+        jobs: dict[int, JobRegion] | None = None,
+        worker_ips: Sequence[str] | None = None,
     ) -> None:
         if not 1 <= n_workers <= MAX_WORKERS:
             raise ValueError(f"n_workers must be in 1..{MAX_WORKERS}, got {n_workers}")
+        if worker_ips is not None and len(worker_ips) != n_workers:
+            raise ValueError(f"{len(worker_ips)} worker IPs for {n_workers} workers")
+        self.worker_ips = worker_ips  # worker i's IP, as the job's plan declares it
         self.default = JobRegion(quorum=n_workers)
         self.slots, self.jobs = slots, jobs
         self._copies: dict[tuple[int, int, int], _Copy] = {}
@@ -147,6 +158,10 @@ class SoftAggregator:
             return []
         job = self._admit(h)
         if job is None:
+            return []
+        ips = self.worker_ips
+        if ips is not None and (h.worker_id >= len(ips) or src[0] != ips[h.worker_id]):
+            self.stats.spoofed += 1  # not from the worker's declared host
             return []
         bound = self._workers.setdefault((h.job_id, h.worker_id), src)
         if bound != src:
@@ -216,15 +231,18 @@ class ParameterServer:
         jobs: dict[int, JobRegion] | None = None,
         endpoint: DatagramEndpoint | None = None,
         backend: str | None = None,
+        worker_ips: Sequence[str] | None = None,
     ) -> None:
-        self.aggregator = SoftAggregator(n_workers, slots, jobs)
+        self.aggregator = SoftAggregator(n_workers, slots, jobs, worker_ips)
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
         # The same native transport as the workers' client: the C loop on a plain socket
         # with the default region for every job, SoftAggregator in Python otherwise.
         self.backend = choose_backend(backend)
         self._native: NativeAggregator | None = None
         if self.backend == "native" and jobs is None and type(self.endpoint) is Endpoint:
-            self._native = NativeAggregator(self.endpoint.fileno(), n_workers, slots, AGG_POOL_SIZE)
+            self._native = NativeAggregator(
+                self.endpoint.fileno(), n_workers, slots, AGG_POOL_SIZE, worker_ips
+            )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -285,6 +303,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bind", default="0.0.0.0", help="address to listen on")
     ap.add_argument("--slots", type=int, default=SLOTS, help="values per packet (0: any)")
     ap.add_argument(
+        "--worker-ip",
+        action="append",
+        metavar="IP",
+        help="worker i's IP, once per worker in order (the job's plan): other hosts' claims are"
+        " dropped",
+    )
+    ap.add_argument(
         "--host-backend",
         choices=["native", "python"],
         help="the serve loop: native (C) or python; default $INC_HOST_BACKEND, else native",
@@ -292,8 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         ps = ParameterServer(
-            args.workers, (args.bind, args.port), args.slots or None, backend=args.host_backend
-        )
+            args.workers, (args.bind, args.port), args.slots or None,
+            backend=args.host_backend, worker_ips=args.worker_ip,
+        )  # fmt: skip
     except (ValueError, OSError) as e:
         print(f"hosts.netreduce.ps: {e}", file=sys.stderr)
         return 2

@@ -44,7 +44,7 @@
 #define HOST_DROP_CELLS 8 /* >= wire.header.HOST_DROPS, checked by the loader */
 /* wire.header.HostDrop */
 enum { FOREIGN_ADDRESS = 0, FOREIGN_PORT = 1, MALFORMED = 2, OTHER_JOB = 3, FORGED_FLAGS = 4,
-       BAD_SLOT_COUNT = 5, N_HOST_DROPS = 6 };
+       BAD_SLOT_COUNT = 5, NOT_A_MEMBER = 6, NOT_IN_FLIGHT = 7, N_HOST_DROPS = 8 };
 #define RECV_BATCH 64
 #define RECV_SLOT 2048
 #define SEND_RETRY_S 0.05

@@ -21,6 +21,9 @@ queued at the server outlives, and each resend of it adds to that queue (a resen
 20,681 resends of 40,000 operations with 5 % writes, 44,246 with 20 %). The timeout doubles
 for each resend up to ``max_rto``, with ``retx_flag`` OR-ed into its flags byte; after
 ``tries`` sends it is given up (``end`` stays NaN).
+With ``source``, a reply counts only from that address and port; what comes from elsewhere,
+is shorter than a header or answers no request in flight is dropped and counted by reason
+(``drops``, ``wire.header.HostDrop``); ``on_reply`` may count its own reasons there too.
 Send and receive are batched per wake-up: every queued reply is drained, then every free
 slot of the window filled, and only then are overdue requests looked for (so a client that
 was descheduled does not resend what was answered meanwhile).
@@ -40,6 +43,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from wire.header import HOST_DROPS, HostDrop
+
 Address = tuple[str, int]
 MASK = (1 << 32) - 1
 _PSN = struct.Struct("!I")
@@ -47,6 +52,10 @@ _PSN_OFFSET = 8
 _FLAGS_OFFSET = 1
 WAITING, IN_FLIGHT, DONE, GIVEN_UP = 0, 1, 2, 3
 INITIAL_RTO = 1.0  # seconds before the first resend while no round trip is measured
+
+
+def _foreign(src: Address, source: Address) -> HostDrop:
+    return HostDrop.FOREIGN_ADDRESS if src[0] != source[0] else HostDrop.FOREIGN_PORT
 
 
 class RequestWindow:
@@ -66,6 +75,7 @@ class RequestWindow:
         tries: int = 30,
         retx_flag: int = 0,
         timed: Callable[[int], bool] | None = None,
+        source: Address | None = None,
     ) -> None:
         if window < 1 or span < window:
             raise ValueError(f"window must be in [1, span={span}], got {window}")
@@ -86,6 +96,8 @@ class RequestWindow:
         self.retransmissions = 0
         self.given_up = 0
         self.max_in_flight = 0
+        self.source = source
+        self.drops = [0] * HOST_DROPS  # by wire.header.HostDrop (module doc)
 
     def _send(self, data: bytes, dest: Address) -> None:
         try:
@@ -111,6 +123,7 @@ class RequestWindow:
             self.timed,
         )
         first_id, payloads, dests, send = self.first_id, self.payloads, self.dests, self._send
+        source, drops = self.source, self.drops
         nxt = oldest = in_flight = finished = 0
         next_scan = 0.0
         clock = time.monotonic
@@ -119,15 +132,22 @@ class RequestWindow:
             if poll.poll(timeout * 1000.0):  # drain first: a stalled client must not resend
                 while True:  # what was answered meanwhile
                     try:
-                        data, _ = recv(2048)
+                        data, src = recv(2048)
                     except (BlockingIOError, InterruptedError):
                         break
                     except ConnectionRefusedError:
                         continue
+                    if source is not None and src != source:
+                        drops[_foreign(src, source)] += 1
+                        continue
                     if len(data) < 12:
+                        drops[HostDrop.MALFORMED] += 1
                         continue
                     i = (psn_of(data, _PSN_OFFSET)[0] - first_id) & MASK
-                    if i >= nxt or state[i] != IN_FLIGHT or not on_reply(i, data):
+                    if i >= nxt or state[i] != IN_FLIGHT:
+                        drops[HostDrop.NOT_IN_FLIGHT] += 1  # late duplicates too
+                        continue
+                    if not on_reply(i, data):
                         continue
                     state[i] = DONE
                     t = end[i] = clock()

@@ -31,6 +31,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Hashable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +44,7 @@ from tests.bench.ask_cluster import GOAL_LOCAL, bench_cluster, mapper_split, why
 from topologies.ask_local import AskBench, _ip, _mac, chunks
 from topologies.ask_mappers import licence_text as corpus_text
 from wire.framing import decapsulate, encapsulate
-from wire.header import ASK_TUPLES
+from wire.header import ASK_TUPLES, Flag
 
 
 def cell_keys(bench: AskBench, rows: int) -> list[str]:
@@ -74,7 +75,7 @@ def frames_for(bench: AskBench, tuples: int, keys: list[str]) -> list[bytes]:
         out = m.to_send(0.0)
         payloads += out
         for p in out:  # acknowledge at once: the window never stalls this measurement
-            m.on_ack(parse(p)[0])
+            m.on_ack(replace(parse(p)[0], flags=Flag.ACK, slot_count=0))
     dst = bench.n + 1
     return [encapsulate(p, _mac(1), _mac(dst), _ip(1), _ip(dst)) for p in payloads]
 

@@ -168,10 +168,12 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
                        tuple(g), "netreduce")
                 for j, g in enumerate(groups)
             ]  # fmt: skip
-            for ps in ps_hosts:
+            for ps, g in zip(ps_hosts, groups, strict=True):
+                ips = [a for h in g for a in ("--worker-ip", host_ip(h))]  # the plan's workers
                 ps_pids.append(ex.start_service(
                     f"h{ps}",
-                    [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(cfg.workers)],
+                    [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(cfg.workers),
+                     *ips],
                     ready="parameter server on", log_name=f"ps-baseline-h{ps}",
                 ).pid)  # fmt: skip
             for mode, jobs, extra in (
