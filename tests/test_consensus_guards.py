@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from hosts.consensus import replicated_log as rl
+from hosts.consensus.pipelined_client import PipelinedLogClient  # its sockets stay real
 from hosts.transport.control_mac import ControlMac
 from wire.header import SLOTS, Flag, Header, Op, pack
 
@@ -189,3 +190,57 @@ def test_a_client_reads_only_sealed_entries_from_a_replica(monkeypatch: pytest.M
     assert c.dropped == 2
     c.ctl.inbox.append((sealed(entries), (REPLICAS[0]["ip"], rl.CTL_PORT)))
     assert [(e.client, e.req, e.data) for e in c.read(timeout=0.05)] == [(0, 1, b"f")]
+
+
+def test_a_pipelined_client_commits_only_with_answers_from_the_replicas_addresses() -> None:
+    """Real loopback sockets: three replicas at 127.0.0.3-5 answer each request; before them
+    a forger at 127.0.0.6 answers it in all three replicas' names at another index. The
+    client commits every append at the replicas' index and counts each forged answer."""
+    import socket
+    import threading
+
+    from wire.header import HostDrop, unpack
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    ips = ("127.0.0.3", "127.0.0.4", "127.0.0.5")
+    socks = []
+    for ip in (*ips, "127.0.0.6"):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((ip, port))
+        s.settimeout(0.2)
+        socks.append(s)
+    cfg = rl.LogConfig(JOB, 0, "127.0.0.1", ips[0], ips, key=KEY, port=port)
+    client = PipelinedLogClient(cfg, count=5, window=2)
+    stop = threading.Event()
+
+    def replicas() -> None:
+        index = 0
+        while not stop.is_set():
+            try:
+                data, src = socks[0].recvfrom(65535)
+            except TimeoutError:
+                continue
+            h, _ = unpack(data)
+            for bits in (0b111, 0b001, 0b010):  # the forger's answers first
+                socks[3].sendto(answer(0, h.psn, 900 + index, bits=bits), src)
+            for rid in range(3):
+                socks[rid].sendto(answer(rid, h.psn, index), src)
+            index += 1
+
+    t = threading.Thread(target=replicas, daemon=True)
+    t.start()
+    try:
+        out = client.run()
+        history = client.history()
+    finally:
+        stop.set()
+        t.join(5)
+        client.close()
+        for s in socks:
+            s.close()
+    assert out["appends"] == 5 and out["retransmissions"] == 0
+    assert sorted(c[4] for c in history) == [0, 1, 2, 3, 4]  # no forged index (900 + ...)
+    assert client.window.drops[HostDrop.FOREIGN_ADDRESS] == 3 * 5

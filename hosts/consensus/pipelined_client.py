@@ -82,6 +82,7 @@ class PipelinedLogClient:
             rto=config.rto,
             max_rto=0.5,
             tries=config.tries,
+            source=frozenset((ip, config.port) for ip in config.replicas),  # replicas only
         )
 
     def _on_reply(self, i: int, data: bytes) -> bool:

@@ -21,7 +21,8 @@ queued at the server outlives, and each resend of it adds to that queue (a resen
 20,681 resends of 40,000 operations with 5 % writes, 44,246 with 20 %). The timeout doubles
 for each resend up to ``max_rto``, with ``retx_flag`` OR-ed into its flags byte; after
 ``tries`` sends it is given up (``end`` stays NaN).
-With ``source``, a reply counts only from that address and port; what comes from elsewhere,
+With ``source``, a reply counts only from that address and port (or, given a set, from one
+of them: a replicated log's replicas); what comes from elsewhere,
 is shorter than a header or answers no request in flight is dropped and counted by reason
 (``drops``, ``wire.header.HostDrop``); ``on_reply`` may count its own reasons there too.
 Send and receive are batched per wake-up: every queued reply is drained, then every free
@@ -54,8 +55,9 @@ WAITING, IN_FLIGHT, DONE, GIVEN_UP = 0, 1, 2, 3
 INITIAL_RTO = 1.0  # seconds before the first resend while no round trip is measured
 
 
-def _foreign(src: Address, source: Address) -> HostDrop:
-    return HostDrop.FOREIGN_ADDRESS if src[0] != source[0] else HostDrop.FOREIGN_PORT
+def _foreign(src: Address, sources: frozenset[Address]) -> HostDrop:
+    known = any(src[0] == ip for ip, _ in sources)
+    return HostDrop.FOREIGN_PORT if known else HostDrop.FOREIGN_ADDRESS
 
 
 class RequestWindow:
@@ -75,7 +77,7 @@ class RequestWindow:
         tries: int = 30,
         retx_flag: int = 0,
         timed: Callable[[int], bool] | None = None,
-        source: Address | None = None,
+        source: Address | frozenset[Address] | None = None,
     ) -> None:
         if window < 1 or span < window:
             raise ValueError(f"window must be in [1, span={span}], got {window}")
@@ -96,7 +98,7 @@ class RequestWindow:
         self.retransmissions = 0
         self.given_up = 0
         self.max_in_flight = 0
-        self.source = source
+        self.source = frozenset([source]) if isinstance(source, tuple) else source
         self.drops = [0] * HOST_DROPS  # by wire.header.HostDrop (module doc)
 
     def _send(self, data: bytes, dest: Address) -> None:
@@ -137,7 +139,7 @@ class RequestWindow:
                         break
                     except ConnectionRefusedError:
                         continue
-                    if source is not None and src != source:
+                    if source is not None and src not in source:
                         drops[_foreign(src, source)] += 1
                         continue
                     if len(data) < 12:
