@@ -4,8 +4,7 @@ Every program here loads with ``backend="native"`` and runs native: no one-line 
 a fallback to Python. A program joins the list when the C generator covers it; leaving
 the list is a regression. The differential test (tests/test_native.py) checks that each
 gives Python's outputs; tests/test_stf_programs.py runs their STF scripts on both back
-ends. The repository's v1model programs not listed still fall back, each for a construct
-the C generator does not cover yet (direct meters and random).
+ends.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ MUST_RUN_NATIVE = [
     "tests/p4/conformance/architecture/resubmit_recirculate.p4",
     "tests/p4/conformance/architecture/truncate_drop.p4",
     "tests/p4/conformance/externs/hashes.p4",
+    "tests/p4/conformance/externs/meter_random_digest.p4",
     "tests/p4/conformance/externs/register_counter.p4",
     "tests/p4/conformance/operators/arith.p4",
     "tests/p4/conformance/operators/bits_and_bools.p4",

@@ -128,3 +128,33 @@ def test_action_selector_groups_and_members_run_native_with_pythons_outputs() ->
     run_both(py, nat, traffic(200))
     f = five_tuple_frame(rng, 0x0C000002)  # group 200 now holds member 1 alone
     assert nat.send(0, f)[0][0] == 1
+
+
+def test_direct_meters_and_random_run_native_with_pythons_outputs() -> None:
+    """tests/p4/conformance/externs/meter_random_digest.p4: a direct meter configured on
+    one entry (its colours turn yellow and red under the load), unset on another (GREEN),
+    a miss (not metered), a reconfiguration between packets, an indexed meter, random()
+    in a range and of one value, and digests: the same outputs and digests on both."""
+    py, nat = both("tests/p4/conformance/externs/meter_random_digest.p4")
+    handles = {}
+    for sw in (py, nat):
+        handles[sw] = [sw.table_add("metered", {"hdr.pk.key": k}, "read_dm", {}) for k in (1, 2)]
+        sw.meter_set_rates("dm", handles[sw][0], (0.0005, 2), (0.001, 3))
+        sw.meter_set_rates("m", 1, (0.05, 100), (0.1, 200))
+    rng = random.Random(2)
+
+    def frame(key: int) -> bytes:
+        return bytes([key]) + rng.randbytes(8)
+
+    frames = [(0, frame(rng.choice([1, 1, 1, 2, 3]))) for _ in range(150)]
+    run_both(py, nat, frames)
+    assert py.digests == nat.digests and len(nat.digests) == len(frames)
+    colours = {nat.send(0, frame(1))[0][1][5] for _ in range(20)}
+    for _ in range(20):
+        py.send(0, frame(1))
+    assert 2 in colours  # red: twenty packets within one millisecond
+    for sw in (py, nat):  # a faster meter on the same entry: laid out again for C
+        sw.meter_set_rates("dm", handles[sw][0], (1.0, 1000), (2.0, 2000))
+    run_both(py, nat, frames[:50])
+    out = nat.send(0, frame(2))[0][1]
+    assert out[5] == 0 and out[6:8] == b"\x12\x34" and out[8] == 1  # unset: GREEN

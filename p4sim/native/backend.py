@@ -42,7 +42,7 @@ from cbuild.shared_library import cache_dir as shared_cache_dir
 from p4sim.compiler.program import ValueSet
 from p4sim.native.cgen import CGen, Unsupported
 from p4sim.runtime.action_profiles import GROUP, MEMBER, ActionProfile
-from p4sim.runtime.externs import Counter, Meter, MeterState, Register
+from p4sim.runtime.externs import Counter, DirectMeter, Meter, MeterState, Register
 from p4sim.runtime.pre import PacketReplicationEngine
 from p4sim.runtime.tables import Table
 from p4sim.v1model.pipeline import Pipeline
@@ -82,6 +82,8 @@ class _CTable(ctypes.Structure):
         ("grp", ctypes.POINTER(ctypes.c_int64)),
         ("mact", ctypes.POINTER(ctypes.c_int64)),
         ("margs", P64),
+        ("meters", ctypes.POINTER(ctypes.c_double)),
+        ("morigin", ctypes.c_int64),
     ]
 
 
@@ -253,6 +255,31 @@ class NativeMeter(Meter):
 
     def reset_rates(self, i: int) -> None:
         self._locked(Meter.reset_rates, i)
+
+
+class NativeDirectMeter(DirectMeter):
+    """A direct meter whose entries' states live in their table's layout for C (each
+    entry's ``meter`` a NativeMeterState over its row once laid out): a configuration
+    change holds C's lock and lays the table out again (a new state gets its row)."""
+
+    native_lib: Any
+
+    def _locked(self, fn: Any, *args: Any) -> Any:
+        self.native_lib.p4n_lock()
+        try:
+            return fn(self, *args)
+        finally:
+            self.native_lib.p4n_unlock()
+            self.table._changed()  # type: ignore[attr-defined]
+
+    def set_rates(self, handle: int, committed: tuple[float, int], peak: tuple[float, int]) -> None:
+        self._locked(DirectMeter.set_rates, handle, committed, peak)
+
+    def reset_rates(self, handle: int) -> None:
+        self._locked(DirectMeter.reset_rates, handle)
+
+    def reset_time_origin(self, now_us: int) -> None:
+        self._locked(DirectMeter.reset_time_origin, now_us)
 
 
 class NativeValueSet(ValueSet):
@@ -486,6 +513,13 @@ class NativePipeline(Pipeline):
                     prof.native_tables = []
                 prof.native_tables.append(t)
                 t.native_profile = prof  # type: ignore[attr-defined]
+        for t in self.tables:
+            dm_name = self._table_info(t.name).direct_meter
+            if dm_name:
+                dm = inst.externs[dm_name]
+                dm.__class__ = NativeDirectMeter
+                dm.native_lib = lib
+                t.native_dmeter = dm  # type: ignore[attr-defined]
         self.vsets: list[NativeValueSet] = []
         self._vkeep: dict[int, Any] = {}
         for n, fq in enumerate(gen.vsets):
@@ -619,6 +653,17 @@ class NativePipeline(Pipeline):
         c.grp = grp.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         c.mact = mact.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
         c.margs = _ptr(margs)
+        dm = getattr(t, "native_dmeter", None)
+        if dm is not None:  # each entry's meter state in its row (unset: not configured)
+            cells = np.zeros((max(1, n), len(METER_FIELDS)), dtype=np.float64)
+            for i, (e, _, _) in enumerate(enc):
+                if e.meter is not None:
+                    e.meter = NativeMeterState(cells[i], e.meter)
+            c.meters = cells.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+            c.morigin = dm.time_origin_us
+            st["meters"] = cells
+        else:
+            c.meters = None
         st["order"] = [x[0] for x in enc]
         st["arrays"] = arrays
         st["base"] = counters.copy()

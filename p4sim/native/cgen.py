@@ -414,6 +414,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             c.scope[d.name] = V(f"K{n}", None, obj=("counter", n, info.size))
         elif kind == "direct_counter":
             c.scope[d.name] = V("", None, obj=("direct_counter",))
+        elif kind == "direct_meter":
+            c.scope[d.name] = V("", None, obj=("direct_meter",))
         elif kind == "meter":
             c.scope[d.name] = self.meter_instance(fq, info)
         elif kind in ("action_profile", "action_selector"):  # laid out with their tables
@@ -594,10 +596,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         info = self.table_names.get(fq)
         if info is None:
             raise Unsupported(f"table {fq}")
-        if info.direct_meter:
-            raise Unsupported(f"table {fq}: direct meters")
         for p in d.properties:
-            if p.name not in ("size", "counters", "support_timeout", "implementation"):
+            if p.name not in ("size", "counters", "meters", "support_timeout", "implementation"):
                 raise Unsupported(f"table property {p.name}")
         keys = []
         matched = [k for k in d.keys if k.match_kind != "selector"]
@@ -650,8 +650,11 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                     if info.direct_counter
                     else ""
                 )
+                + (f" {self.direct_meter_hit(info)}" if info.direct_meter else "")
                 + " }",
             ]
+            if info.direct_meter:  # a miss is not metered: GREEN
+                found.append("    if (e < 0) p4n_color = 0;")
         src = [
             f"static int {fn}(void) {{",
             f"    u64 key[{max(1, len(keys))}] = {{{kcode or '0'}}};",
@@ -907,6 +910,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 return self.checksum(f.name, args)
             if f.name == "hash":
                 return self.hash_call(args)
+            if f.name == "random":
+                return self.random_call(args)
             if f.name == "digest":
                 return self.digest_call(call)
             if (
@@ -1176,6 +1181,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 return f"{{ u64 ri_ = {i}; if (ri_ < {size}) R{n}[ri_] = {val}; }}"
         if kind == "meter" and name == "execute_meter":
             return self.execute_meter(sym, args)
+        if kind == "direct_meter" and name == "read":
+            return self.direct_meter_read(args)
         if kind == "direct_counter" and name == "count" and not args:
             return "(void)0"  # counted by the table on a hit, as BMv2 does
         if kind == "counter" and name == "count" and len(args) == 1:

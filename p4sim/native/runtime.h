@@ -38,6 +38,10 @@ typedef struct {
      * members are grp[2g + 1] rows from row grp[2g] of (mact, margs). */
     int64_t *grp, *mact;
     u64 *margs;
+    /* A table with a direct meter: 9 doubles per entry (cg_stateful.py's p4n_meter),
+     * and the meter's time origin. */
+    double *meters;
+    int64_t morigin;
 } p4n_table;
 
 typedef struct {
