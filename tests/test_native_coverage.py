@@ -76,6 +76,7 @@ MUST_RUN_NATIVE = [
     "tests/p4/conformance/tables/priorities.p4",
     "tests/p4/native/action_params.p4",
     "tests/p4/native/ctor_params.p4",
+    "tests/p4/native/enum_action_data.p4",
     "tests/p4/native/error_keys.p4",
     "tests/p4/native/hash_algos.p4",
     "tests/p4/native/options_checksums.p4",

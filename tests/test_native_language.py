@@ -158,3 +158,17 @@ def test_direct_meters_and_random_run_native_with_pythons_outputs() -> None:
     run_both(py, nat, frames[:50])
     out = nat.send(0, frame(2))[0][1]
     assert out[5] == 0 and out[6:8] == b"\x12\x34" and out[8] == 1  # unset: GREEN
+
+
+def test_serializable_enum_action_data_runs_native_with_pythons_outputs() -> None:
+    """tests/p4/native/enum_action_data.p4: entries whose action data is a serializable
+    enum, stored into a bit<8> field and enum-typed ones and compared."""
+    py, nat = both("tests/p4/native/enum_action_data.p4")
+    for sw in (py, nat):
+        sw.table_add("t", {"hd.h.key": 7}, "punt", {"reason": 2})
+        sw.table_add("t", {"hd.h.key": 9}, "punt", {"reason": 3})
+    rng = random.Random(4)
+    run_both(py, nat, [(0, bytes([rng.choice([7, 9, 1]), 0, 0, 0])) for _ in range(50)])
+    assert nat.send(0, bytes([7, 0, 0, 0]))[0][1] == bytes([7, 2, 2, 1])
+    assert nat.send(0, bytes([9, 0, 0, 0]))[0][1] == bytes([9, 3, 3, 0])
+    assert nat.send(0, bytes([5, 0, 0, 0]))[0][1] == bytes([5, 1, 1, 0])  # the default

@@ -1333,6 +1333,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             return v
         if isinstance(t, TEnum) and isinstance(v.type, (TEnum, TBit)):
             return v
+        if isinstance(t, TBit) and isinstance(v.type, TEnum) and v.type.underlying == t:
+            return V(v.code, t, v.const)  # a serializable enum's value (an action's data)
         if isinstance(t, TError) and isinstance(v.type, TError):
             return v
         if isinstance(t, TComposite) and v.type is t:
@@ -1579,6 +1581,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         if isinstance(t, TEnum) and t.underlying is not None:
             t = t.underlying
         v = self.expr(e.expr, t if isinstance(t, TBit) else None)
+        if isinstance(v.type, TEnum) and v.type.underlying is not None:  # its bits
+            v = V(v.code, v.type.underlying, v.const)
         if isinstance(t, TBit):
             if isinstance(v.type, TInfInt):
                 return self.coerce(v, t)
