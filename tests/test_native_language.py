@@ -172,3 +172,61 @@ def test_serializable_enum_action_data_runs_native_with_pythons_outputs() -> Non
     assert nat.send(0, bytes([7, 0, 0, 0]))[0][1] == bytes([7, 2, 2, 1])
     assert nat.send(0, bytes([9, 0, 0, 0]))[0][1] == bytes([9, 3, 3, 0])
     assert nat.send(0, bytes([5, 0, 0, 0]))[0][1] == bytes([5, 1, 1, 0])  # the default
+
+
+def test_128_bit_values_and_keys_run_native_with_pythons_outputs() -> None:
+    """tests/p4/native/wide_bits.p4: bit<128>/bit<72>/bit<96> values through extract,
+    arithmetic, shifts, slices, concatenation, casts, hash and checksum lists, a select
+    on 128 bits, and exact/lpm/ternary keys of 128 bits with entries on both sides."""
+    py, nat = both("tests/p4/native/wide_bits.p4")
+    rng = random.Random(8)
+    pre = rng.getrandbits(128)
+    srcs = [rng.getrandbits(128) for _ in range(4)] + [1, 0, (1 << 128) - 1]
+    for sw in (py, nat):
+        for i, s in enumerate(srcs[:3]):
+            sw.table_add("exact6", {"meta.key": s ^ (0xF << 124 | 1)}, "mark", {"v": i + 1})
+        for plen in (17, 100):
+            prefix = pre >> (128 - plen) << (128 - plen)
+            sw.table_add("lpm6", {"hdr.ip.dst": (prefix, plen)}, "mark_lpm", {"v": plen})
+        high = (1 << 128) - (1 << 70)
+        sw.table_add(
+            "tern6",
+            {"hdr.ip.src": (srcs[0] & high, high), "hdr.ip.tag": 5},
+            "mark_tern",
+            {"v": 9},
+            priority=1,
+        )
+
+    def frame() -> bytes:
+        src = rng.choice(srcs) ^ (rng.getrandbits(60) if rng.random() < 0.3 else 0)
+        dst = pre ^ rng.getrandbits(rng.choice([8, 20, 40, 128]))
+        head = bytes([rng.choice([5, 5, 6]), rng.getrandbits(8)])
+        body = src.to_bytes(16) + dst.to_bytes(16) + rng.randbytes(9)
+        return head + body + rng.randbytes(rng.randrange(4))
+
+    frames = [(0, frame()) for _ in range(300)]
+    frames += [(0, frame()[: rng.randrange(40)]) for _ in range(20)]  # cut short
+    run_both(py, nat, frames)
+    f = bytes([5, 0x80]) + srcs[1].to_bytes(16) + (pre ^ 1).to_bytes(16) + bytes(9)
+    ((_, out),) = nat.send(0, f)
+    assert int.from_bytes(out[:16]) == (srcs[1] + (pre ^ 1)) % (1 << 128)
+    assert int.from_bytes(out[32:48]) & 0xFF == (5 + 0xFFFFFFFFFFFFFFFF80) & 0xFF  # int<8> -128
+    assert out[83:86] == bytes([2, 100, 0])  # srcs[1]'s exact entry, the longer prefix
+
+
+def test_out_and_inout_arguments_at_run_time_indices_run_native_with_pythons_outputs() -> None:
+    """tests/p4/native/index_args.p4: a function's inout/out arguments at run-time stack
+    indices, in range and out of it, as a statement and inside an index."""
+    py, nat = both("tests/p4/native/index_args.p4")
+    rng = random.Random(6)
+    frames = [
+        (0, bytes([rng.getrandbits(8) for _ in range(3)] + [rng.randrange(5), rng.randrange(5), 0]))
+        for _ in range(200)
+    ]
+    run_both(py, nat, frames)
+    ((_, out),) = nat.send(0, bytes([10, 20, 30, 1, 2, 0]))
+    # h[1] += 7 (old 20 into r); then h[2] += 7 (37, odd: index 1) and h[1] = its old 30
+    assert out == bytes([10, 30, 37, 1, 2, 20])
+    ((_, out),) = nat.send(0, bytes([10, 20, 30, 3, 0, 0]))
+    # index 3: read as 0 (r = 0), the write lost; then h[0] += 7 (17, odd) and h[1] = 10
+    assert out == bytes([17, 10, 30, 3, 0, 0])

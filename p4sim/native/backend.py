@@ -51,6 +51,7 @@ log = logging.getLogger("p4sim.native")
 
 MAXPKT = 65600  # P4N_MAXPKT
 MAXOUT = 64  # P4N_MAXOUT
+M64 = (1 << 64) - 1
 U64 = ctypes.c_uint64
 P64 = ctypes.POINTER(ctypes.c_uint64)
 
@@ -575,7 +576,7 @@ class NativePipeline(Pipeline):
         self.flush(t)
         entries = Table.entries(t)
         keys = t.keys
-        nk = len(keys)
+        nk = sum(2 if k.width > 64 else 1 for k in keys)  # bit<65..128>: two words
         acts = self.actions[t.name]
         nargs = max([1] + [len(self.native.gen.compiled.actions[a].params) for a in acts])
         seq = getattr(t, "_seq_of", {})
@@ -604,6 +605,10 @@ class NativePipeline(Pipeline):
                     masks.append(m[1] & full)
                 else:
                     raise NativeError(f"table {t.name}: {kf.match_kind} keys")
+                if kf.width > 64:  # the high word, then the low 64 bits
+                    v, mk = vals.pop(), masks.pop()
+                    vals += [v >> 64, v & M64]
+                    masks += [mk >> 64, mk & M64]
             return vals, masks
 
         prof: Any = getattr(t, "native_profile", None)
@@ -639,7 +644,10 @@ class NativePipeline(Pipeline):
             args[i * nargs : i * nargs + len(data)] = data
         dargs = np.zeros(nargs, dtype=np.uint64)
         dargs[: len(t.default_args)] = t.default_args
-        rng = np.array([int(k.match_kind == "range") for k in keys] or [0], dtype=np.int64)
+        rng = np.array(
+            [int(k.match_kind == "range") for k in keys for _ in range(1 + (k.width > 64))] or [0],
+            dtype=np.int64,
+        )
         grp, mact, margs = self._layout_groups_of(prof, groups, acts, nargs)
         arrays = (vals, masks, action, args, counters, dargs, rng, grp, mact, margs)
         c = self.native.lib.p4n_table_at(st["n"]).contents

@@ -6,7 +6,7 @@ Example::
     src = gen.generate()                   # Unsupported("...") for constructs not covered
 
 Covers what the repository's aggregation and forwarding programs use: fixed-width headers
-(fields of up to 64 bits), header stacks and structs, parsers with extract/select/verify,
+(fields of up to 128 bits), header stacks and structs, parsers with extract/select/verify,
 controls with locals, actions, exact/lpm/ternary/optional/range tables (direct counters),
 registers, indexed
 counters, sub-control instances (constructor parameters too), mark_to_drop, checksums
@@ -14,9 +14,10 @@ counters, sub-control instances (constructor parameters too), mark_to_drop, chec
 and ``exit``. Anything else raises :class:`Unsupported`, and the switch runs the program
 on the Python back end instead (one line says why).
 
-Every scalar is a ``uint64_t`` masked to its P4 width (``bool`` is 0/1; ``int<W>`` is its
-W-bit two's-complement pattern, sign-extended where an operation reads it as signed), so that the
-arithmetic is the Python back end's (which keeps ints masked) modulo 2**64. Headers and
+Every scalar is a ``uint64_t`` (bit<65..128>: ``unsigned __int128``) masked to its P4
+width (``bool`` is 0/1; ``int<W>`` is its W-bit two's-complement pattern, sign-extended
+where an operation reads it as signed), so that the arithmetic is the Python back end's
+(which keeps ints masked) modulo 2**64 (2**128). Headers and
 structs are C structs of such fields; headers add ``valid_``.
 """
 
@@ -112,7 +113,9 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     def ctype(self, t: Any) -> str:
         if isinstance(t, (TBit, TBool, TError, TEnum)):  # a plain enum: its member's index
             if isinstance(t, TBit) and t.width > 64:
-                raise Unsupported(f"type {t.show()} (wider than 64 bits)")
+                if t.width > WIDE or t.signed:
+                    raise Unsupported(f"type {t.show()} (wider than 64 bits)")
+                return "u128"
             return "u64"
         if isinstance(t, TComposite):
             return self.struct(t)
@@ -462,7 +465,9 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         kn = []
         for k in keys:
             n = self.new("k")
-            out.append(f"{{ u64 {n} = {k.code};")
+            out.append(
+                f"{{ {self.ctype(k.type) if isinstance(k.type, TBit) else 'u64'} {n} = {k.code};"
+            )
             kn.append(n)
         for case in tr.cases:
             cond = self.keyset(case.keyset, keys, kn)
@@ -560,8 +565,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             self.ctype(t)
             if isinstance(t, TComposite):
                 raise Unsupported("composite action parameters")
-            if isinstance(t, TBit) and t.signed:
-                raise Unsupported("signed action parameters")
+            if isinstance(t, TBit) and (t.signed or t.width > 64):
+                raise Unsupported(f"action parameters of type {t.show()}")
             n = f"a_{p.name}"
             ps.append(f"u64 {n}")
             self.locals[-1][p.name] = V(n, t)
@@ -602,7 +607,12 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         keys = []
         matched = [k for k in d.keys if k.match_kind != "selector"]
         for k, kf in zip(matched, info.keys, strict=True):
-            if kf.match_kind not in MATCH_KINDS or kf.width > 64:
+            wide = kf.width > 64
+            if (
+                kf.match_kind not in MATCH_KINDS
+                or kf.width > WIDE
+                or (wide and kf.match_kind == "range")
+            ):
                 raise Unsupported(f"table {fq}: {kf.match_kind} key of {kf.width} bits")
             v = self.expr(k.expr)
             if isinstance(v.type, TBool):
@@ -611,6 +621,11 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 v = V(f"({v.code} + 1)", TBit(32))
             if not isinstance(v.type, TBit) or v.type.signed:
                 raise Unsupported(f"table {fq}: key of type {v.type.show()}")
+            if wide:  # two key words (the Python side lays out the entries alike)
+                if has_fx(v.code):
+                    raise Unsupported(f"table {fq}: a wide key with side effects")
+                keys += [f"(u64)(({v.code}) >> 64)", f"(u64)({v.code})"]
+                continue
             keys.append(v.code)
         acts: list[tuple[str, Any] | None] = []
         listed = [self.action_ref(ref.name) for ref in d.actions]
@@ -769,7 +784,10 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         if not isinstance(base.type, TBit):
             raise Unsupported("assignment to a slice of a non-bit value")
         keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
-        return f"{base.code} = ({base.code} & {keep}) | ((({code}) & {_lit(_mask(w))}) << {lo});"
+        ct = self.ctype(base.type)
+        return (
+            f"{base.code} = ({base.code} & {keep}) | ((({ct})({code}) & {_lit(_mask(w))}) << {lo});"
+        )
 
     def store(self, target: ast.Expr, code: str) -> str:
         """C statement writing ``code`` (a C value of the target's type) into ``target``."""
@@ -789,7 +807,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         parameters by value, out/inout ones through copies written back after the call, in
         argument order. ``types``: the parameters' resolved types (a generic function's
         binding); ``composites_by_ref``: in headers/structs through a copy too (actions);
-        ``plain_targets``: refuse an out/inout argument at a run-time index (functions)."""
+        ``plain_targets``: an out/inout argument at a run-time index through a pointer to
+        its place, taken once (functions)."""
         if types is None:
             types = [self.genv.resolve(p.type) for p in params]
         vals: list[str] = []
@@ -815,13 +834,23 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             tmp = self.new("arg")
             self.decls.append(f"static {self.ctype(t)} {tmp};")
             vals.append(f"&{tmp}")
+            place = None
+            if plain_targets and not composite_in and run_time_index(a):
+                # the argument's place once (P4 evaluates an l-value once): its address,
+                # the scratch element when out of range (read zeroed, written to no effect)
+                if isinstance(a, ast.Slice):
+                    raise Unsupported("an out/inout slice at a run-time index")
+                place = self.new("lv")
+                pre.append(f"{self.ctype(t)} *{place} = &{self.expr(a).code};")
             if p.direction == "out" or isinstance(a, ast.DontCare):
                 pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
+            elif place is not None:
+                pre.append(f"{tmp} = *{place};")
             else:
                 pre.append(f"{tmp} = {self.value(a, t).code};")
-            if not composite_in and not isinstance(a, ast.DontCare):
-                if plain_targets and run_time_index(a):
-                    raise Unsupported("an out/inout argument at a run-time index")
+            if place is not None:
+                post.append(f"*{place} = {tmp};")
+            elif not composite_in and not isinstance(a, ast.DontCare):
                 post.append(self.store(a, tmp))
         return vals, pre, post
 
@@ -858,7 +887,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             var, t = "p4n_run", None
         else:
             v = self.expr(e)
-            if not isinstance(v.type, (TBit, TEnum)):
+            if not isinstance(v.type, (TBit, TEnum)) or getattr(v.type, "width", 0) > 64:
                 raise Unsupported(f"switch on {v.type.show()}")
             var, t = self.new("sw"), v.type
             out.append(f"u64 {var} = {v.code};")
@@ -982,6 +1011,12 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             total += w
             entries += 1
             put = f"{{ fv_[fn_] = {v.code}; fw_[fn_] = {w}; fn_++; }}"
+            if w > 64:  # two entries: the high bits, then the low 64
+                entries += 1
+                put = (
+                    f"{{ u128 x_ = {v.code}; fv_[fn_] = (u64)(x_ >> 64); fw_[fn_] = {w - 64}; "
+                    "fv_[fn_ + 1] = (u64)x_; fw_[fn_ + 1] = 64; fn_ += 2; }"
+                )
             lines.append(f"if ({owner}) {put}" if owner else put)
         if total > 2048:
             raise Unsupported(f"{what} over more than 2048 bits")
@@ -1228,7 +1263,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
             ):
                 w = _width(lt)
-                parts.append(f"{h.code}.{leaf} = p4n_get_bits(p4n_in, o_, {w}); o_ += {w};")
+                parts.append(f"{h.code}.{leaf} = {_get_bits('o_', w)}; o_ += {w};")
         parts.append(f"{h.code}.valid_ = 1; p4n_off = o_;")
         return "{ " + " ".join(parts) + " }"
 
@@ -1244,8 +1279,10 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         off = 0
         for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
-            slow.append(f"{h.code}.{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
-            if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
+            slow.append(f"{h.code}.{n} = {_get_bits(f'p4n_off + {off}', fw)};")
+            if (
+                off % 8 == 0 and fw % 8 == 0 and fw <= 64
+            ):  # whole bytes once the header starts on one
                 fast.append(f"{h.code}.{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
             else:
                 fast.append(slow[-1])
@@ -1294,14 +1331,14 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                     _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
                 ):
                     w = _width(lt)
-                    parts.append(f"p4n_put_bits(p4n_out, o_, {h.code}.{leaf}, {w}); o_ += {w};")
+                    parts.append(f"{_put_bits('o_', f'{h.code}.{leaf}', w)}; o_ += {w};")
             return f"if ({h.code}.valid_) {{ {' '.join(parts)} p4n_ooff = o_; }}"
         fast, slow = [], []
         off = 0
         for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
-            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.{n}, {fw});")
-            if off % 8 == 0 and fw % 8 == 0:
+            slow.append(f"{_put_bits(f'p4n_ooff + {off}', f'{h.code}.{n}', fw)};")
+            if off % 8 == 0 and fw % 8 == 0 and fw <= 64:
                 fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.{n}, {fw // 8});")
             else:
                 fast.append(slow[-1])
@@ -1324,7 +1361,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     def coerce(self, v: V, t: T) -> V:
         if isinstance(t, TBit) and isinstance(v.type, TInfInt):
             c = v.const & _mask(t.width)  # type: ignore[operator]
-            return V(_lit(c), t, c)
+            return V(_wide(_lit(c), t.width), t, c)
         if isinstance(t, TBool) and isinstance(v.type, TBool):
             return v
         if isinstance(t, TBit) and isinstance(v.type, TBit):
@@ -1358,7 +1395,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             raise Unsupported(f"expression {type(e).__name__}")
         v = m(e, expect)
         if isinstance(v.type, TBit) and v.type.width > 64:
-            raise Unsupported(f"values of type {v.type.show()}")
+            self.ctype(v.type)  # up to 128 bits, unsigned
         return v
 
     def _e_ListExpr(self, e: ast.ListExpr, expect: T | None) -> V:
@@ -1395,10 +1432,10 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
         if e.width is not None:  # int<W> values are W-bit two's-complement patterns
             c = e.value & _mask(e.width)
-            return V(_lit(c), TBit(e.width, e.signed), c)
+            return V(_wide(_lit(c), e.width), TBit(e.width, e.signed), c)
         if isinstance(expect, TBit):
             c = e.value & _mask(expect.width)
-            return V(_lit(c), expect, c)
+            return V(_wide(_lit(c), expect.width), expect, c)
         return V(_lit(e.value) if e.value >= 0 else str(e.value), TInfInt(), e.value)
 
     def _e_BoolLit(self, e: ast.BoolLit, expect: T | None) -> V:
@@ -1441,7 +1478,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 lt = lt.underlying
             if not isinstance(lt, (TBit, TBool)):
                 raise Unsupported(f"member {e.name} of a lookahead")
-            code = f"({{ {check} p4n_get_bits(p4n_in, p4n_off + {off}, {_width(lt)}); }})"
+            code = f"({{ {check} {_get_bits(f'p4n_off + {off}', _width(lt))}; }})"
             return V(code, lt)
         if isinstance(e.expr, ast.Call):  # t.apply().hit / .miss
             call = e.expr
@@ -1527,7 +1564,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         """C statements setting ``dst`` (of type ``t``) from the packet bits at the
         parser's position + ``off``, as the Python back end's lookahead unpacks them."""
         if isinstance(t, (TBit, TBool)) or (isinstance(t, TEnum) and t.underlying is not None):
-            out.append(f"{dst} = p4n_get_bits(p4n_in, p4n_off + {off}, {_width(t)});")
+            out.append(f"{dst} = {_get_bits(f'p4n_off + {off}', _width(t))};")
             return
         assert isinstance(t, TComposite)
         for n, ft in t.fields:
@@ -1590,9 +1627,11 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 return V(f"({v.code} ? 1ULL : 0ULL)", t)
             if isinstance(v.type, TBit):
                 if t.width > v.type.width and v.type.signed:  # widening int<W> sign-extends
-                    return V(f"((u64)p4n_sx({v.code}, {v.type.width}) & {_lit(_mask(t.width))})", t)
+                    ct = "(u128)(__int128)" if t.width > 64 else "(u64)"
+                    sx = f"{ct}p4n_sx({v.code}, {v.type.width})"
+                    return V(f"({sx} & {_lit(_mask(t.width))})", t)
                 if t.width >= v.type.width:
-                    return V(v.code, t, v.const)
+                    return V(_wide(v.code, t.width), t, v.const)
                 return V(f"({v.code} & {_lit(_mask(t.width))})", t)
         if isinstance(t, TBool) and isinstance(v.type, TBit) and v.type.width == 1:
             return V(f"({v.code} != 0)", TBool())
@@ -1691,19 +1730,20 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 s = b.const
                 if s is None or s < 0:
                     raise Unsupported("shift")
+                x = _wide(a.code, w)
                 if op == "<<":
-                    return V("0ULL" if s >= w else f"(({a.code} << {s}) & {m})", a.type)
-                return V("0ULL" if s >= w else f"({a.code} >> {s})", a.type)
-            if not isinstance(b.type, TBit):
-                raise Unsupported("shift amount")
+                    return V("0ULL" if s >= w else f"(({x} << {s}) & {m})", a.type)
+                return V("0ULL" if s >= w else f"({x} >> {s})", a.type)
+            if not isinstance(b.type, TBit) or w > 64:
+                raise Unsupported(f"shift of {a.type.show()} by {b.type.show()}")
             if op == "<<":
                 return V(f"p4n_shl({a.code}, {b.code}, {m})", a.type)
             return V(f"p4n_shr({a.code}, {b.code})", a.type)
         if op == "++":
-            if not isinstance(b.type, TBit) or w + b.type.width > 64:
-                raise Unsupported("concatenation wider than 64 bits")
+            if not isinstance(b.type, TBit) or w + b.type.width > WIDE:
+                raise Unsupported(f"concatenation wider than {WIDE} bits")
             t = TBit(w + b.type.width, sg)
-            return V(f"(({a.code} << {b.type.width}) | {b.code})", t)
+            return V(f"(({_wide(a.code, t.width)} << {b.type.width}) | {b.code})", t)
         b = self.coerce(b, a.type)
         if sg and op in _CMP:
             return V(f"(p4n_sx({a.code}, {w}) {op} p4n_sx({b.code}, {w}))", TBool())
@@ -1722,6 +1762,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             return V(f"({a.code} {op} {b.code})", a.type)
         if op in ("+", "-", "*"):
             return V(f"(({a.code} {op} {b.code}) & {m})", a.type)
+        if op in ("/", "%") and w > 64:
+            raise Unsupported(f"{op} of {a.type.show()}")
         if op == "/":
             return V(f"p4n_div({a.code}, {b.code})", a.type)
         if op == "%":
@@ -1836,6 +1878,27 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
 
 
 _CMP = ("<", "<=", ">", ">=")
+
+#: the widest bit<W> the generator covers: bit<65..128> are unsigned __int128 (u128)
+WIDE = 128
+
+
+def _get_bits(off: str, w: int) -> str:
+    """C value of ``w`` bits of the input packet at bit ``off``."""
+    fn = "p4n_get_wide" if w > 64 else "p4n_get_bits"
+    return f"{fn}(p4n_in, {off}, {w})"
+
+
+def _put_bits(off: str, v: str, w: int) -> str:
+    """C statement writing ``v``'s ``w`` bits into the output packet at bit ``off``."""
+    fn = "p4n_put_wide" if w > 64 else "p4n_put_bits"
+    return f"{fn}(p4n_out, {off}, {v}, {w})"
+
+
+def _wide(code: str, w: int) -> str:
+    """``code`` as a u128 when a value of ``w`` bits needs one (shifts, concatenation)."""
+    return f"((u128)({code}))" if w > 64 else code
+
 
 #: v1model's checksum externs
 CHECKSUMS = (

@@ -17,6 +17,7 @@
 #include <linux/if_packet.h>
 
 typedef uint64_t u64;
+typedef unsigned __int128 u128;  /* bit<65> .. bit<128> */
 
 #define P4N_MAXPKT 65600
 #define P4N_MAXOUT 64
@@ -137,6 +138,11 @@ static inline u64 p4n_get_bits(const uint8_t *d, u64 off, int w) {
     return v;
 }
 
+/* bit<65..128>: two reads and two writes of up to 64 bits. */
+static inline u128 p4n_get_wide(const uint8_t *d, u64 off, int w) {
+    return ((u128)p4n_get_bits(d, off, w - 64) << 64) | p4n_get_bits(d, off + w - 64, 64);
+}
+
 /* Big-endian loads and stores of n whole bytes (n constant: unrolled by the compiler). */
 static inline u64 p4n_ld(const uint8_t *p, int n) {
     u64 v = 0;
@@ -159,6 +165,11 @@ static inline void p4n_put_bits(uint8_t *d, u64 off, u64 v, int w) {
         off += take;
         w -= take;
     }
+}
+
+static inline void p4n_put_wide(uint8_t *d, u64 off, u128 v, int w) {
+    p4n_put_bits(d, off, (u64)(v >> 64), w - 64);
+    p4n_put_bits(d, off + w - 64, (u64)v, 64);
 }
 
 /* Fields serialised MSB first as BMv2 does (the last byte padded with zero bits); the
