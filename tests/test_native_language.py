@@ -230,3 +230,34 @@ def test_out_and_inout_arguments_at_run_time_indices_run_native_with_pythons_out
     ((_, out),) = nat.send(0, bytes([10, 20, 30, 3, 0, 0]))
     # index 3: read as 0 (r = 0), the write lost; then h[0] += 7 (17, odd) and h[1] = 10
     assert out == bytes([17, 10, 30, 3, 0, 0])
+
+
+WIDER_THAN_128 = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<256> x; }
+struct hs { h_t h; }
+struct ms { }
+parser P(packet_in pk, out hs h, inout ms m, inout standard_metadata_t sm) {
+    state start { pk.extract(h.h); transition accept; }
+}
+control VC(inout hs h, inout ms m) { apply { } }
+control I(inout hs h, inout ms m, inout standard_metadata_t sm) {
+    apply { h.h.x = h.h.x + 1; sm.egress_spec = 2; }
+}
+control E(inout hs h, inout ms m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs h, inout ms m) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_values_wider_than_128_bits_fall_back_to_python_with_a_one_line_notice() -> None:
+    sw = Switch.from_source(WIDER_THAN_128, backend="native")
+    assert sw.backend == "python"
+    assert sw.backend_notice == (
+        "p4sim: native back end unavailable (not covered by the C generator: type bit<256> "
+        "(wider than 128 bits)); running on the Python back end"
+    )
+    ((port, out),) = sw.send(0, (2**256 - 1).to_bytes(32))
+    assert port == 2 and out == bytes(32)

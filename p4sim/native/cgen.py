@@ -113,8 +113,10 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     def ctype(self, t: Any) -> str:
         if isinstance(t, (TBit, TBool, TError, TEnum)):  # a plain enum: its member's index
             if isinstance(t, TBit) and t.width > 64:
-                if t.width > WIDE or t.signed:
-                    raise Unsupported(f"type {t.show()} (wider than 64 bits)")
+                if t.width > WIDE:
+                    raise Unsupported(f"type {t.show()} (wider than {WIDE} bits)")
+                if t.signed:
+                    raise Unsupported(f"type {t.show()} (signed, wider than 64 bits)")
                 return "u128"
             return "u64"
         if isinstance(t, TComposite):
