@@ -261,3 +261,38 @@ def test_values_wider_than_128_bits_fall_back_to_python_with_a_one_line_notice()
     )
     ((port, out),) = sw.send(0, (2**256 - 1).to_bytes(32))
     assert port == 2 and out == bytes(32)
+
+
+CONSTANT_INTS = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bool a; bool b; bit<6> pad; bit<8> v; }
+struct hs { h_t h; }
+struct ms { }
+parser P(packet_in pk, out hs h, inout ms m, inout standard_metadata_t sm) {
+    state start { pk.extract(h.h); transition accept; }
+}
+control VC(inout hs h, inout ms m) { apply { } }
+control I(inout hs h, inout ms m, inout standard_metadata_t sm) {
+    apply {
+        const int k = 3;
+        h.h.a = 1 == 1;
+        h.h.b = k != 3;
+        h.h.v = h.h.v + k;
+        sm.egress_spec = 1;
+    }
+}
+control E(inout hs h, inout ms m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs h, inout ms m) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_untyped_constants_compared_and_declared_locally_run_native() -> None:
+    """``1 == 1`` of two untyped constants is a bool; ``const int k`` in a block."""
+    nat = Switch.from_source(CONSTANT_INTS, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    py = Switch.from_source(CONSTANT_INTS)
+    run_both(py, nat, [(0, bytes([b, 7])) for b in (0, 0xC0, 0x55)])
+    assert nat.send(0, bytes([0x00, 7])) == [(1, bytes([0x80, 10]))]

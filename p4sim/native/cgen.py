@@ -1366,6 +1366,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             return V(_wide(_lit(c), t.width), t, c)
         if isinstance(t, TBool) and isinstance(v.type, TBool):
             return v
+        if isinstance(t, TInfInt) and isinstance(v.type, TInfInt):  # `const int x = 3;`
+            return v
         if isinstance(t, TBit) and isinstance(v.type, TBit):
             if t.width != v.type.width:
                 raise Unsupported(f"implicit width change {v.type.show()} → {t.show()}")
@@ -1706,7 +1708,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
             a = self.coerce(a, b.type)
         if a.const is not None and b.const is not None and isinstance(a.type, TInfInt):
             c = _fold(op, a.const, b.const)
-            return V(str(c) if c < 0 else _lit(c), TBool() if op in _CMP else TInfInt(), c)
+            cmp = op in _CMP or op in ("==", "!=")
+            return V(str(c) if c < 0 else _lit(c), TBool() if cmp else TInfInt(), c)
         if op in ("==", "!=") and isinstance(a.type, (TComposite, TStack, TTuple, TVarbit)):
             if a.type != b.type:
                 raise Unsupported(f"comparison of {a.type.show()} with {b.type.show()}")
