@@ -4,9 +4,7 @@ Every program here loads with ``backend="native"`` and runs native: no one-line 
 a fallback to Python. A program joins the list when the C generator covers it; leaving
 the list is a regression. The differential test (tests/test_native.py) checks that each
 gives Python's outputs; tests/test_stf_programs.py runs their STF scripts on both back
-ends. The repository's v1model programs not listed still fall back, each for a construct
-the C generator does not cover yet (direct meters and random, action selectors,
-constructor parameters).
+ends.
 """
 
 from __future__ import annotations
@@ -31,12 +29,14 @@ MUST_RUN_NATIVE = [
     "tests/compiler_programs/replicate.p4",
     "tests/compiler_programs/stateful.p4",
     "tests/compiler_programs/tables.p4",
+    "tests/p4/conformance/action_profiles/ecmp_selector.p4",
     "tests/p4/conformance/architecture/checksum.p4",
     "tests/p4/conformance/architecture/clone.p4",
     "tests/p4/conformance/architecture/multicast_rid.p4",
     "tests/p4/conformance/architecture/resubmit_recirculate.p4",
     "tests/p4/conformance/architecture/truncate_drop.p4",
     "tests/p4/conformance/externs/hashes.p4",
+    "tests/p4/conformance/externs/meter_random_digest.p4",
     "tests/p4/conformance/externs/register_counter.p4",
     "tests/p4/conformance/operators/arith.p4",
     "tests/p4/conformance/operators/bits_and_bools.p4",
@@ -49,6 +49,7 @@ MUST_RUN_NATIVE = [
     "tests/p4/conformance/regressions/accepted_constructs.p4",
     "tests/p4/conformance/regressions/bound_action_args.p4",
     "tests/p4/conformance/regressions/compound_assign_once.p4",
+    "tests/p4/conformance/regressions/control_instances.p4",
     "tests/p4/conformance/regressions/copy_in_copy_out.p4",
     "tests/p4/conformance/regressions/enum_mask_entries.p4",
     "tests/p4/conformance/regressions/eval_order.p4",
@@ -74,12 +75,17 @@ MUST_RUN_NATIVE = [
     "tests/p4/conformance/tables/match_kinds.p4",
     "tests/p4/conformance/tables/priorities.p4",
     "tests/p4/native/action_params.p4",
+    "tests/p4/native/ctor_params.p4",
+    "tests/p4/native/enum_action_data.p4",
     "tests/p4/native/error_keys.p4",
     "tests/p4/native/hash_algos.p4",
+    "tests/p4/native/index_args.p4",
+    "tests/p4/native/options_checksums.p4",
     "tests/p4/native/signed_ops.p4",
     "tests/p4/native/stacks_and_ranges.p4",
     "tests/p4/native/subcontrol_params.p4",
     "tests/p4/native/unions_enums.p4",
+    "tests/p4/native/wide_bits.p4",
     "tests/p4/p4info/action_order.p4",
     "tests/p4/p4info/controller_enum.p4",
     "tests/p4/p4info/direct_actions.p4",

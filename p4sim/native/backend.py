@@ -41,7 +41,8 @@ from cbuild.shared_library import DEFAULT_FLAGS, BuildError, build
 from cbuild.shared_library import cache_dir as shared_cache_dir
 from p4sim.compiler.program import ValueSet
 from p4sim.native.cgen import CGen, Unsupported
-from p4sim.runtime.externs import Counter, Meter, MeterState, Register
+from p4sim.runtime.action_profiles import GROUP, MEMBER, ActionProfile
+from p4sim.runtime.externs import Counter, DirectMeter, Meter, MeterState, Register
 from p4sim.runtime.pre import PacketReplicationEngine
 from p4sim.runtime.tables import Table
 from p4sim.v1model.pipeline import Pipeline
@@ -50,6 +51,7 @@ log = logging.getLogger("p4sim.native")
 
 MAXPKT = 65600  # P4N_MAXPKT
 MAXOUT = 64  # P4N_MAXOUT
+M64 = (1 << 64) - 1
 U64 = ctypes.c_uint64
 P64 = ctypes.POINTER(ctypes.c_uint64)
 
@@ -78,6 +80,11 @@ class _CTable(ctypes.Structure):
         ("def_action", ctypes.c_int64),
         ("def_args", P64),
         ("range", ctypes.POINTER(ctypes.c_int64)),
+        ("grp", ctypes.POINTER(ctypes.c_int64)),
+        ("mact", ctypes.POINTER(ctypes.c_int64)),
+        ("margs", P64),
+        ("meters", ctypes.POINTER(ctypes.c_double)),
+        ("morigin", ctypes.c_int64),
     ]
 
 
@@ -251,6 +258,31 @@ class NativeMeter(Meter):
         self._locked(Meter.reset_rates, i)
 
 
+class NativeDirectMeter(DirectMeter):
+    """A direct meter whose entries' states live in their table's layout for C (each
+    entry's ``meter`` a NativeMeterState over its row once laid out): a configuration
+    change holds C's lock and lays the table out again (a new state gets its row)."""
+
+    native_lib: Any
+
+    def _locked(self, fn: Any, *args: Any) -> Any:
+        self.native_lib.p4n_lock()
+        try:
+            return fn(self, *args)
+        finally:
+            self.native_lib.p4n_unlock()
+            self.table._changed()  # type: ignore[attr-defined]
+
+    def set_rates(self, handle: int, committed: tuple[float, int], peak: tuple[float, int]) -> None:
+        self._locked(DirectMeter.set_rates, handle, committed, peak)
+
+    def reset_rates(self, handle: int) -> None:
+        self._locked(DirectMeter.reset_rates, handle)
+
+    def reset_time_origin(self, now_us: int) -> None:
+        self._locked(DirectMeter.reset_time_origin, now_us)
+
+
 class NativeValueSet(ValueSet):
     """A parser value set that tells its NativePipeline when the control plane changed
     it; laid out for C as a table of (value, mask) keys without actions."""
@@ -340,6 +372,45 @@ class NativeTable(Table):
     def entries(self) -> list:
         self.native_pipe.flush(self)
         return super().entries()
+
+
+class NativeActionProfile(ActionProfile):
+    """An action profile/selector whose changes lay out again the tables using it (their
+    entries hold the members' actions and data, and the groups' members)."""
+
+    native_tables: list[NativeTable]
+
+    def _changed(self) -> None:
+        for t in self.native_tables:
+            t._changed()
+
+
+_PROFILE_MUTATORS = (
+    "add_member",
+    "modify_member",
+    "delete_member",
+    "add_group",
+    "set_group_members",
+    "delete_group",
+    "clear",
+)
+
+
+def _profile_wrap(name: str) -> Any:
+    base = getattr(ActionProfile, name)
+
+    def method(self: NativeActionProfile, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return base(self, *args, **kwargs)
+        finally:
+            self._changed()
+
+    method.__name__ = name
+    return method
+
+
+for _n in _PROFILE_MUTATORS:
+    setattr(NativeActionProfile, _n, _profile_wrap(_n))
 
 
 class NativePRE(PacketReplicationEngine):
@@ -434,6 +505,22 @@ class NativePipeline(Pipeline):
             t.native_pipe = self
             t._native = {"n": n, "order": [], "arrays": None}  # type: ignore[attr-defined]
             self.tables.append(t)
+        for t in self.tables:
+            prof_name = self._table_info(t.name).implementation
+            if prof_name:
+                prof = inst.externs[prof_name]
+                if not isinstance(prof, NativeActionProfile):
+                    prof.__class__ = NativeActionProfile
+                    prof.native_tables = []
+                prof.native_tables.append(t)
+                t.native_profile = prof  # type: ignore[attr-defined]
+        for t in self.tables:
+            dm_name = self._table_info(t.name).direct_meter
+            if dm_name:
+                dm = inst.externs[dm_name]
+                dm.__class__ = NativeDirectMeter
+                dm.native_lib = lib
+                t.native_dmeter = dm  # type: ignore[attr-defined]
         self.vsets: list[NativeValueSet] = []
         self._vkeep: dict[int, Any] = {}
         for n, fq in enumerate(gen.vsets):
@@ -489,7 +576,7 @@ class NativePipeline(Pipeline):
         self.flush(t)
         entries = Table.entries(t)
         keys = t.keys
-        nk = len(keys)
+        nk = sum(2 if k.width > 64 else 1 for k in keys)  # bit<65..128>: two words
         acts = self.actions[t.name]
         nargs = max([1] + [len(self.native.gen.compiled.actions[a].params) for a in acts])
         seq = getattr(t, "_seq_of", {})
@@ -518,8 +605,15 @@ class NativePipeline(Pipeline):
                     masks.append(m[1] & full)
                 else:
                     raise NativeError(f"table {t.name}: {kf.match_kind} keys")
+                if kf.width > 64:  # the high word, then the low 64 bits
+                    v, mk = vals.pop(), masks.pop()
+                    vals += [v >> 64, v & M64]
+                    masks += [mk >> 64, mk & M64]
             return vals, masks
 
+        prof: Any = getattr(t, "native_profile", None)
+        if prof is not None:
+            nargs = max([nargs] + [len(m.args) for m in prof.members.values()])
         enc = [(e, *encode(e)) for e in entries]
         exact = t.mode == "exact"
         if exact:
@@ -535,15 +629,27 @@ class NativePipeline(Pipeline):
         action = np.zeros(max(1, n), dtype=np.int64)
         args = np.zeros(max(1, n * nargs), dtype=np.uint64)
         counters = np.zeros(max(2, 2 * n), dtype=np.uint64)  # counts since this layout
+        groups: dict[int, int] = {}  # group id → its number in (grp, mact, margs)
         for i, (e, v, m) in enumerate(enc):
             vals[i * nk : (i + 1) * nk] = v
             masks[i * nk : (i + 1) * nk] = m
-            action[i] = acts.get(e.action, -1)
-            args[i * nargs : i * nargs + len(e.args)] = e.args
+            data = e.args
+            if e.action == MEMBER:  # the member's action and data in place of the entry
+                mem = prof.members[e.args[0]]
+                action[i], data = acts.get(mem.action, -1), mem.args
+            elif e.action == GROUP:
+                action[i], data = -2, (groups.setdefault(e.args[0], len(groups)),)
+            else:
+                action[i] = acts.get(e.action, -1)
+            args[i * nargs : i * nargs + len(data)] = data
         dargs = np.zeros(nargs, dtype=np.uint64)
         dargs[: len(t.default_args)] = t.default_args
-        rng = np.array([int(k.match_kind == "range") for k in keys] or [0], dtype=np.int64)
-        arrays = (vals, masks, action, args, counters, dargs, rng)
+        rng = np.array(
+            [int(k.match_kind == "range") for k in keys for _ in range(1 + (k.width > 64))] or [0],
+            dtype=np.int64,
+        )
+        grp, mact, margs = self._layout_groups_of(prof, groups, acts, nargs)
+        arrays = (vals, masks, action, args, counters, dargs, rng, grp, mact, margs)
         c = self.native.lib.p4n_table_at(st["n"]).contents
         c.n, c.nkeys, c.nargs, c.exact = n, nk, nargs, int(exact)
         c.vals, c.masks, c.args, c.counters = _ptr(vals), _ptr(masks), _ptr(args), _ptr(counters)
@@ -552,9 +658,42 @@ class NativePipeline(Pipeline):
         c.def_args = _ptr(dargs)
         has_range = any(k.match_kind == "range" for k in keys)
         c.range = rng.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)) if has_range else None
+        c.grp = grp.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        c.mact = mact.ctypes.data_as(ctypes.POINTER(ctypes.c_int64))
+        c.margs = _ptr(margs)
+        dm = getattr(t, "native_dmeter", None)
+        if dm is not None:  # each entry's meter state in its row (unset: not configured)
+            cells = np.zeros((max(1, n), len(METER_FIELDS)), dtype=np.float64)
+            for i, (e, _, _) in enumerate(enc):
+                if e.meter is not None:
+                    e.meter = NativeMeterState(cells[i], e.meter)
+            c.meters = cells.ctypes.data_as(ctypes.POINTER(ctypes.c_double))
+            c.morigin = dm.time_origin_us
+            st["meters"] = cells
+        else:
+            c.meters = None
         st["order"] = [x[0] for x in enc]
         st["arrays"] = arrays
         st["base"] = counters.copy()
+
+    @staticmethod
+    def _layout_groups_of(
+        prof: Any, groups: dict[int, int], acts: dict[str, int], nargs: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(grp, mact, margs) of the groups a table's entries name, numbered as in
+        ``groups``: each group's members in member-handle order (ActionProfile.resolve's)."""
+        grp = np.zeros(max(2, 2 * len(groups)), dtype=np.int64)
+        rows: list[Any] = []
+        for gid, g in sorted(groups.items(), key=lambda x: x[1]):
+            members = prof.groups[gid].members
+            grp[2 * g], grp[2 * g + 1] = len(rows), len(members)
+            rows += [prof.members[mid] for mid in members]
+        mact = np.zeros(max(1, len(rows)), dtype=np.int64)
+        margs = np.zeros(max(1, len(rows) * nargs), dtype=np.uint64)
+        for k, mem in enumerate(rows):
+            mact[k] = acts.get(mem.action, -1)
+            margs[k * nargs : k * nargs + len(mem.args)] = mem.args
+        return grp, mact, margs
 
     def _layout_groups(self) -> None:
         pre = self.pre

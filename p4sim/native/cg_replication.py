@@ -238,6 +238,7 @@ static void p4n_run_ingress(const p4n_ijob *job, u64 now) {{
     const uint8_t *payload; u64 plen;
     p4n_parse_into(&p4n_ing, job->data, job->len, &payload, &plen);
     p4n_sm = s0; p4n_pktlen = job->len;
+    p4n_pl = payload; p4n_pllen = plen;
     if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
     if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
     p4n_digest_flush();
@@ -305,6 +306,7 @@ static int p4n_run_egress(u64 k, u64 now, uint8_t *out, u64 *olen) {{
     if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
     if (p4n_clone_req) p4n_clone_e2e(&job, p4n_clone_sid, p4n_clone_fl);
     if (s->f_egress_spec == 511) return 0;
+    p4n_pl = job.payload; p4n_pllen = job.plen;
     if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
     int recirc = p4n_recirc_req; int64_t recirc_fl = p4n_recirc_fl;
     u64 cut = p4n_trunc ? p4n_trunc : job.trunc;  /* egress's own truncate, else ingress's */

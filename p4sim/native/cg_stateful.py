@@ -1,4 +1,4 @@
-"""Meters and digests in the C generator.
+"""Meters, random numbers and digests in the C generator.
 
 * ``meter(size, MeterType.packets|bytes)``: ``execute_meter(i, dst)`` runs
   ``p4n_meter`` (runtime.h), the Python back end's ``MeterState.execute`` (RFC 2698,
@@ -6,6 +6,12 @@
   (``backend.METER_FIELDS``) that the Python objects read and write through
   ``NativeMeterState``, and the array's time origin. An index out of range leaves
   ``dst`` unchanged.
+* ``direct_meter`` of a table: a hit runs ``p4n_meter`` over the entry's row of the
+  table's layout (``p4n_table.meters``; the Python side puts each entry's MeterState
+  there, unset ones unconfigured: GREEN), a miss is GREEN, as on Python; ``read(dst)``
+  gives the colour of the table's last run (``p4n_color``).
+* ``random(dst, lo, hi)``: a value in ``[lo, hi]`` (``lo`` when ``lo > hi``, as on
+  Python) from a xorshift64* generator of the switch's own.
 * ``digest<T>(receiver, data)`` with a struct ``T``: the values are taken at the call
   (the last call of an ingress pass wins) and queued at the end of ingress; the Python
   side turns them into ``Switch.digests`` entries ``(T's name, values)`` after each
@@ -68,6 +74,35 @@ class StatefulMixin:
             f"{units}, (double)((int64_t)p4n_now - MO{n}[0])) & {mask}ULL; }}"
         )
 
+    def direct_meter_hit(self, info: Any) -> str:
+        """C statement on a hit of a table with a direct meter: the entry's colour."""
+        dm = self.compiled_extern(info.direct_meter)
+        units = "1.0" if dm.unit == "packets" else "(double)p4n_sm->f_packet_length"
+        return (
+            f"p4n_color = p4n_meter(T->meters + 9 * e, {units}, "
+            "(double)((int64_t)p4n_now - T->morigin));"
+        )
+
+    def direct_meter_read(self, args: list[ast.Expr]) -> str:
+        if len(args) != 1:
+            raise Unsupported("direct_meter.read with other than 1 argument")
+        dst = self.expr(args[0])
+        if not isinstance(dst.type, TBit):
+            raise Unsupported(f"meter colour into {dst.type.show()}")
+        return f"{dst.code} = p4n_color & {(1 << dst.type.width) - 1}ULL"
+
+    def random_call(self, args: list[ast.Expr]) -> list[str]:
+        if len(args) != 3:
+            raise Unsupported("random with other than 3 arguments")
+        dst = self.expr(args[0])
+        if not isinstance(dst.type, TBit) or dst.type.signed:
+            raise Unsupported(f"random into {dst.type.show()}")
+        lo, hi = self.value(args[1], dst.type), self.value(args[2], dst.type)
+        return [f"{dst.code} = p4n_random({lo.code}, {hi.code});"]
+
+    def compiled_extern(self, name: str) -> Any:
+        return next(e for e in self.compiled.externs if e.name == name)
+
     def digest_call(self, call: ast.Call) -> list[str]:
         args = [a.value for a in call.args]
         t = self.genv.resolve(call.type_args[0]) if len(call.type_args) == 1 else None
@@ -108,6 +143,14 @@ def _leaves(code: str, t: TComposite) -> list[str]:
 #: queue the Python side reads after each packet (NativePipeline.process).
 RUNTIME = """
 static u64 p4n_now;  /* the switch clock of this packet (microseconds) */
+static u64 p4n_color;  /* the colour of the last table run with a direct meter */
+static u64 p4n_rng = 0x9E3779B97F4A7C15ULL;
+static u64 p4n_random(u64 lo, u64 hi) {
+    if (lo > hi) return lo;
+    p4n_rng ^= p4n_rng >> 12; p4n_rng ^= p4n_rng << 25; p4n_rng ^= p4n_rng >> 27;
+    u64 r = p4n_rng * 0x2545F4914F6CDD1DULL, span = hi - lo + 1;
+    return span ? lo + r % span : r;
+}
 /* p4sim.runtime.externs.MeterState.execute over m: configured, cir, cburst, ctok, clast,
  * pir, pburst, ptok, plast (tokens and times are whole numbers held in doubles). */
 static u64 p4n_meter(double *m, double units, double micros) {

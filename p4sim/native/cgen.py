@@ -6,16 +6,18 @@ Example::
     src = gen.generate()                   # Unsupported("...") for constructs not covered
 
 Covers what the repository's aggregation and forwarding programs use: fixed-width headers
-(fields of up to 64 bits), header stacks and structs, parsers with extract/select/verify,
+(fields of up to 128 bits), header stacks and structs, parsers with extract/select/verify,
 controls with locals, actions, exact/lpm/ternary/optional/range tables (direct counters),
 registers, indexed
-counters, sub-control instances, mark_to_drop, csum16 verify/update_checksum, multicast
+counters, sub-control instances (constructor parameters too), mark_to_drop, checksums
+(also with the payload), multicast
 and ``exit``. Anything else raises :class:`Unsupported`, and the switch runs the program
 on the Python back end instead (one line says why).
 
-Every scalar is a ``uint64_t`` masked to its P4 width (``bool`` is 0/1; ``int<W>`` is its
-W-bit two's-complement pattern, sign-extended where an operation reads it as signed), so that the
-arithmetic is the Python back end's (which keeps ints masked) modulo 2**64. Headers and
+Every scalar is a ``uint64_t`` (bit<65..128>: ``unsigned __int128``) masked to its P4
+width (``bool`` is 0/1; ``int<W>`` is its W-bit two's-complement pattern, sign-extended
+where an operation reads it as signed), so that the arithmetic is the Python back end's
+(which keeps ints masked) modulo 2**64 (2**128). Headers and
 structs are C structs of such fields; headers add ``valid_``.
 """
 
@@ -46,9 +48,13 @@ from p4sim.compiler.typecheck import (
 from p4sim.frontend import ast
 from p4sim.native.cg_functions import FunctionsMixin, run_time_index
 from p4sim.native.cg_loops import LoopsMixin
+from p4sim.native.cg_profiles import RUNTIME as PROFILES
+from p4sim.native.cg_profiles import ProfilesMixin
 from p4sim.native.cg_replication import QUEUED, REQUESTS, ReplicationMixin
 from p4sim.native.cg_stateful import RUNTIME as STATEFUL
 from p4sim.native.cg_stateful import StatefulMixin
+from p4sim.native.cg_varbit import RUNTIME as VARBIT
+from p4sim.native.cg_varbit import VarbitMixin
 from p4sim.native.cvalues import Unsupported, V, _lit, _mask, has_fx, in_order
 from p4sim.runtime.tables import MATCH_KINDS
 
@@ -65,7 +71,7 @@ class Ctl:
     fn: str = ""
 
 
-class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
+class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, StatefulMixin, VarbitMixin):
     """Generates the C source of one program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, compiled: CompiledProgram) -> None:
@@ -107,7 +113,11 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
     def ctype(self, t: Any) -> str:
         if isinstance(t, (TBit, TBool, TError, TEnum)):  # a plain enum: its member's index
             if isinstance(t, TBit) and t.width > 64:
-                raise Unsupported(f"type {t.show()} (wider than 64 bits)")
+                if t.width > WIDE:
+                    raise Unsupported(f"type {t.show()} (wider than {WIDE} bits)")
+                if t.signed:
+                    raise Unsupported(f"type {t.show()} (signed, wider than 64 bits)")
+                return "u128"
             return "u64"
         if isinstance(t, TComposite):
             return self.struct(t)
@@ -115,6 +125,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             return self.stack_struct(t)[0]
         if isinstance(t, TTuple):
             return self.tuple_struct(t)
+        if isinstance(t, TVarbit):
+            return self.varbit_struct(t)
         raise Unsupported(f"type {t.show()}")
 
     def tuple_struct(self, t: TTuple) -> str:
@@ -186,11 +198,6 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         self.types[id(t)] = name
         lines = [f"typedef struct {name} {{"]
         for n, ft in t.fields:
-            if isinstance(ft, TVarbit) and t.kind == "header":  # its value and its bits
-                if ft.max_width > 64:
-                    raise Unsupported(f"type {ft.show()} (wider than 64 bits)")
-                lines.append(f"    u64 f_{n}; u64 n_{n};")
-                continue
             lines.append(f"    {self.ctype(ft)} f_{n};")
         if t.kind == "header":
             fixed = [ft for _, ft in t.fields if not isinstance(ft, TVarbit)]
@@ -236,35 +243,56 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         # top-level registers and counters: one instance each, shared by every control
         top = Ctl(decl=None, path="", ident=-1, scope=self.global_scope)
         for inst in self.genv.instantiations:
-            if inst.name == "main":
-                continue
+            if inst.name == "main" or self.block_decl(inst.type) is not None:
+                continue  # parsers and controls: instantiated where main or a block uses them
             if not isinstance(inst.type, ast.NamedType) or inst.type.name not in (
                 "register",
                 "counter",
             ):
                 raise Unsupported("top-level instances other than registers and counters")
             self.local_instance(inst, top)
-        roles = []
-        for a in main.args:
-            e = a.value
-            if not (isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and not e.args):
-                raise Unsupported("V1Switch arguments other than Block()")
-            roles.append(self.genv.type_decls[e.func.name])
-        prs: Any = roles[0]
+        roles = [self.main_block(a.value) for a in main.args]
+        prs: Any = roles[0][0]
         ts = [self.genv.resolve(p.type) for p in prs.params[1:]]
         self.hdr_t, self.meta_t, self.sm_t = ts  # type: ignore[assignment]
         hn, mn, sn = (self.ctype(t) for t in ts)
         names = ["parser", "verify", "ingress", "egress", "compute", "deparser"]
         fns = {}
-        for role, d in zip(names, roles, strict=True):
-            fns[role] = self.instantiate(d, d.name, [])
+        for role, (d, args) in zip(names, roles, strict=True):
+            fns[role] = self.instantiate(d, d.name, args)
         return self.assemble(hn, mn, sn, fns)
 
+    def block_decl(self, t: Any) -> Any:
+        """The parser/control declaration a type names, or None."""
+        d = self.genv.type_decls.get(t.name) if isinstance(t, ast.NamedType) else None
+        return d if isinstance(d, (ast.ControlDecl, ast.ParserDecl)) else None
+
+    def main_block(self, e: ast.Expr) -> tuple[Any, list]:
+        """An argument of V1Switch: ``Block(args)`` or a top-level instance's name →
+        (declaration, constructor arguments), as the Python back end reads them."""
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
+            d = self.genv.type_decls.get(e.func.name)
+            if isinstance(d, (ast.ControlDecl, ast.ParserDecl)):
+                return d, e.args
+        if isinstance(e, ast.Name):
+            for inst in self.genv.instantiations:
+                if inst.name == e.name and self.block_decl(inst.type) is not None:
+                    return self.block_decl(inst.type), inst.args
+        raise Unsupported("a V1Switch argument other than a parser/control instance")
+
     def instantiate(self, decl: Any, path: str, args: list) -> Ctl:
-        if args or decl.ctor_params or decl.type_params:
-            raise Unsupported("parser/control constructor parameters")
+        if decl.type_params:
+            raise Unsupported("generic parsers/controls")
+        if len(args) != len(decl.ctor_params):
+            raise Unsupported(f"{decl.name}: constructor arguments")
+        # constructor arguments in the instantiating block's scope: constants, or
+        # parser/control instances (a name, or `C()` making one of the parameter's own)
+        bound = {
+            p.name: self.ctor_arg(p, a.value, path)
+            for p, a in zip(decl.ctor_params, args, strict=True)
+        }
         self.ids += 1
-        c = Ctl(decl, path, self.ids)
+        c = Ctl(decl, path, self.ids, scope=bound)
         saved, saved_locals = self.cur, self.locals
         self.cur, self.locals = c, []
         try:
@@ -275,6 +303,28 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         finally:
             self.cur, self.locals = saved, saved_locals
         return c
+
+    def ctor_arg(self, p: ast.Param, a: ast.Expr, path: str) -> V:
+        td = self.genv.type_decls.get(p.type.name) if isinstance(p.type, ast.NamedType) else None
+        if isinstance(
+            td, (ast.ControlTypeDecl, ast.ParserTypeDecl, ast.ControlDecl, ast.ParserDecl)
+        ):
+            if isinstance(a, ast.Name):
+                v = self.lookup(a.name)
+                if v is not None and v.obj is not None and v.obj[0] == "instance":
+                    return v
+            if isinstance(a, ast.Call) and isinstance(a.func, ast.Name):
+                ad = self.genv.type_decls.get(a.func.name)
+                if isinstance(ad, (ast.ControlDecl, ast.ParserDecl)):
+                    sub = self.instantiate(ad, f"{path}.{p.name}", a.args)
+                    return V("", None, obj=("instance", sub))
+            raise Unsupported(f"constructor argument {p.name}")
+        t = self.genv.resolve(p.type)
+        v = self.value(a, t)
+        if v.const is None:
+            raise Unsupported(f"constructor argument {p.name} not a constant")
+        c = v.const & _mask(t.width) if isinstance(t, TBit) else v.const
+        return V(_lit(c) if c >= 0 else str(c), t, c)
 
     def params(self, c: Ctl, params: list[ast.Param]) -> list[str | None]:
         """Control/parser parameters become globals of the instance (pointers) set on
@@ -333,7 +383,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
 
     def var_init(self, code: str, t: T, e: ast.Expr | None) -> list[str]:
         if e is None:
-            if isinstance(t, TComposite):
+            if isinstance(t, (TComposite, TStack, TTuple, TVarbit)):
                 return [f"memset(&{code}, 0, sizeof {code});"]
             return [f"{code} = 0;"]
         v = self.value(e, t)
@@ -369,8 +419,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             c.scope[d.name] = V(f"K{n}", None, obj=("counter", n, info.size))
         elif kind == "direct_counter":
             c.scope[d.name] = V("", None, obj=("direct_counter",))
+        elif kind == "direct_meter":
+            c.scope[d.name] = V("", None, obj=("direct_meter",))
         elif kind == "meter":
             c.scope[d.name] = self.meter_instance(fq, info)
+        elif kind in ("action_profile", "action_selector"):  # laid out with their tables
+            c.scope[d.name] = V("", None, obj=("profile",))
         else:
             raise Unsupported(f"extern {kind}")
 
@@ -413,7 +467,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         kn = []
         for k in keys:
             n = self.new("k")
-            out.append(f"{{ u64 {n} = {k.code};")
+            out.append(
+                f"{{ {self.ctype(k.type) if isinstance(k.type, TBit) else 'u64'} {n} = {k.code};"
+            )
             kn.append(n)
         for case in tr.cases:
             cond = self.keyset(case.keyset, keys, kn)
@@ -511,8 +567,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             self.ctype(t)
             if isinstance(t, TComposite):
                 raise Unsupported("composite action parameters")
-            if isinstance(t, TBit) and t.signed:
-                raise Unsupported("signed action parameters")
+            if isinstance(t, TBit) and (t.signed or t.width > 64):
+                raise Unsupported(f"action parameters of type {t.show()}")
             n = f"a_{p.name}"
             ps.append(f"u64 {n}")
             self.locals[-1][p.name] = V(n, t)
@@ -547,14 +603,18 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         info = self.table_names.get(fq)
         if info is None:
             raise Unsupported(f"table {fq}")
-        if info.implementation or info.direct_meter:
-            raise Unsupported(f"table {fq}: action profiles / direct meters")
         for p in d.properties:
-            if p.name not in ("size", "counters", "support_timeout"):
+            if p.name not in ("size", "counters", "meters", "support_timeout", "implementation"):
                 raise Unsupported(f"table property {p.name}")
         keys = []
-        for k, kf in zip(d.keys, info.keys, strict=True):
-            if kf.match_kind not in MATCH_KINDS or kf.width > 64:
+        matched = [k for k in d.keys if k.match_kind != "selector"]
+        for k, kf in zip(matched, info.keys, strict=True):
+            wide = kf.width > 64
+            if (
+                kf.match_kind not in MATCH_KINDS
+                or kf.width > WIDE
+                or (wide and kf.match_kind == "range")
+            ):
                 raise Unsupported(f"table {fq}: {kf.match_kind} key of {kf.width} bits")
             v = self.expr(k.expr)
             if isinstance(v.type, TBool):
@@ -563,6 +623,11 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 v = V(f"({v.code} + 1)", TBit(32))
             if not isinstance(v.type, TBit) or v.type.signed:
                 raise Unsupported(f"table {fq}: key of type {v.type.show()}")
+            if wide:  # two key words (the Python side lays out the entries alike)
+                if has_fx(v.code):
+                    raise Unsupported(f"table {fq}: a wide key with side effects")
+                keys += [f"(u64)(({v.code}) >> 64)", f"(u64)({v.code})"]
+                continue
             keys.append(v.code)
         acts: list[tuple[str, Any] | None] = []
         listed = [self.action_ref(ref.name) for ref in d.actions]
@@ -590,20 +655,30 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             cases.append(f"    case {i}: {{ {call} }} break;")
         kcode = ", ".join(keys)
         fn = f"tbl_{n}"
+        lookup = "-1" if info.implementation and not keys else "p4n_lookup(T, key)"
+        if info.implementation:  # the entry names a member or a group (cg_profiles.py)
+            found = self.indirect_lookup(d, info)
+        else:
+            found = [
+                "    if (e < 0) { a = T->def_action; A = T->def_args; }",
+                "    else { a = T->action[e]; A = T->args + e * T->nargs;"
+                + (
+                    " T->counters[2 * e] += 1; T->counters[2 * e + 1] += p4n_pktlen;"
+                    if info.direct_counter
+                    else ""
+                )
+                + (f" {self.direct_meter_hit(info)}" if info.direct_meter else "")
+                + " }",
+            ]
+            if info.direct_meter:  # a miss is not metered: GREEN
+                found.append("    if (e < 0) p4n_color = 0;")
         src = [
             f"static int {fn}(void) {{",
             f"    u64 key[{max(1, len(keys))}] = {{{kcode or '0'}}};",
             f"    p4n_table *T = &p4n_tables[{n}];",
-            "    int64_t e = p4n_lookup(T, key);",
-            "    int64_t a; const u64 *A;",
-            "    if (e < 0) { a = T->def_action; A = T->def_args; }",
-            "    else { a = T->action[e]; A = T->args + e * T->nargs;"
-            + (
-                " T->counters[2 * e] += 1; T->counters[2 * e + 1] += p4n_pktlen;"
-                if info.direct_counter
-                else ""
-            )
-            + " }",
+            f"    int64_t e = {lookup};",
+            "    int64_t a = -1; const u64 *A = NULL;",
+            *found,
             "    p4n_run = a;",
             "    switch (a) {",
             *cases,
@@ -711,7 +786,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if not isinstance(base.type, TBit):
             raise Unsupported("assignment to a slice of a non-bit value")
         keep = _lit(_mask(base.type.width) & ~(_mask(w) << lo))
-        return f"{base.code} = ({base.code} & {keep}) | ((({code}) & {_lit(_mask(w))}) << {lo});"
+        ct = self.ctype(base.type)
+        return (
+            f"{base.code} = ({base.code} & {keep}) | ((({ct})({code}) & {_lit(_mask(w))}) << {lo});"
+        )
 
     def store(self, target: ast.Expr, code: str) -> str:
         """C statement writing ``code`` (a C value of the target's type) into ``target``."""
@@ -731,7 +809,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         parameters by value, out/inout ones through copies written back after the call, in
         argument order. ``types``: the parameters' resolved types (a generic function's
         binding); ``composites_by_ref``: in headers/structs through a copy too (actions);
-        ``plain_targets``: refuse an out/inout argument at a run-time index (functions)."""
+        ``plain_targets``: an out/inout argument at a run-time index through a pointer to
+        its place, taken once (functions)."""
         if types is None:
             types = [self.genv.resolve(p.type) for p in params]
         vals: list[str] = []
@@ -757,13 +836,23 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             tmp = self.new("arg")
             self.decls.append(f"static {self.ctype(t)} {tmp};")
             vals.append(f"&{tmp}")
+            place = None
+            if plain_targets and not composite_in and run_time_index(a):
+                # the argument's place once (P4 evaluates an l-value once): its address,
+                # the scratch element when out of range (read zeroed, written to no effect)
+                if isinstance(a, ast.Slice):
+                    raise Unsupported("an out/inout slice at a run-time index")
+                place = self.new("lv")
+                pre.append(f"{self.ctype(t)} *{place} = &{self.expr(a).code};")
             if p.direction == "out" or isinstance(a, ast.DontCare):
                 pre.append(f"memset(&{tmp}, 0, sizeof {tmp});")
+            elif place is not None:
+                pre.append(f"{tmp} = *{place};")
             else:
                 pre.append(f"{tmp} = {self.value(a, t).code};")
-            if not composite_in and not isinstance(a, ast.DontCare):
-                if plain_targets and run_time_index(a):
-                    raise Unsupported("an out/inout argument at a run-time index")
+            if place is not None:
+                post.append(f"*{place} = {tmp};")
+            elif not composite_in and not isinstance(a, ast.DontCare):
                 post.append(self.store(a, tmp))
         return vals, pre, post
 
@@ -800,7 +889,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             var, t = "p4n_run", None
         else:
             v = self.expr(e)
-            if not isinstance(v.type, (TBit, TEnum)):
+            if not isinstance(v.type, (TBit, TEnum)) or getattr(v.type, "width", 0) > 64:
                 raise Unsupported(f"switch on {v.type.show()}")
             var, t = self.new("sw"), v.type
             out.append(f"u64 {var} = {v.code};")
@@ -848,10 +937,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             replicating = self.replication_call(f.name, args)
             if replicating is not None:
                 return replicating
-            if f.name in ("verify_checksum", "update_checksum"):
+            if f.name in CHECKSUMS:
                 return self.checksum(f.name, args)
             if f.name == "hash":
                 return self.hash_call(args)
+            if f.name == "random":
+                return self.random_call(args)
             if f.name == "digest":
                 return self.digest_call(call)
             if (
@@ -875,6 +966,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if isinstance(f, ast.Member):
             if f.name == "extract" and len(args) == 1 and isinstance(args[0], ast.DontCare):
                 return [self.skip_header(call)]
+            looked = self.lookahead(call)
+            if looked is not None:  # its value unused: the packet must still hold it
+                return [looked[2]]
             return [self.method(f, args) + ";"]
         raise Unsupported("call")
 
@@ -895,10 +989,21 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         """C statements filling ``u64 fv_[]; int fw_[]; int fn_`` with the fields of a
         list, leaving out fields of invalid headers (as BMv2 and the Python back end)."""
         elems = data.elems if isinstance(data, ast.ListExpr) else [data]
-        lines = [f"u64 fv_[{max(1, len(elems))}]; int fw_[{max(1, len(elems))}]; int fn_ = 0;"]
-        total = 0
+        lines = []
+        total = entries = 0
         for e in elems:
             v = self.expr(e)
+            owner = None
+            if isinstance(e, ast.Member) and not isinstance(e.expr, ast.Call):
+                b = self.expr(e.expr)
+                if isinstance(b.type, TComposite) and b.type.kind == "header":
+                    owner = f"{b.code}.valid_"
+            if isinstance(v.type, TVarbit):  # its bytes, as many as it holds
+                put, most = self.varbit_fields(v, owner)
+                lines.append(put)
+                total += v.type.max_width
+                entries += most
+                continue
             if isinstance(v.type, TBool):
                 w = 1
             elif isinstance(v.type, TBit):
@@ -906,26 +1011,24 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             else:
                 raise Unsupported(f"{what} over a value of type {v.type.show()}")
             total += w
-            owner = None
-            if isinstance(e, ast.Member) and not isinstance(e.expr, ast.Call):
-                b = self.expr(e.expr)
-                if isinstance(b.type, TComposite) and b.type.kind == "header":
-                    owner = f"{b.code}.valid_"
+            entries += 1
             put = f"{{ fv_[fn_] = {v.code}; fw_[fn_] = {w}; fn_++; }}"
+            if w > 64:  # two entries: the high bits, then the low 64
+                entries += 1
+                put = (
+                    f"{{ u128 x_ = {v.code}; fv_[fn_] = (u64)(x_ >> 64); fw_[fn_] = {w - 64}; "
+                    "fv_[fn_ + 1] = (u64)x_; fw_[fn_ + 1] = 64; fn_ += 2; }"
+                )
             lines.append(f"if ({owner}) {put}" if owner else put)
         if total > 2048:
             raise Unsupported(f"{what} over more than 2048 bits")
-        return " ".join(lines)
+        n = max(1, entries)
+        return " ".join([f"u64 fv_[{n}]; int fw_[{n}]; int fn_ = 0;", *lines])
 
     def hash_call(self, args: list[ast.Expr]) -> list[str]:
         if len(args) != 5:
             raise Unsupported("hash with other than 5 arguments")
-        algo = args[1]
-        # custom CRCs: their BMv2 default parameters (CRC-32 and CRC-16/ARC), as on Python
-        codes = {"crc32": 0, "crc16": 1, "csum16": 2, "identity": 3, "xor16": 4}
-        codes.update(crc32_custom=0, crc16_custom=1)
-        if not (isinstance(algo, ast.Member) and algo.name in codes):
-            raise Unsupported(f"hash algorithm {getattr(algo, 'name', '?')}")
+        algo = _algo(args[1])
         dst = self.expr(args[0])
         if not isinstance(dst.type, TBit):
             raise Unsupported("hash into a non-bit destination")
@@ -936,16 +1039,14 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 raise Unsupported("hash base/max")
         fill = self.field_list(args[3], "hash")
         return [
-            f"{{ {fill} {dst.code} = p4n_hash({codes[algo.name]}, {base.code}, fv_, fw_, fn_, "
+            f"{{ {fill} {dst.code} = p4n_hash({algo}, {base.code}, fv_, fw_, fn_, "
             f"{mx.code}, {dst.type.width}); }}"
         ]
 
     def checksum(self, name: str, args: list[ast.Expr]) -> list[str]:
         if len(args) != 4:
             raise Unsupported(f"{name} with {len(args)} arguments")
-        algo = args[3]
-        if not (isinstance(algo, ast.Member) and algo.name == "csum16"):
-            raise Unsupported(f"{name} with an algorithm other than csum16")
+        algo = _algo(args[3])
         cond = self.value(args[0], TBool())
         if not isinstance(args[1], ast.ListExpr):
             raise Unsupported(f"{name} over a non-list")
@@ -953,8 +1054,12 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         dst = self.expr(args[2])
         if not isinstance(dst.type, TBit):
             raise Unsupported("checksum destination")
-        calc = f"{fill} u64 cs_ = p4n_csum16(fv_, fw_, fn_);"
-        if name == "verify_checksum":
+        if algo == ALGOS["csum16"] and not name.endswith("_with_payload"):
+            calc = f"{fill} u64 cs_ = p4n_csum16(fv_, fw_, fn_);"
+        else:  # the payload after the fields for the _with_payload forms
+            pl = "p4n_pl, p4n_pllen" if name.endswith("_with_payload") else "NULL, 0"
+            calc = f"{fill} u64 cs_ = p4n_checksum({algo}, fv_, fw_, fn_, {pl});"
+        if name.startswith("verify_checksum"):
             return [
                 f"if ({cond.code}) {{ {calc} "
                 f"if (cs_ != {dst.code}) p4n_sm->f_checksum_error = 1; }}"
@@ -968,6 +1073,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         name = f.name
         if isinstance(base, ast.Name):
             sym = self.lookup(base.name)
+            if sym is None and name == "apply":
+                sym = self.direct_instance(base.name, f)
             if sym is not None and sym.obj is not None:
                 return self.obj_method(sym, name, args)
         b = self.expr(base)
@@ -1000,6 +1107,18 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(base))
                 return f"{{ if (!{b.code}.valid_) {{ {zero} {b.code}.valid_ = 1; }}{sibs} }}"
         raise Unsupported(f"method {name}")
+
+    def direct_instance(self, name: str, site: ast.Node) -> V | None:
+        """``C.apply(...)`` of a parser/control type: an instance of its own for each call
+        site, named as the Python back end names it."""
+        td = self.genv.type_decls.get(name)
+        if not isinstance(td, (ast.ControlDecl, ast.ParserDecl)) or self.cur is None:
+            return None
+        made: dict[int, V] = self.__dict__.setdefault("_direct", {})
+        if id(site) not in made:
+            sub = self.instantiate(td, f"{self.cur.path}.{name}", [])
+            made[id(site)] = V("", None, obj=("instance", sub))
+        return made[id(site)]
 
     def obj_method(self, sym: V, name: str, args: list[ast.Expr]) -> str:
         kind = sym.obj[0]
@@ -1099,6 +1218,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 return f"{{ u64 ri_ = {i}; if (ri_ < {size}) R{n}[ri_] = {val}; }}"
         if kind == "meter" and name == "execute_meter":
             return self.execute_meter(sym, args)
+        if kind == "direct_meter" and name == "read":
+            return self.direct_meter_read(args)
         if kind == "direct_counter" and name == "count" and not args:
             return "(void)0"  # counted by the table on a hit, as BMv2 does
         if kind == "counter" and name == "count" and len(args) == 1:
@@ -1138,16 +1259,13 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         ]
         for n, ft in t.fields:
             if isinstance(ft, TVarbit):
-                parts.append(
-                    f"{h.code}.f_{n} = n_ ? p4n_get_bits(p4n_in, o_, (int)n_) : 0; "
-                    f"{h.code}.n_{n} = n_; o_ += n_;"
-                )
+                parts.append(self.varbit_extract(f"{h.code}.f_{n}", "n_", "o_") + " o_ += n_;")
                 continue
             for leaf, lt in (
                 _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
             ):
                 w = _width(lt)
-                parts.append(f"{h.code}.{leaf} = p4n_get_bits(p4n_in, o_, {w}); o_ += {w};")
+                parts.append(f"{h.code}.{leaf} = {_get_bits('o_', w)}; o_ += {w};")
         parts.append(f"{h.code}.valid_ = 1; p4n_off = o_;")
         return "{ " + " ".join(parts) + " }"
 
@@ -1163,8 +1281,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         off = 0
         for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
-            slow.append(f"{h.code}.{n} = p4n_get_bits(p4n_in, p4n_off + {off}, {fw});")
-            if off % 8 == 0 and fw % 8 == 0:  # whole bytes once the header starts on one
+            slow.append(f"{h.code}.{n} = {_get_bits(f'p4n_off + {off}', fw)};")
+            if (
+                off % 8 == 0 and fw % 8 == 0 and fw <= 64
+            ):  # whole bytes once the header starts on one
                 fast.append(f"{h.code}.{n} = p4n_ld(b_ + {off // 8}, {fw // 8});")
             else:
                 fast.append(slow[-1])
@@ -1206,23 +1326,21 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             parts = ["u64 o_ = p4n_ooff;"]
             for n, ft in t.fields:
                 if isinstance(ft, TVarbit):
-                    parts.append(
-                        f"if ({h.code}.n_{n}) p4n_put_bits(p4n_out, o_, {h.code}.f_{n}, "
-                        f"(int){h.code}.n_{n}); o_ += {h.code}.n_{n};"
-                    )
+                    vb = f"{h.code}.f_{n}"
+                    parts.append(f"{self.varbit_emit(vb, 'o_')} o_ += {vb}.n;")
                     continue
                 for leaf, lt in (
                     _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
                 ):
                     w = _width(lt)
-                    parts.append(f"p4n_put_bits(p4n_out, o_, {h.code}.{leaf}, {w}); o_ += {w};")
+                    parts.append(f"{_put_bits('o_', f'{h.code}.{leaf}', w)}; o_ += {w};")
             return f"if ({h.code}.valid_) {{ {' '.join(parts)} p4n_ooff = o_; }}"
         fast, slow = [], []
         off = 0
         for n, ft in _leaves(t) + _padding(t):
             fw = _width(ft)
-            slow.append(f"p4n_put_bits(p4n_out, p4n_ooff + {off}, {h.code}.{n}, {fw});")
-            if off % 8 == 0 and fw % 8 == 0:
+            slow.append(f"{_put_bits(f'p4n_ooff + {off}', f'{h.code}.{n}', fw)};")
+            if off % 8 == 0 and fw % 8 == 0 and fw <= 64:
                 fast.append(f"p4n_st(b_ + {off // 8}, {h.code}.{n}, {fw // 8});")
             else:
                 fast.append(slow[-1])
@@ -1245,8 +1363,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
     def coerce(self, v: V, t: T) -> V:
         if isinstance(t, TBit) and isinstance(v.type, TInfInt):
             c = v.const & _mask(t.width)  # type: ignore[operator]
-            return V(_lit(c), t, c)
+            return V(_wide(_lit(c), t.width), t, c)
         if isinstance(t, TBool) and isinstance(v.type, TBool):
+            return v
+        if isinstance(t, TInfInt) and isinstance(v.type, TInfInt):  # `const int x = 3;`
             return v
         if isinstance(t, TBit) and isinstance(v.type, TBit):
             if t.width != v.type.width:
@@ -1254,12 +1374,17 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             return v
         if isinstance(t, TEnum) and isinstance(v.type, (TEnum, TBit)):
             return v
+        if isinstance(t, TBit) and isinstance(v.type, TEnum) and v.type.underlying == t:
+            return V(v.code, t, v.const)  # a serializable enum's value (an action's data)
         if isinstance(t, TError) and isinstance(v.type, TError):
             return v
         if isinstance(t, TComposite) and v.type is t:
             return v
         if isinstance(t, TTuple) and v.type == t:
             return v
+        if isinstance(t, TVarbit) and isinstance(v.type, TVarbit):
+            if t.max_width == v.type.max_width:
+                return v
         if isinstance(t, TStack) and isinstance(v.type, TStack):  # the same C struct
             if v.type.size == t.size and v.type.elem is t.elem:
                 return v
@@ -1274,7 +1399,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             raise Unsupported(f"expression {type(e).__name__}")
         v = m(e, expect)
         if isinstance(v.type, TBit) and v.type.width > 64:
-            raise Unsupported(f"values of type {v.type.show()}")
+            self.ctype(v.type)  # up to 128 bits, unsigned
         return v
 
     def _e_ListExpr(self, e: ast.ListExpr, expect: T | None) -> V:
@@ -1311,10 +1436,10 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
     def _e_IntLit(self, e: ast.IntLit, expect: T | None) -> V:
         if e.width is not None:  # int<W> values are W-bit two's-complement patterns
             c = e.value & _mask(e.width)
-            return V(_lit(c), TBit(e.width, e.signed), c)
+            return V(_wide(_lit(c), e.width), TBit(e.width, e.signed), c)
         if isinstance(expect, TBit):
             c = e.value & _mask(expect.width)
-            return V(_lit(c), expect, c)
+            return V(_wide(_lit(c), expect.width), expect, c)
         return V(_lit(e.value) if e.value >= 0 else str(e.value), TInfInt(), e.value)
 
     def _e_BoolLit(self, e: ast.BoolLit, expect: T | None) -> V:
@@ -1357,7 +1482,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 lt = lt.underlying
             if not isinstance(lt, (TBit, TBool)):
                 raise Unsupported(f"member {e.name} of a lookahead")
-            code = f"({{ {check} p4n_get_bits(p4n_in, p4n_off + {off}, {_width(lt)}); }})"
+            code = f"({{ {check} {_get_bits(f'p4n_off + {off}', _width(lt))}; }})"
             return V(code, lt)
         if isinstance(e.expr, ast.Call):  # t.apply().hit / .miss
             call = e.expr
@@ -1378,8 +1503,6 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 raise Unsupported(f"field {e.name}")
             if isinstance(ft, TEnum) and ft.underlying is not None:
                 ft = ft.underlying
-            if isinstance(ft, TVarbit):
-                raise Unsupported(f"varbit field {e.name} used as a value")
             return V(f"{b.code}.f_{e.name}", ft)
         raise Unsupported(f"member {e.name} of {b.type}")
 
@@ -1445,7 +1568,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         """C statements setting ``dst`` (of type ``t``) from the packet bits at the
         parser's position + ``off``, as the Python back end's lookahead unpacks them."""
         if isinstance(t, (TBit, TBool)) or (isinstance(t, TEnum) and t.underlying is not None):
-            out.append(f"{dst} = p4n_get_bits(p4n_in, p4n_off + {off}, {_width(t)});")
+            out.append(f"{dst} = {_get_bits(f'p4n_off + {off}', _width(t))};")
             return
         assert isinstance(t, TComposite)
         for n, ft in t.fields:
@@ -1499,6 +1622,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if isinstance(t, TEnum) and t.underlying is not None:
             t = t.underlying
         v = self.expr(e.expr, t if isinstance(t, TBit) else None)
+        if isinstance(v.type, TEnum) and v.type.underlying is not None:  # its bits
+            v = V(v.code, v.type.underlying, v.const)
         if isinstance(t, TBit):
             if isinstance(v.type, TInfInt):
                 return self.coerce(v, t)
@@ -1506,9 +1631,11 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 return V(f"({v.code} ? 1ULL : 0ULL)", t)
             if isinstance(v.type, TBit):
                 if t.width > v.type.width and v.type.signed:  # widening int<W> sign-extends
-                    return V(f"((u64)p4n_sx({v.code}, {v.type.width}) & {_lit(_mask(t.width))})", t)
+                    ct = "(u128)(__int128)" if t.width > 64 else "(u64)"
+                    sx = f"{ct}p4n_sx({v.code}, {v.type.width})"
+                    return V(f"({sx} & {_lit(_mask(t.width))})", t)
                 if t.width >= v.type.width:
-                    return V(v.code, t, v.const)
+                    return V(_wide(v.code, t.width), t, v.const)
                 return V(f"({v.code} & {_lit(_mask(t.width))})", t)
         if isinstance(t, TBool) and isinstance(v.type, TBit) and v.type.width == 1:
             return V(f"({v.code} != 0)", TBool())
@@ -1556,10 +1683,16 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if op in ("&&", "||"):
             a, b = self.value(e.left, TBool()), self.value(e.right, TBool())
             return V(f"({a.code} {op} {b.code})", TBool())
-        a = self.expr(e.left, expect if op not in _CMP else None)
-        b = self.expr(
-            e.right, a.type if isinstance(a.type, TBit) and op not in ("<<", ">>") else None
-        )
+        # an untyped constant takes the other operand's type (`8 * (bit<9>)x`), and only
+        # when both are untyped the type the context expects
+        a = self.expr(e.left)
+        shift = op in ("<<", ">>")
+        b = self.expr(e.right, a.type if isinstance(a.type, TBit) and not shift else None)
+        if isinstance(a.type, TInfInt) and isinstance(expect, TBit) and op not in _CMP:
+            if shift or isinstance(b.type, TInfInt):
+                a = self.expr(e.left, expect)
+                if not shift:
+                    b = self.expr(e.right, expect)
         if (has_fx(a.code) or has_fx(b.code)) and a.const is None:
             # the left operand first, into a local: C leaves the order of operands open
             if isinstance(a.type, (TComposite, TStack, TTuple)) and has_fx(b.code):
@@ -1575,8 +1708,9 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             a = self.coerce(a, b.type)
         if a.const is not None and b.const is not None and isinstance(a.type, TInfInt):
             c = _fold(op, a.const, b.const)
-            return V(str(c) if c < 0 else _lit(c), TBool() if op in _CMP else TInfInt(), c)
-        if op in ("==", "!=") and isinstance(a.type, (TComposite, TStack, TTuple)):
+            cmp = op in _CMP or op in ("==", "!=")
+            return V(str(c) if c < 0 else _lit(c), TBool() if cmp else TInfInt(), c)
+        if op in ("==", "!=") and isinstance(a.type, (TComposite, TStack, TTuple, TVarbit)):
             if a.type != b.type:
                 raise Unsupported(f"comparison of {a.type.show()} with {b.type.show()}")
             eq = self.equal(a.code, b.code, a.type)
@@ -1601,19 +1735,20 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 s = b.const
                 if s is None or s < 0:
                     raise Unsupported("shift")
+                x = _wide(a.code, w)
                 if op == "<<":
-                    return V("0ULL" if s >= w else f"(({a.code} << {s}) & {m})", a.type)
-                return V("0ULL" if s >= w else f"({a.code} >> {s})", a.type)
-            if not isinstance(b.type, TBit):
-                raise Unsupported("shift amount")
+                    return V("0ULL" if s >= w else f"(({x} << {s}) & {m})", a.type)
+                return V("0ULL" if s >= w else f"({x} >> {s})", a.type)
+            if not isinstance(b.type, TBit) or w > 64:
+                raise Unsupported(f"shift of {a.type.show()} by {b.type.show()}")
             if op == "<<":
                 return V(f"p4n_shl({a.code}, {b.code}, {m})", a.type)
             return V(f"p4n_shr({a.code}, {b.code})", a.type)
         if op == "++":
-            if not isinstance(b.type, TBit) or w + b.type.width > 64:
-                raise Unsupported("concatenation wider than 64 bits")
+            if not isinstance(b.type, TBit) or w + b.type.width > WIDE:
+                raise Unsupported(f"concatenation wider than {WIDE} bits")
             t = TBit(w + b.type.width, sg)
-            return V(f"(({a.code} << {b.type.width}) | {b.code})", t)
+            return V(f"(({_wide(a.code, t.width)} << {b.type.width}) | {b.code})", t)
         b = self.coerce(b, a.type)
         if sg and op in _CMP:
             return V(f"(p4n_sx({a.code}, {w}) {op} p4n_sx({b.code}, {w}))", TBool())
@@ -1625,10 +1760,15 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         if op in ("|+|", "|-|"):
             fn = "p4n_sat_add" if op == "|+|" else "p4n_sat_sub"
             return V(f"{fn}({a.code}, {b.code}, {w}, {int(sg)})", a.type)
+        if op in ("+", "-", "*", "&", "|", "^") and a.const is not None and b.const is not None:
+            c = _fold(op, a.const, b.const) & _mask(w)  # W-bit patterns: signed ones too
+            return V(_lit(c), a.type, c)
         if op in ("&", "|", "^"):
             return V(f"({a.code} {op} {b.code})", a.type)
         if op in ("+", "-", "*"):
             return V(f"(({a.code} {op} {b.code}) & {m})", a.type)
+        if op in ("/", "%") and w > 64:
+            raise Unsupported(f"{op} of {a.type.show()}")
         if op == "/":
             return V(f"p4n_div({a.code}, {b.code})", a.type)
         if op == "%":
@@ -1641,12 +1781,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         both valid with equal fields; stacks by their elements, structs, unions and tuples
         member by member."""
         if isinstance(t, TComposite):
-            parts = [
-                f"{a}.f_{n} == {b}.f_{n} && {a}.n_{n} == {b}.n_{n}"
-                if isinstance(ft, TVarbit)
-                else self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft)
-                for n, ft in t.fields
-            ]
+            parts = [self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft) for n, ft in t.fields]
             same = " && ".join(parts) or "1"
             if t.kind == "header":
                 return f"{a}.valid_ == {b}.valid_ && (!{a}.valid_ || ({same}))"
@@ -1660,6 +1795,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
                 f"({self.equal(f'{a}.e{i}', f'{b}.e{i}', et)})" for i, et in enumerate(t.elems)
             ]
             return " && ".join(parts) or "1"
+        if isinstance(t, TVarbit):
+            return self.varbit_equal(a, b)
         return f"{a} == {b}"
 
     # -- assembly -------------------------------------------------------------------
@@ -1690,6 +1827,8 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
         head = [
             "/* Generated by p4sim.native.cgen - do not edit. */",
             RUNTIME,
+            VARBIT,
+            PROFILES,
             *self.type_src,
             f"static p4n_table p4n_tables[{max(1, len(self.tables))}];",
             f"static p4n_table p4n_vsets[{max(1, len(self.vsets))}];  /* value sets */",
@@ -1699,6 +1838,7 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
             "static p4n_group *p4n_groups; static int64_t p4n_ngroups;",
             "static const uint8_t *p4n_in; static u64 p4n_inlen, p4n_off, p4n_perr;",
             "static uint8_t *p4n_out; static u64 p4n_ooff;",
+            "static const uint8_t *p4n_pl; static u64 p4n_pllen;  /* the unparsed payload */",
             "static u64 p4n_pktlen;",
             "static int p4n_rej;  /* a parser took `transition reject` */",
             "static u64 p4n_trunc;  /* truncate(): bytes to keep of the frame, 0 = all */",
@@ -1743,6 +1883,46 @@ class CGen(FunctionsMixin, LoopsMixin, ReplicationMixin, StatefulMixin):
 
 
 _CMP = ("<", "<=", ">", ">=")
+
+#: the widest bit<W> the generator covers: bit<65..128> are unsigned __int128 (u128)
+WIDE = 128
+
+
+def _get_bits(off: str, w: int) -> str:
+    """C value of ``w`` bits of the input packet at bit ``off``."""
+    fn = "p4n_get_wide" if w > 64 else "p4n_get_bits"
+    return f"{fn}(p4n_in, {off}, {w})"
+
+
+def _put_bits(off: str, v: str, w: int) -> str:
+    """C statement writing ``v``'s ``w`` bits into the output packet at bit ``off``."""
+    fn = "p4n_put_wide" if w > 64 else "p4n_put_bits"
+    return f"{fn}(p4n_out, {off}, {v}, {w})"
+
+
+def _wide(code: str, w: int) -> str:
+    """``code`` as a u128 when a value of ``w`` bits needs one (shifts, concatenation)."""
+    return f"((u128)({code}))" if w > 64 else code
+
+
+#: v1model's checksum externs
+CHECKSUMS = (
+    "verify_checksum",
+    "update_checksum",
+    "verify_checksum_with_payload",
+    "update_checksum_with_payload",
+)
+
+#: HashAlgorithm → p4n_algo's code; custom CRCs with their BMv2 default parameters
+#: (CRC-32 and CRC-16/ARC), as on the Python back end
+ALGOS = {"crc32": 0, "crc16": 1, "csum16": 2, "identity": 3, "xor16": 4}
+ALGOS.update(crc32_custom=0, crc16_custom=1)
+
+
+def _algo(e: ast.Expr) -> int:
+    if not (isinstance(e, ast.Member) and e.name in ALGOS):
+        raise Unsupported(f"hash algorithm {getattr(e, 'name', '?')}")
+    return ALGOS[e.name]
 
 
 def _seq(pre: list[str], v: V) -> V:
@@ -2040,6 +2220,7 @@ static int p4n_egress_pass(u64 port, u64 now, const uint8_t *payload, u64 plen,
     p4n_sm = s; p4n_pktlen = s->f_packet_length;
     if (setjmp(p4n_exit) == 0) {egress}(&p4n_eg.h, &p4n_eg.m, s);
     if (s->f_egress_spec == 511) return 0;
+    p4n_pl = payload; p4n_pllen = plen;
     if (setjmp(p4n_exit) == 0) {compute}(&p4n_eg.h, &p4n_eg.m);
     memset(out, 0, 2048);
     p4n_out = out; p4n_ooff = 0;
@@ -2071,6 +2252,7 @@ int p4n_process(u64 port, const uint8_t *data, u64 len, u64 now, uint8_t *out,
     u64 pstart = p4n_off >> 3;
     const uint8_t *payload = data + (pstart < len ? pstart : len);
     u64 plen = pstart < len ? len - pstart : 0;
+    p4n_pl = payload; p4n_pllen = plen;
     if (setjmp(p4n_exit) == 0) {verify}(&p4n_ing.h, &p4n_ing.m);
     if (setjmp(p4n_exit) == 0) {ingress}(&p4n_ing.h, &p4n_ing.m, s0);
     p4n_digest_flush();

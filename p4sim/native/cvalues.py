@@ -16,6 +16,8 @@ def _mask(w: int) -> int:
 
 
 def _lit(v: int) -> str:
+    if v >= 1 << 64:  # bit<65..128>: an unsigned __int128 (u128) made of two halves
+        return f"(((u128){v >> 64:#x}ULL << 64) | {v & ((1 << 64) - 1):#x}ULL)"
     return f"{v:#x}ULL" if v > 9 else f"{v}ULL"
 
 

@@ -17,6 +17,7 @@
 #include <linux/if_packet.h>
 
 typedef uint64_t u64;
+typedef unsigned __int128 u128;  /* bit<65> .. bit<128> */
 
 #define P4N_MAXPKT 65600
 #define P4N_MAXOUT 64
@@ -33,6 +34,15 @@ typedef struct {
     int64_t def_action;
     u64 *def_args;
     int64_t *range;  /* NULL, or per key 1 for a range key: (lo, hi) in (vals, masks) */
+    /* An action profile's table: an entry naming a member holds the member's action and
+     * data; one naming a group has action -2 and its group number as data, group g's
+     * members are grp[2g + 1] rows from row grp[2g] of (mact, margs). */
+    int64_t *grp, *mact;
+    u64 *margs;
+    /* A table with a direct meter: 9 doubles per entry (cg_stateful.py's p4n_meter),
+     * and the meter's time origin. */
+    double *meters;
+    int64_t morigin;
 } p4n_table;
 
 typedef struct {
@@ -128,6 +138,11 @@ static inline u64 p4n_get_bits(const uint8_t *d, u64 off, int w) {
     return v;
 }
 
+/* bit<65..128>: two reads and two writes of up to 64 bits. */
+static inline u128 p4n_get_wide(const uint8_t *d, u64 off, int w) {
+    return ((u128)p4n_get_bits(d, off, w - 64) << 64) | p4n_get_bits(d, off + w - 64, 64);
+}
+
 /* Big-endian loads and stores of n whole bytes (n constant: unrolled by the compiler). */
 static inline u64 p4n_ld(const uint8_t *p, int n) {
     u64 v = 0;
@@ -150,6 +165,11 @@ static inline void p4n_put_bits(uint8_t *d, u64 off, u64 v, int w) {
         off += take;
         w -= take;
     }
+}
+
+static inline void p4n_put_wide(uint8_t *d, u64 off, u128 v, int w) {
+    p4n_put_bits(d, off, (u64)(v >> 64), w - 64);
+    p4n_put_bits(d, off + w - 64, (u64)v, 64);
 }
 
 /* Fields serialised MSB first as BMv2 does (the last byte padded with zero bits); the
@@ -200,10 +220,8 @@ static u64 p4n_crc(const uint8_t *d, u64 n, int is32) {
     return reg & 0xFFFF;
 }
 
-/* v1model hash(): base + (h % max) in 64 bits, max 0 read as 1, cut to the result. */
-static u64 p4n_hash(int algo, u64 base, const u64 *v, const int *w, int n, u64 max, int outw) {
-    uint8_t buf[256];
-    u64 len = p4n_serialize(buf, v, w, n);
+/* The raw output of algorithm algo (cgen.ALGOS) over len bytes. */
+static u64 p4n_algo(int algo, const uint8_t *buf, u64 len) {
     u64 h = 0;
     if (algo == 0) h = p4n_crc(buf, len, 1);
     else if (algo == 1) h = p4n_crc(buf, len, 0);
@@ -213,6 +231,24 @@ static u64 p4n_hash(int algo, u64 base, const u64 *v, const int *w, int n, u64 m
     } else {  /* xor16: XOR of big-endian 16-bit words, an odd last byte the high one */
         for (u64 i = 0; i < len; i += 2) h ^= ((u64)buf[i] << 8) | (i + 1 < len ? buf[i + 1] : 0);
     }
+    return h;
+}
+
+/* A checksum extern's value: algo over the serialised fields, then pl (plen bytes:
+ * the payload of the _with_payload forms). */
+static u64 p4n_checksum(int algo, const u64 *v, const int *w, int n, const uint8_t *pl,
+                        u64 plen) {
+    static uint8_t buf[256 + P4N_MAXPKT];
+    u64 len = p4n_serialize(buf, v, w, n);
+    if (plen) memcpy(buf + len, pl, plen);
+    return p4n_algo(algo, buf, len + plen);
+}
+
+/* v1model hash(): base + (h % max) in 64 bits, max 0 read as 1, cut to the result. */
+static u64 p4n_hash(int algo, u64 base, const u64 *v, const int *w, int n, u64 max, int outw) {
+    uint8_t buf[256];
+    u64 len = p4n_serialize(buf, v, w, n);
+    u64 h = p4n_algo(algo, buf, len);
     u64 size = max ? max : 1;
     u64 r = h % size + base;
     return outw >= 64 ? r : r & ((((u64)1) << outw) - 1);
