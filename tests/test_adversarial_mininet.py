@@ -228,7 +228,12 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     # The key-value cache: every read is a write's value, never stale, never forged.
     writes, reads = last_json(runs[1].lines), last_json(runs[2].lines)
     check_reads(writes, reads)
-    assert len(writes) == 40 and all(r["val"] != 666 for r in reads)
+    assert all(r["val"] != 666 for r in reads)
+    # ... and no other write took a version: the writer's are 1..40, the server applied no
+    # more, and refused nothing (nothing of the forger's reached it: the switch is the anchor).
+    assert [w["ver"] for w in writes] == list(range(1, 41)), [w["ver"] for w in writes]
+    server = last_json((ex.logs / "kv-server.log").read_text().splitlines())
+    assert server["writes"] == 40 and server["drops"] == [0] * HOST_DROPS, server
     # The switch: per sweep and job, hundreds of forged flagged packets, of the job's id
     # unflagged from the forger's port, behind options or in a fragment.
     want = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8, "UNPARSED_IPV4": 200}
