@@ -9,7 +9,7 @@ and it is a tenant, not a stranger).
 
 h1, h2: NetReduce workers answered in the name of h4; h5: a client of a replicated log
 whose replicas are h6..h8; h9, h10: a writer and a reader of a key-value cache job served
-by h11.
+by h11; h12, h13: ASK word-count mappers whose reducer is h14.
 """
 
 from __future__ import annotations
@@ -108,6 +108,29 @@ def _netreduce(ex: Any, name: str, hosts: list[int]) -> int:
     )  # fmt: skip
 
 
+def ask_job(ex: Any, mappers: list[int], reducer: int) -> int:
+    """Submits an ASK job and starts its reducer (as ``topologies.ask.run`` does)."""
+    from topologies.experiment import host_ip, host_mac
+
+    job = ex.api.submit({
+        "kind": "ask", "name": "wordcount", "workers": len(mappers), "rows": 256,
+        "window": 16, "worker_ports": mappers, "worker_ips": [host_ip(h) for h in mappers],
+        "worker_macs": [host_mac(h) for h in mappers], "agg_ip": host_ip(reducer),
+        "agg_mac": host_mac(reducer), "reducer_port": reducer,
+    })["job_id"]  # fmt: skip
+    cmd = [sys.executable, "-m", "hosts.ask.run", "reducer", "--controller", ex.controller_url,
+           "--job-id", str(job), "--out", str((ex.logs / "ask.json").resolve()),
+           "--swap-s", "0.1"]  # fmt: skip
+    ex.start_service(f"h{reducer}", cmd, ready="ask reducer ready", log_name="ask-reducer")
+    return job  # type: ignore[no-any-return]
+
+
+def mapper(ex: Any, job: int, worker: int, words: Path) -> list[str]:
+    return [sys.executable, "-m", "hosts.ask.run", "mapper", "--controller", ex.controller_url,
+            "--job-id", str(job), "--worker-id", str(worker),
+            "--input", str(words.resolve())]  # fmt: skip
+
+
 def job_drops(ex: Any, job: int) -> dict[str, int]:
     """The switch's drops of packets that named ``job``, by reason (``job_drops``)."""
     cells = ex.read_counter("IncIngress.job_drops")
@@ -127,23 +150,30 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     unparsed IPv4, and counts each against the job it named."""
     import subprocess
     import time
+    from collections import Counter
     from concurrent.futures import ThreadPoolExecutor
 
+    from hosts.ask.run import read_record
     from hosts.consensus.replicated_log import Entry, distinct
     from hosts.kv.store import _values
     from tests.test_mininet_consensus import CAUGHT_UP, client, log_fields, replica, summary
     from tests.test_mininet_kv_cache import check_reads, kv_cmd, kv_fields, last_json
+    from topologies.ask_mappers import zipf_text
     from topologies.atp import AtpJob, exact, run_jobs
     from topologies.experiment import host_ip
 
     ip = host_ip
-    ex = start_net(11)
+    words = [tmp_path / f"words{w}.txt" for w in range(2)]
+    for w, path in enumerate(words):
+        zipf_text(path, 1500, seed=w + 1)
+    ex = start_net(14)
     forger = None
     try:
         nr = _netreduce(ex, "nr", [1, 2])
         own = _netreduce(ex, "forger", [3])
         log = ex.api.submit(log_fields([5], [6, 7, 8]))["job_id"]
         kv = ex.api.submit(kv_fields([9, 10], 11, cache_size=4, refresh_ms=100))["job_id"]
+        ask = ask_job(ex, [12, 13], 14)
         group = ex.api.job(log)["agg_ip"]
         reps = [replica(ex, log, r, first=6) for r in range(3)]
         srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(kv),
@@ -169,6 +199,11 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
                      raw=[(ip(9), ip(11)), (ip(11), ip(9)), (ip(11), ip(10))],
                      parse=(ip(9), ip(11)), ahead=[(ip(11), ip(9)), (ip(11), ip(10))])
               for op in (Op.KV_READ, Op.KV_WRITE)),
+            # a mapper's tuples and fallbacks, the reducer's ACKs and drained rows
+            target(Op.AGG_KV, ask, own, base={"psn": 0, "bitmap": 0x5A5A}, step={"psn": 1},
+                   values=junk, to=[ip(14), ip(12)],
+                   raw=[(ip(12), ip(14)), (ip(14), ip(12)), (ip(14), ip(13))],
+                   parse=(ip(12), ip(14)), ahead=[(ip(14), ip(12)), (ip(14), ip(13))]),
         ]  # fmt: skip
         cmd = [sys.executable, "-c", FORGER, ip(3), json.dumps(targets)]
         forger = ex.popen("h3", cmd, stdout=subprocess.DEVNULL)
@@ -178,7 +213,7 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
             assert forger.poll() is None, "the forger died"
             assert time.monotonic() < deadline, ex.drop_counters()
             time.sleep(0.2)
-        before = {j: job_drops(ex, j) for j in (nr, log, kv)}
+        before = {j: job_drops(ex, j) for j in (nr, log, kv, ask)}
         size, calls = 4000, 2
         with ThreadPoolExecutor(1) as pool:
             nr_run = pool.submit(run_jobs, ex, [AtpJob(nr, (1, 2), "netreduce")], tmp_path,
@@ -189,7 +224,8 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
             runs = ex.run_hosts(
                 [("h5", client(ex, log, 0, 20)),
                  ("h9", kv_cmd(ex, "check", kv, 0, "--role", "writer", "--count", "40")),
-                 ("h10", kv_cmd(ex, "check", kv, 1, "--role", "reader", "--count", "150"))],
+                 ("h10", kv_cmd(ex, "check", kv, 1, "--role", "reader", "--count", "150")),
+                 ("h12", mapper(ex, ask, 0, words[0])), ("h13", mapper(ex, ask, 1, words[1]))],
                 timeout=120,
             )  # fmt: skip
             got = nr_run.result()
@@ -197,11 +233,15 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
         for r in (*warm, *runs, *final):
             assert r.code == 0, (r.host, r.lines[-3:])
         drops = ex.drop_counters()
-        after = {j: job_drops(ex, j) for j in (nr, log, kv)}
+        after = {j: job_drops(ex, j) for j in (nr, log, kv, ask)}
         key = ex.api.control_key(log).hex()
         caught = ex.run_hosts([("h5", [sys.executable, "-c", CAUGHT_UP, key,
                                        *(ip(r) for r in (6, 7, 8))])])  # fmt: skip
         lens = json.loads(caught[0].lines[-1])
+        deadline = time.monotonic() + 30
+        while not (ex.logs / "ask.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        counts = read_record(ex.logs / "ask.json")
         for p in reps:
             ex.stop(p)
     finally:
@@ -235,6 +275,10 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     assert [w["ver"] for w in writes] == list(range(1, 41)), [w["ver"] for w in writes]
     server = last_json((ex.logs / "kv-server.log").read_text().splitlines())
     assert server["writes"] == 40 and server["drops"] == [0] * HOST_DROPS, server
+    # ASK: the counts are those of the mappers' files, nothing more.
+    want_counts = Counter(w for path in words for w in path.read_text().split())
+    assert Counter(counts["result"]) == want_counts, "reducer counts differ from Counter"
+    assert counts["reducer"]["drained_tuples"] > 0, "nothing was aggregated in the switch"
     # The switch: per sweep and job, hundreds of forged flagged packets, of the job's id
     # unflagged from the forger's port, behind options or in a fragment.
     want = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8, "UNPARSED_IPV4": 200}
@@ -245,5 +289,6 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     # result binding to check: the switch refuses every one from a port no client or server
     # of the job is on. (Options and fragments are dropped before the job id is read.)
     flagged = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8}
-    for j, reasons in ((nr, flagged), (log, flagged), (kv, {"UNKNOWN_WORKER": 200})):
+    by_job = ((nr, flagged), (log, flagged), (kv, {"UNKNOWN_WORKER": 200}), (ask, flagged))
+    for j, reasons in by_job:
         assert all(grew[j][k] >= n for k, n in reasons.items()), (j, grew[j])
