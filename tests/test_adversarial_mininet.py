@@ -35,7 +35,8 @@ RUN_DIR = Path("run/adversarial-test")
 #     option and as a first fragment;
 #   ahead: (source, destination) pairs that get, after each sweep, a RESULT of the victim of
 #     each of the next 256 values of the stepped fields (answers ahead of time).
-# One sweep is every flag byte 0..255 for every target; the stepped fields move on each.
+# One sweep is every flag byte 0..255 for every target (the targets in turn for each byte);
+# the stepped fields move on each.
 FORGER = r"""
 import json, socket, sys, time
 import numpy as np
@@ -65,10 +66,10 @@ def header(t, sweep, **kw):
 
 sweep = 0
 while True:
-    for t in targets:
-        values = np.array(t["values"], dtype=np.int32)
-        src, dst = t["parse"]
-        for flags in range(256):
+    for flags in range(256):  # the targets in turn, so that each is under fire all along
+        for t in targets:
+            values = np.array(t["values"], dtype=np.int32)
+            src, dst = t["parse"]
             for job in (t["victim"], t["own"]):
                 inc = pack(header(t, sweep, flags=flags, job_id=job), values)
                 for d in t["to"]:
@@ -78,6 +79,8 @@ while True:
                 raw.sendto(ip(src, dst, udp(inc), options=b"\x01\x01\x01\x00"), (dst, 0))
                 raw.sendto(ip(src, dst, udp(inc), frag=0x2000), (dst, 0))
             time.sleep(0.004)
+    for t in targets:
+        values = np.array(t["values"], dtype=np.int32)
         for p in range(256):
             inc = pack(header(t, sweep + p, flags=2, job_id=t["victim"]), values)
             for a, b in t["ahead"]:
@@ -165,7 +168,7 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     ip = host_ip
     words = [tmp_path / f"words{w}.txt" for w in range(2)]
     for w, path in enumerate(words):
-        zipf_text(path, 1500, seed=w + 1)
+        zipf_text(path, 15000, seed=w + 1)
     ex = start_net(14)
     forger = None
     try:
