@@ -28,15 +28,15 @@ RUN_DIR = Path("run/adversarial-test")
 
 # Runs on h3: argv its own IP, then a JSON list of targets, one per (job, op) under attack:
 #   op, victim, own: the op and the two job ids every packet carries in turn;
-#   base, step, wrap: header fields; field = (base + sweep * step) % wrap ("now" as a base:
-#     this host's clock in ms << 8, how clients stamp their psns, so guesses land near them);
+#   base, step, wrap: header fields; field = (base + n * step) % wrap, n = 256 * sweep + the
+#     flag byte ("now" as a base: this host's clock in ms << 8, how clients stamp their
+#     psns, so guesses land near them);
 #   values: the slots; to: addresses sent to from its own port (INC_UDP_PORT);
 #   raw: (source, destination) pairs sent spoofed; parse: one pair sent behind a no-op IPv4
 #     option and as a first fragment;
-#   ahead: (source, destination) pairs that get, after each sweep, a RESULT of the victim of
-#     each of the next 256 values of the stepped fields (answers ahead of time).
-# One sweep is every flag byte 0..255 for every target (the targets in turn for each byte);
-# the stepped fields move on each.
+#   ahead: (source, destination) pairs that get, after each sweep, a RESULT of the victim
+#     with each n of the sweep (answers ahead of time).
+# One sweep is every flag byte 0..255 for every target (the targets in turn for each byte).
 FORGER = r"""
 import json, socket, sys, time
 import numpy as np
@@ -58,9 +58,9 @@ def ip(src, dst, payload, options=b"", frag=0):
 def udp(inc):
     return INC_UDP_PORT.to_bytes(2, "big") * 2 + (8 + len(inc)).to_bytes(2, "big") + bytes(2) + inc
 
-def header(t, sweep, **kw):
+def header(t, n, **kw):
     now = (int(time.time() * 1000) << 8) & 0xFFFFFFFF
-    fields = {k: ((now if v == "now" else v) + sweep * t["step"].get(k, 0))
+    fields = {k: ((now if v == "now" else v) + n * t["step"].get(k, 0))
               % t["wrap"].get(k, 1 << 32) for k, v in t["base"].items()}
     return Header(op=t["op"], **{**fields, **kw})
 
@@ -71,7 +71,7 @@ while True:
             values = np.array(t["values"], dtype=np.int32)
             src, dst = t["parse"]
             for job in (t["victim"], t["own"]):
-                inc = pack(header(t, sweep, flags=flags, job_id=job), values)
+                inc = pack(header(t, 256 * sweep + flags, flags=flags, job_id=job), values)
                 for d in t["to"]:
                     s.sendto(inc, (d, INC_UDP_PORT))
                 for a, b in t["raw"]:
@@ -82,7 +82,7 @@ while True:
     for t in targets:
         values = np.array(t["values"], dtype=np.int32)
         for p in range(256):
-            inc = pack(header(t, sweep + p, flags=2, job_id=t["victim"]), values)
+            inc = pack(header(t, 256 * sweep + p, flags=2, job_id=t["victim"]), values)
             for a, b in t["ahead"]:
                 raw.sendto(ip(a, b, udp(inc)), (b, 0))
     sweep += 1
@@ -203,7 +203,9 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
                      parse=(ip(9), ip(11)), ahead=[(ip(11), ip(9)), (ip(11), ip(10))])
               for op in (Op.KV_READ, Op.KV_WRITE)),
             # a mapper's tuples and fallbacks, the reducer's ACKs and drained rows
-            target(Op.AGG_KV, ask, own, base={"psn": 0, "bitmap": 0x5A5A}, step={"psn": 1},
+            target(Op.AGG_KV, ask, own, base={"psn": 0, "agg_idx": 0, "epoch": 0,
+                   "bitmap": 0x5A5A}, step={"psn": 1, "agg_idx": 1, "epoch": 1},
+                   wrap={"agg_idx": 256, "epoch": 8},
                    values=junk, to=[ip(14), ip(12)],
                    raw=[(ip(12), ip(14)), (ip(14), ip(12)), (ip(14), ip(13))],
                    parse=(ip(12), ip(14)), ahead=[(ip(14), ip(12)), (ip(14), ip(13))]),
