@@ -1,40 +1,52 @@
-"""Adversarial runs on Mininet: a forger host beside a job sends every flag combination,
-with its own and the job's ids, spoofed sources, IP options and fragments; the job's sums
-stay exact and the switch counts the drops by reason (docs/protocol.md, *Isolation*).
+"""Adversarial runs on Mininet: a forger host beside one job of every kind sends every flag
+combination, with its own and the jobs' ids, spoofed sources, IP options and fragments,
+ahead-of-time psns, sequence numbers and sessions; every job's results stay exact and the
+switch counts the drops by reason, per job (docs/protocol.md, *Isolation*).
 
-The smallest network that shows it: a star of four hosts, a NetReduce job on h1 and h2
-answered in the name of h4, and a forger on h3 that is the one worker of a NetReduce job of
-its own (so its own id is bound to its port and it is a tenant, not a stranger).
+The smallest network that shows it: one star running three jobs at once, with a forger on
+h3 that is the one worker of a NetReduce job of its own (so its own id is bound to its port
+and it is a tenant, not a stranger).
+
+h1, h2: NetReduce workers answered in the name of h4; h5: a client of a replicated log
+whose replicas are h6..h8; h9, h10: a writer and a reader of a key-value cache job served
+by h11; h12, h13: ASK word-count mappers whose reducer is h14.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from wire.header import HOST_DROPS
+from wire.header import DROP_REASONS, DROP_STRIDE, HOST_DROPS, DropReason, Op
 
 pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(300)]
 RUN_DIR = Path("run/adversarial-test")
 
-# Runs on h3: argv agg_ip, victim job, own job, worker IPs (comma-separated). One sweep is
-# every flag byte 0..255 for both job ids, each sent: from its own socket to the
-# aggregation address and to a worker; raw, in the aggregation address's name to a worker;
-# raw, in a worker's name to the aggregation address; raw with a no-op IPv4 option; raw as
-# a first fragment. psn moves on every sweep; after each, a RESULT of every psn of the job's
-# first calls in the aggregation address's name (taken as the job's sums if it got through).
+# Runs on h3: argv its own IP, then a JSON list of targets, one per (job, op) under attack:
+#   op, victim, own: the op and the two job ids every packet carries in turn;
+#   base, step, wrap: header fields; field = (base + n * step) % wrap, n = 256 * sweep + the
+#     flag byte ("now" as a base: this host's clock in ms << 8, how clients stamp their
+#     psns, so guesses land near them);
+#   values: the slots; to: addresses sent to from its own port (INC_UDP_PORT);
+#   raw: (source, destination) pairs sent spoofed; parse: one pair sent behind a no-op IPv4
+#     option and as a first fragment;
+#   ahead: (source, destination) pairs that get, after each sweep, a RESULT of the victim
+#     with each n of the sweep (answers ahead of time).
+# One sweep is every flag byte 0..255 for every target (the targets in turn for each byte).
 FORGER = r"""
-import socket, sys, time
+import json, socket, sys, time
 import numpy as np
-from wire.header import Header, pack
-agg_ip, victim, own = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-workers = sys.argv[4].split(",")
+from wire.header import INC_UDP_PORT, Header, pack
+me, targets = sys.argv[1], json.loads(sys.argv[2])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-s.bind(("0.0.0.0", 20050))
+s.bind(("0.0.0.0", INC_UDP_PORT))
 raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
-junk = np.full(32, 0x01010101, dtype=np.int32)
+for sock in (s, raw):  # group addresses leave by the host's one interface
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(me))
 
 def ip(src, dst, payload, options=b"", frag=0):
     ihl = 5 + len(options) // 4
@@ -44,27 +56,43 @@ def ip(src, dst, payload, options=b"", frag=0):
             + payload)
 
 def udp(inc):
-    return (20050).to_bytes(2, "big") * 2 + (8 + len(inc)).to_bytes(2, "big") + bytes(2) + inc
+    return INC_UDP_PORT.to_bytes(2, "big") * 2 + (8 + len(inc)).to_bytes(2, "big") + bytes(2) + inc
 
-psn = 0
+def header(t, n, **kw):
+    now = (int(time.time() * 1000) << 8) & 0xFFFFFFFF
+    fields = {k: ((now if v == "now" else v) + n * t["step"].get(k, 0))
+              % t["wrap"].get(k, 1 << 32) for k, v in t["base"].items()}
+    return Header(op=t["op"], **{**fields, **kw})
+
+sweep = 0
 while True:
-    for flags in range(256):
-        for job in (victim, own):
-            inc = pack(Header(job_id=job, psn=psn, agg_idx=psn % 16, flags=flags,
-                              bitmap=0b11), junk)
-            s.sendto(inc, (agg_ip, 20050))
-            s.sendto(inc, (workers[0], 20050))
-            raw.sendto(ip(agg_ip, workers[0], udp(inc)), (workers[0], 0))
-            raw.sendto(ip(workers[1], agg_ip, udp(inc)), (agg_ip, 0))
-            raw.sendto(ip(workers[1], agg_ip, udp(inc), options=b"\x01\x01\x01\x00"), (agg_ip, 0))
-            raw.sendto(ip(workers[1], agg_ip, udp(inc), frag=0x2000), (agg_ip, 0))
-        time.sleep(0.004)
-    for p in range(256):  # and a result of every psn of the job's first calls, ahead of time
-        inc = pack(Header(job_id=victim, psn=p, agg_idx=p % 16, flags=2, bitmap=0b11), junk)
-        for w in workers:
-            raw.sendto(ip(agg_ip, w, udp(inc)), (w, 0))
-    psn += 1
+    for flags in range(256):  # the targets in turn, so that each is under fire all along
+        for t in targets:
+            values = np.array(t["values"], dtype=np.int32)
+            src, dst = t["parse"]
+            for job in (t["victim"], t["own"]):
+                inc = pack(header(t, 256 * sweep + flags, flags=flags, job_id=job), values)
+                for d in t["to"]:
+                    s.sendto(inc, (d, INC_UDP_PORT))
+                for a, b in t["raw"]:
+                    raw.sendto(ip(a, b, udp(inc)), (b, 0))
+                raw.sendto(ip(src, dst, udp(inc), options=b"\x01\x01\x01\x00"), (dst, 0))
+                raw.sendto(ip(src, dst, udp(inc), frag=0x2000), (dst, 0))
+            time.sleep(0.004)
+    for t in targets:
+        values = np.array(t["values"], dtype=np.int32)
+        for p in range(256):
+            inc = pack(header(t, 256 * sweep + p, flags=2, job_id=t["victim"]), values)
+            for a, b in t["ahead"]:
+                raw.sendto(ip(a, b, udp(inc)), (b, 0))
+    sweep += 1
 """
+
+
+def target(op: int, victim: int, own: int, **fields: Any) -> dict[str, Any]:
+    """One FORGER target; ``fields``: base, step, wrap, values, to, raw, parse, ahead."""
+    return {"op": op, "victim": victim, "own": own, "step": {}, "wrap": {}, "to": [],
+            "raw": [], "ahead": [], **fields}  # fmt: skip
 
 
 def start_net(hosts: int) -> Any:
@@ -83,45 +111,189 @@ def _netreduce(ex: Any, name: str, hosts: list[int]) -> int:
     )  # fmt: skip
 
 
-def test_every_flag_combination_from_a_forger_beside_a_netreduce_job_changes_no_sum(
+def ask_job(ex: Any, mappers: list[int], reducer: int) -> int:
+    """Submits an ASK job and starts its reducer (as ``topologies.ask.run`` does)."""
+    from topologies.experiment import host_ip, host_mac
+
+    job = ex.api.submit({
+        "kind": "ask", "name": "wordcount", "workers": len(mappers), "rows": 256,
+        "window": 16, "worker_ports": mappers, "worker_ips": [host_ip(h) for h in mappers],
+        "worker_macs": [host_mac(h) for h in mappers], "agg_ip": host_ip(reducer),
+        "agg_mac": host_mac(reducer), "reducer_port": reducer,
+    })["job_id"]  # fmt: skip
+    cmd = [sys.executable, "-m", "hosts.ask.run", "reducer", "--controller", ex.controller_url,
+           "--job-id", str(job), "--out", str((ex.logs / "ask.json").resolve()),
+           "--swap-s", "0.1"]  # fmt: skip
+    ex.start_service(f"h{reducer}", cmd, ready="ask reducer ready", log_name="ask-reducer")
+    return job  # type: ignore[no-any-return]
+
+
+def mapper(ex: Any, job: int, worker: int, words: Path) -> list[str]:
+    return [sys.executable, "-m", "hosts.ask.run", "mapper", "--controller", ex.controller_url,
+            "--job-id", str(job), "--worker-id", str(worker),
+            "--input", str(words.resolve())]  # fmt: skip
+
+
+def job_drops(ex: Any, job: int) -> dict[str, int]:
+    """The switch's drops of packets that named ``job``, by reason (``job_drops``)."""
+    cells = ex.read_counter("IncIngress.job_drops")
+    return {
+        DropReason(r).name: cells.get(job * DROP_STRIDE + r, (0, 0))[0] for r in range(DROP_REASONS)
+    }
+
+
+def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes_no_result(
     tmp_path: Path,
 ) -> None:
-    """Every flag byte, with the job's id and the forger's own, from its port, in the
-    aggregation address's and a worker's name, behind IPv4 options and as first fragments:
-    the job's sums stay exact; the switch drops them as forged results, unknown workers
-    (the job's id from the forger's port) and unparsed IPv4, and counts each."""
+    """Every flag byte of every op, with each job's id and the forger's own, from its port,
+    spoofed in the name of each job's members, behind IPv4 options and as first fragments,
+    and answers ahead of time: NetReduce's sums stay exact, every committed append is in the
+    replicated log and no forged entry is in any replica's, key-value reads return exactly
+    what was written; the switch drops it all as forged results, unknown workers and
+    unparsed IPv4, and counts each against the job it named."""
     import subprocess
-    import sys
     import time
+    from collections import Counter
+    from concurrent.futures import ThreadPoolExecutor
 
+    from hosts.ask.run import read_record
+    from hosts.consensus.replicated_log import Entry, distinct
+    from hosts.kv.store import _values
+    from tests.test_mininet_consensus import CAUGHT_UP, client, log_fields, replica, summary
+    from tests.test_mininet_kv_cache import check_reads, kv_cmd, kv_fields, last_json
+    from topologies.ask_mappers import zipf_text
     from topologies.atp import AtpJob, exact, run_jobs
+    from topologies.experiment import host_ip
 
-    ex = start_net(4)
+    ip = host_ip
+    words = [tmp_path / f"words{w}.txt" for w in range(2)]
+    for w, path in enumerate(words):
+        zipf_text(path, 15000, seed=w + 1)
+    ex = start_net(14)
     forger = None
     try:
         nr = _netreduce(ex, "nr", [1, 2])
         own = _netreduce(ex, "forger", [3])
-        cmd = [sys.executable, "-c", FORGER, "10.0.0.4", str(nr), str(own), "10.0.0.1,10.0.0.2"]
+        log = ex.api.submit(log_fields([5], [6, 7, 8]))["job_id"]
+        kv = ex.api.submit(kv_fields([9, 10], 11, cache_size=4, refresh_ms=100))["job_id"]
+        ask = ask_job(ex, [12, 13], 14)
+        group = ex.api.job(log)["agg_ip"]
+        reps = [replica(ex, log, r, first=6) for r in range(3)]
+        srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(kv),
+               "--controller", ex.controller_url]  # fmt: skip
+        ex.start_service("h11", srv, ready="kv server", log_name="kv-server")
+        junk = [0x01010101] * 32
+        forged_log = [0x66666666] * 32  # any entry starting 66 66 66 66 is forged
+        forged_kv = [int(x) for x in _values(7, [666] * 8)]
+        targets = [
+            target(Op.AGG_SYNC, nr, own, base={"psn": 0, "agg_idx": 0, "bitmap": 0b11},
+                   step={"psn": 1, "agg_idx": 1}, wrap={"agg_idx": 16}, values=junk,
+                   to=[ip(4), ip(1)], raw=[(ip(4), ip(1)), (ip(2), ip(4))],
+                   parse=(ip(2), ip(4)), ahead=[(ip(4), ip(1)), (ip(4), ip(2))]),
+            # a request of client 0 and a replica's numbered one, sequence numbers and
+            # sessions ahead; votes in the replicas' names
+            target(Op.CONSENSUS, log, own, base={"psn": "now", "agg_idx": 1, "epoch": 1},
+                   step={"psn": 1, "agg_idx": 1, "epoch": 0x01000193}, values=forged_log,
+                   to=[group, ip(6), ip(7)],
+                   raw=[(ip(5), group), (ip(5), ip(6)), (ip(6), ip(7)), (ip(6), ip(5))],
+                   parse=(ip(5), group), ahead=[(ip(6), ip(5)), (ip(7), ip(5))]),
+            *(target(op, kv, own, base={"psn": "now", "bitmap": 1 << 30}, step={"psn": 1},
+                     values=forged_kv, to=[ip(11), ip(9)],
+                     raw=[(ip(9), ip(11)), (ip(11), ip(9)), (ip(11), ip(10))],
+                     parse=(ip(9), ip(11)), ahead=[(ip(11), ip(9)), (ip(11), ip(10))])
+              for op in (Op.KV_READ, Op.KV_WRITE)),
+            # a mapper's tuples and fallbacks, the reducer's ACKs and drained rows
+            target(Op.AGG_KV, ask, own, base={"psn": 0, "agg_idx": 0, "epoch": 0,
+                   "bitmap": 0x5A5A}, step={"psn": 1, "agg_idx": 1, "epoch": 1},
+                   wrap={"agg_idx": 256, "epoch": 8},
+                   values=junk, to=[ip(14), ip(12)],
+                   raw=[(ip(12), ip(14)), (ip(14), ip(12)), (ip(14), ip(13))],
+                   parse=(ip(12), ip(14)), ahead=[(ip(14), ip(12)), (ip(14), ip(13))]),
+        ]  # fmt: skip
+        cmd = [sys.executable, "-c", FORGER, ip(3), json.dumps(targets)]
         forger = ex.popen("h3", cmd, stdout=subprocess.DEVNULL)
-        # The forger is under way (a sweep reached the switch) before the job starts.
+        # The forger is under way (a sweep reached the switch) before the jobs start.
         deadline = time.monotonic() + 90
         while ex.drop_counters().get("UNPARSED_IPV4", 0) < 200:
             assert forger.poll() is None, "the forger died"
             assert time.monotonic() < deadline, ex.drop_counters()
             time.sleep(0.2)
+        before = {j: job_drops(ex, j) for j in (nr, log, kv, ask)}
         size, calls = 4000, 2
-        got = run_jobs(ex, [AtpJob(nr, (1, 2), "netreduce")], tmp_path, size, calls, 80,
-                       "--bits", "24")  # fmt: skip
+        with ThreadPoolExecutor(1) as pool:
+            nr_run = pool.submit(run_jobs, ex, [AtpJob(nr, (1, 2), "netreduce")], tmp_path,
+                                 size, calls, 80, "--bits", "24")  # fmt: skip
+            warm = ex.run_hosts([("h5", client(ex, log, 0, 20)),
+                                 ("h9", kv_cmd(ex, "warm", kv, 0, "--count", "500"))],
+                                timeout=120)  # fmt: skip
+            runs = ex.run_hosts(
+                [("h5", client(ex, log, 0, 20)),
+                 ("h9", kv_cmd(ex, "check", kv, 0, "--role", "writer", "--count", "40")),
+                 ("h10", kv_cmd(ex, "check", kv, 1, "--role", "reader", "--count", "150")),
+                 ("h12", mapper(ex, ask, 0, words[0])), ("h13", mapper(ex, ask, 1, words[1]))],
+                timeout=120,
+            )  # fmt: skip
+            got = nr_run.result()
+        final = ex.run_hosts([("h5", client(ex, log, 0, 0, "--read"))])
+        for r in (*warm, *runs, *final):
+            assert r.code == 0, (r.host, r.lines[-3:])
         drops = ex.drop_counters()
+        after = {j: job_drops(ex, j) for j in (nr, log, kv, ask)}
+        key = ex.api.control_key(log).hex()
+        caught = ex.run_hosts([("h5", [sys.executable, "-c", CAUGHT_UP, key,
+                                       *(ip(r) for r in (6, 7, 8))])])  # fmt: skip
+        lens = json.loads(caught[0].lines[-1])
+        deadline = time.monotonic() + 30
+        while not (ex.logs / "ask.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        counts = read_record(ex.logs / "ask.json")
+        for p in reps:
+            ex.stop(p)
     finally:
         if forger is not None:
             ex.stop(forger)
         ex.close()
+    assert len(lens) == 3 and len(set(lens.values())) == 1, lens
+    # NetReduce: the sums are exact and nothing of the forger's reaches the workers (their
+    # own filters, by wire.header.HostDrop, refuse nothing: the switch is the trust anchor).
     assert exact(got[nr], 80 + nr, size, calls, bits=24) == []
-    # Per sweep: 254 flag bytes x 2 ids forged (and 512 results), 2 x 2 x 2 of the job's id
-    # unflagged from the forger's port, 2 x 512 behind options or in a fragment.
+    assert [g["rec"]["stats"]["drops"] for g in got[nr]] == [[0] * HOST_DROPS] * 2
+    # The replicated log: every committed append in the leader's log, the replicas' logs
+    # the same, no forged entry in any.
+    results = [json.loads(r.lines[-1]) for r in (warm[0], runs[0])]
+    committed = {(c[2], c[3]): c[4] for res in results for c in res["committed"]}
+    assert len(committed) == 40
+    leader_view = {(c, q): d for c, q, d in json.loads(final[0].lines[-1])["log"]}
+    assert committed.items() <= leader_view.items(), "a committed append is missing"
+    logs = [summary(ex, r) for r in range(3)]
+    views = [distinct([Entry.of(e) for e in s["log"]]) for s in logs]
+    assert views[0] == views[1] == views[2], [len(v) for v in views]
+    forged = [(r, e) for r, v in enumerate(views) for e in v if e.data.startswith(b"\x66" * 4)]
+    assert forged == [], f"forged entries in replicas' logs: {forged[:3]}"
+    assert len({s["session"] for s in logs}) == 1, logs
+    # The key-value cache: every read is a write's value, never stale, never forged.
+    writes, reads = last_json(runs[1].lines), last_json(runs[2].lines)
+    check_reads(writes, reads)
+    assert all(r["val"] != 666 for r in reads)
+    # ... and no other write took a version: the writer's are 1..40, the server applied no
+    # more, and refused nothing (nothing of the forger's reached it: the switch is the anchor).
+    assert [w["ver"] for w in writes] == list(range(1, 41)), [w["ver"] for w in writes]
+    server = last_json((ex.logs / "kv-server.log").read_text().splitlines())
+    assert server["writes"] == 40 and server["drops"] == [0] * HOST_DROPS, server
+    # ASK: the counts are those of the mappers' files, nothing more.
+    want_counts = Counter(w for path in words for w in path.read_text().split())
+    assert Counter(counts["result"]) == want_counts, "reducer counts differ from Counter"
+    assert counts["reducer"]["drained_tuples"] > 0, "nothing was aggregated in the switch"
+    # The switch: per sweep and job, hundreds of forged flagged packets, of the job's id
+    # unflagged from the forger's port, behind options or in a fragment.
     want = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8, "UNPARSED_IPV4": 200}
     assert all(drops[k] >= n for k, n in want.items()), str(drops)
-    # What the switch let through that the workers then refused (by wire.header.HostDrop):
-    # nothing of the forger's reaches them, the switch is the trust anchor.
-    assert [g["rec"]["stats"]["drops"] for g in got[nr]] == [[0] * HOST_DROPS] * 2
+    grew = {j: {k: after[j][k] - before[j][k] for k in after[j]} for j in after}
+    # Against each job: its flagged packets are forged results (no binding of the job allows
+    # them from the forger's port), its unflagged ones unknown workers. Key-value ops have no
+    # result binding to check: the switch refuses every one from a port no client or server
+    # of the job is on. (Options and fragments are dropped before the job id is read.)
+    flagged = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8}
+    by_job = ((nr, flagged), (log, flagged), (kv, {"UNKNOWN_WORKER": 200}), (ask, flagged))
+    for j, reasons in by_job:
+        assert all(grew[j][k] >= n for k, n in reasons.items()), (j, grew[j])

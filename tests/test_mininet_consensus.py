@@ -58,11 +58,12 @@ def log_fields(clients: list[int], replicas: list[int]) -> dict[str, Any]:
     }
 
 
-def replica(ex: Any, job: int, rid: int) -> Any:
+def replica(ex: Any, job: int, rid: int, first: int = 3) -> Any:
+    """Replica ``rid`` of ``job`` on host ``h{first + rid}``, once it is ready."""
     cmd = [sys.executable, "-m", "hosts.consensus.replicated_log", "replica",
            "--controller", ex.controller_url, "--job-id", str(job),
            "--replica-id", str(rid)]  # fmt: skip
-    return ex.start_service(f"h{3 + rid}", cmd, ready="ready", log_name=f"replica{rid}")
+    return ex.start_service(f"h{first + rid}", cmd, ready="ready", log_name=f"replica{rid}")
 
 
 def client(ex: Any, job: int, worker: int, count: int, *extra: str) -> list[str]:
