@@ -53,6 +53,7 @@ def job_entry(job_id: int, size: int = 8) -> P4TableEntry:
         size=size,
         quorum=2,
         mcast_grp=job_id,
+        slot_count=32,
     )
 
 
