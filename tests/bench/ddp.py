@@ -14,8 +14,9 @@ default of 128 values per packet (``inclib.torch_ddp.DDP_SLOTS``, 578-byte frame
 the hook at 32 (194-byte frames), one after the other; the goals use the default row.
 Measured on the shared 2-core machine (load average 10-19), rows of one run: small model,
 shaped, 17.1 ms per iteration for gloo, 19.2 for the hook at 128 slots, 29.3 at 32;
-unshaped 14.4 / 15.7 / 19.3; large model (one epoch), shaped 3.0 s / 3.6 s / 7.6 s,
-unshaped 0.58 s / 2.6 s / 5.1 s. Figures per run (rank 0): median time per iteration (forward,
+unshaped 14.4 / 15.7 / 19.3 (a second run: shaped 14.4 / 22.4 / 31.9, unshaped 8.7 / 6.9
+/ 12.2); large model (one epoch), shaped 3.0 s / 3.6 s / 7.6 s, unshaped 0.58 s / 2.6 s /
+5.1 s. Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
 ended bit-identical.
