@@ -187,7 +187,10 @@ def _window(p: argparse.ArgumentParser) -> None:
 def _aggregation(p: argparse.ArgumentParser, region: bool = True) -> None:
     """Options of the all-reduce kinds (netreduce, serene, atp)."""
     _window(p)
-    p.add_argument("--slots", type=_positive, default=SLOTS, help=f"values per packet ({SLOTS})")
+    p.add_argument(
+        "--slots", type=_positive, default=SLOTS,
+        help=f"values per packet ({SLOTS}; netreduce also 64, 96, 128: wider frames)",
+    )  # fmt: skip
     if region:
         p.add_argument("--region-size", type=_positive, help="aggregators (default: the window)")
     p.add_argument("--meter-pps", type=_positive, help="packets/s the job may send, no more")

@@ -6,6 +6,7 @@ Example::
     python -m examples.run training --comm gloo   # the same with PyTorch's own all-reduce
     python -m examples.run training --shaped      # links at make run's rate (link_rate.py)
     python -m examples.run training --model large # 1.1M parameters: bandwidth-bound
+    python -m examples.run training --slots 32    # 194-byte frames instead of 578
     python -m examples.run training --exhaust     # switch memory taken first: runs on hosts
     python -m examples.run training --direct      # examples/direct/training.py (no inclib)
     python -m examples.run word_count             # mappers h1..h4, reducer h5 (ASK)
@@ -81,6 +82,10 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="links at the rate make run chooses for the switch (topologies/link_rate.py)",
     )
+    ap.add_argument(
+        "--slots", type=int, default=None,
+        help="training, netreduce: values per packet (32, 64, 96, 128; default the example's)",
+    )  # fmt: skip
     ap.add_argument("--kind", default="netreduce", help="training: netreduce or serene")
     ap.add_argument("--mode", default="sync", help="training, serene: synchronisation mode")
     ap.add_argument("--exhaust", action="store_true", help="take all switch memory first")
@@ -202,7 +207,8 @@ def run(a: argparse.Namespace) -> int:
         if a.exhaust:
             take_all_memory(ex)
             log(f"examples: job 'hog' holds all {AGG_POOL_SIZE} aggregators of s1")
-        extra = ("--kind", a.kind, "--mode", a.mode, "--model", a.model)
+        extra: tuple[str, ...] = ("--kind", a.kind, "--mode", a.mode, "--model", a.model)
+        extra += ("--slots", str(a.slots)) if a.slots is not None else ()
         app = f"direct.{a.app}" if a.direct else a.app
         rec, _ = run_app(ex, app, record, a.comm, a.epochs, extra)
     print(json.dumps(rec, indent=1))
@@ -214,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.model != "small" and (a.direct or a.app != "training"):
         ap.error(f"--model {a.model}: only training without --direct has more than one model")
+    if a.slots is not None and (a.direct or a.app != "training"):
+        ap.error("--slots: only training without --direct")
     return main_guard("examples.run", lambda: run(a))
 
 

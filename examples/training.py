@@ -25,7 +25,12 @@ from sklearn.datasets import load_digits
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from hosts.mlp import MODELS, describe_model, layer_sizes
-from inclib.torch_ddp import register_switch_hook, release_ddp_session, session_for_ddp
+from inclib.torch_ddp import (
+    DDP_SLOTS,
+    register_switch_hook,
+    release_ddp_session,
+    session_for_ddp,
+)
 
 
 def digits(rank: int, world: int) -> tuple[torch.Tensor, ...]:
@@ -60,11 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", choices=list(MODELS), default="small", help="the digits MLP")
     ap.add_argument("--target", type=float, default=0.9, help="accuracy for time-to-accuracy")
     ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
+    ap.add_argument(
+        "--slots", type=int, default=DDP_SLOTS,
+        help=f"netreduce: values per packet, 32 or whole blocks of 32 up to 128 ({DDP_SLOTS})",
+    )  # fmt: skip
     ap.add_argument("--peers", help="host-only path: every rank's IP[:PORT], comma-separated")
     ap.add_argument("--out", help="rank 0 writes its record here (JSON)")
     a = ap.parse_args(argv)
     peers = a.peers.split(",") if a.peers else None
-    extra = {"mode": a.mode} if a.kind == "serene" else {}
+    extra = {"mode": a.mode} if a.kind == "serene" else {"slots": a.slots}
     torch.set_num_threads(1)
     torch.manual_seed(0)
     dist.init_process_group("gloo", f"tcp://{a.master}", rank=a.rank, world_size=a.world)
@@ -81,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         "model": describe_model(a.model),
         "comm": a.comm,
         "on_switch": bool(session and session.on_switch),
+        "slots": session.config["slots"] if session and session.on_switch else None,
         "epochs": [],
     }
     iters, trained = [], 0.0

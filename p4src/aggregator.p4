@@ -3,7 +3,7 @@
 // Memory. Aggregator i has two copies (versions) v in {0, 1}; copy (i, v) lives at register
 // index addr = 2*i + v, so a job's region is one contiguous index range. Per copy: K value
 // registers (one register array per slot, as a pipeline allowing one access per array per
-// packet needs), the contributor bitmap, the contributor count, and the (job, psn) of the
+// packet needs; three more sets for blocks 1..3 of wide packets), the contributor bitmap, the contributor count, and the (job, psn) of the
 // use it holds. Programmed and read by controller/systems/aggregator.py.
 //
 // Invariants (docs/protocol.md, "Aggregator state machine"), for a job with window W and
@@ -23,22 +23,33 @@
 #ifndef _AGGREGATOR_P4_
 #define _AGGREGATOR_P4_
 
-// Add the packet's slot F to copy `addr` of register R (or start from the packet's value
-// when keep_mask is 0) and leave the running sum in the packet.
-#define ACCUMULATE(F, R) \
+// Add slot F of the packet's value block H to copy `addr` of register R (or start from the
+// packet's value when keep_mask is 0) and leave the running sum in the packet.
+#define ACCUMULATE_IN(H, F, R) \
     R.read(slot_sum, addr); \
-    slot_sum = (slot_sum & keep_mask) + hdr.inc_values.F; \
+    slot_sum = (slot_sum & keep_mask) + H.F; \
     R.write(addr, slot_sum); \
-    hdr.inc_values.F = slot_sum;
+    H.F = slot_sum;
+#define ACCUMULATE(F, R) ACCUMULATE_IN(hdr.inc_values, F, R)
+#define ACCUMULATE_B1(F, R) ACCUMULATE_IN(hdr.inc_values_b1, F, R)
+#define ACCUMULATE_B2(F, R) ACCUMULATE_IN(hdr.inc_values_b2, F, R)
+#define ACCUMULATE_B3(F, R) ACCUMULATE_IN(hdr.inc_values_b3, F, R)
 
-// Copy slot F of a finished aggregation from register R into the packet.
-#define READ_RESULT(F, R) \
-    R.read(hdr.inc_values.F, addr);
+// Copy slot F of a finished aggregation from register R into the packet's block H.
+#define READ_RESULT(F, R) R.read(hdr.inc_values.F, addr);
+#define READ_RESULT_B1(F, R) R.read(hdr.inc_values_b1.F, addr);
+#define READ_RESULT_B2(F, R) R.read(hdr.inc_values_b2.F, addr);
+#define READ_RESULT_B3(F, R) R.read(hdr.inc_values_b3.F, addr);
 
 control Aggregator(inout headers_t hdr,
                    inout inc_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     SLOT_REGISTERS(agg_value, AGG_COPIES)
+    // Value blocks 1..3 of wide packets (INC_VALUE_BLOCKS): arrays of their own, so that
+    // every array is still accessed once per packet.
+    SLOT_REGISTERS(agg_value_b1, AGG_COPIES)
+    SLOT_REGISTERS(agg_value_b2, AGG_COPIES)
+    SLOT_REGISTERS(agg_value_b3, AGG_COPIES)
     // agg_job, agg_psn: the use held by the copy (job 0: free); agg_bitmap: the workers that
     // contributed to it; agg_count: how many (compared with the job's quorum).
     USE_REGISTERS(agg, AGG_COPIES)
@@ -60,8 +71,32 @@ control Aggregator(inout headers_t hdr,
         PER_SLOT(ACCUMULATE, agg_value)
     }
 
+    action accumulate_b1() {
+        PER_SLOT(ACCUMULATE_B1, agg_value_b1)
+    }
+
+    action accumulate_b2() {
+        PER_SLOT(ACCUMULATE_B2, agg_value_b2)
+    }
+
+    action accumulate_b3() {
+        PER_SLOT(ACCUMULATE_B3, agg_value_b3)
+    }
+
     action read_result() {
         PER_SLOT(READ_RESULT, agg_value)
+    }
+
+    action read_result_b1() {
+        PER_SLOT(READ_RESULT_B1, agg_value_b1)
+    }
+
+    action read_result_b2() {
+        PER_SLOT(READ_RESULT_B2, agg_value_b2)
+    }
+
+    action read_result_b3() {
+        PER_SLOT(READ_RESULT_B3, agg_value_b3)
     }
 
     Refuse() refuse;
@@ -94,6 +129,9 @@ control Aggregator(inout headers_t hdr,
                 meta.late = 1;  // partial synchronisation: the round completed without it
             }
             read_result();
+            if (hdr.inc_values_b1.isValid()) { read_result_b1(); }
+            if (hdr.inc_values_b2.isValid()) { read_result_b2(); }
+            if (hdr.inc_values_b3.isValid()) { read_result_b3(); }
             return_to_sender.apply(hdr, standard_metadata, FLAG_RESULT);
             hdr.inc.bitmap = st_bitmap;
         } else if (same_job && delta == 0 && (st_bitmap & meta.worker_bit) != 0) {
@@ -108,6 +146,9 @@ control Aggregator(inout headers_t hdr,
                 st_count = 0;
             }
             accumulate();
+            if (hdr.inc_values_b1.isValid()) { accumulate_b1(); }
+            if (hdr.inc_values_b2.isValid()) { accumulate_b2(); }
+            if (hdr.inc_values_b3.isValid()) { accumulate_b3(); }
             st_bitmap = st_bitmap | meta.worker_bit;
             st_count = st_count + 1;
             store_state();

@@ -10,6 +10,9 @@ control IncDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.udp);
         packet.emit(hdr.inc);
         packet.emit(hdr.inc_values);
+        packet.emit(hdr.inc_values_b1);
+        packet.emit(hdr.inc_values_b2);
+        packet.emit(hdr.inc_values_b3);
     }
 }
 

@@ -6,6 +6,9 @@
 #if INC_SLOTS != 32
 #error "inc_values_h and aggregator.p4 spell out 32 slots; extend them with INC_SLOTS"
 #endif
+#if INC_VALUE_BLOCKS != 4
+#error "headers.p4, parser.p4 and aggregator.p4 spell out 4 value blocks; extend them"
+#endif
 
 header ethernet_h {
     bit<48> dstAddr;
@@ -76,6 +79,13 @@ struct headers_t {
     udp_h        udp;
     inc_h        inc;
     inc_values_h inc_values;
+    // A synchronous aggregation packet may carry up to INC_VALUE_BLOCKS blocks of K values
+    // (slot_count 32, 64, 96 or 128): fewer, larger frames for the same vector. Blocks 1..3
+    // are parsed only for OP_AGG_SYNC, and only the aggregator adds them (its job's slot
+    // count, JobRegion, admits no other path's wide packet).
+    inc_values_h inc_values_b1;
+    inc_values_h inc_values_b2;
+    inc_values_h inc_values_b3;
 }
 
 // Filled by JobRegion, read by Aggregator; drop/drop_reason feed the inc_drops counter.
@@ -84,6 +94,7 @@ struct inc_metadata_t {
     bit<32> region_offset;
     bit<32> region_size;
     bit<8>  quorum;        // contributions that complete an aggregation
+    bit<8>  slot_count;    // the job's values per packet: a packet with another count is refused
     bit<16> mcast_grp;     // the job's workers
     bit<32> worker_bit;    // this worker's bit in the contributor bitmap
     bit<1>  epoch_slot;    // parity of hdr.inc.epoch: which epoch slot configures the job

@@ -15,12 +15,16 @@ control JobRegion(inout headers_t hdr,
                   inout inc_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
     // quorum: contributions that complete an aggregation (the job's worker count for
-    // synchronous aggregation); mcast_grp: the group holding all of the job's workers.
-    action set_region(bit<32> offset, bit<32> size, bit<8> quorum, bit<16> mcast_grp) {
+    // synchronous aggregation); mcast_grp: the group holding all of the job's workers;
+    // slot_count: the job's values per packet (INC_SLOTS, or whole blocks of it up to
+    // INC_VALUE_BLOCKS for synchronous aggregation), the only count its packets may carry.
+    action set_region(bit<32> offset, bit<32> size, bit<8> quorum, bit<16> mcast_grp,
+                      bit<8> slot_count) {
         meta.region_offset = offset;
         meta.region_size = size;
         meta.quorum = quorum;
         meta.mcast_grp = mcast_grp;
+        meta.slot_count = slot_count;
     }
 
     // Packets and bytes each job's entry admitted, and each worker's: the controller reads
@@ -79,6 +83,8 @@ control JobRegion(inout headers_t hdr,
             refuse.apply(meta, DROP_BAD_SLOT_COUNT);
         } else if (!jobs.apply().hit) {
             refuse.apply(meta, DROP_UNKNOWN_JOB);
+        } else if (hdr.inc.slot_count != meta.slot_count) {
+            refuse.apply(meta, DROP_BAD_SLOT_COUNT);
         } else if (!workers.apply().hit) {
             refuse.apply(meta, DROP_UNKNOWN_WORKER);
         } else {

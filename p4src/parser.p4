@@ -57,18 +57,46 @@ parser IncParser(packet_in packet,
         }
     }
 
-    // Values are parsed only when the packet carries exactly K slots; otherwise inc_values
-    // stays invalid and JobRegion drops the packet as DROP_BAD_SLOT_COUNT.
+    // Values are parsed only when the packet carries whole blocks of K slots (one block;
+    // up to INC_VALUE_BLOCKS for a synchronous aggregation); otherwise inc_values stays
+    // invalid and JobRegion drops the packet as DROP_BAD_SLOT_COUNT.
     state parse_inc {
         packet.extract(hdr.inc);
-        transition select(hdr.inc.slot_count) {
-            INC_SLOTS: parse_values;
+        transition select(hdr.inc.op, hdr.inc.slot_count) {
+            (_, INC_SLOTS): parse_values;
+            (OP_AGG_SYNC, 2 * INC_SLOTS): parse_values;
+            (OP_AGG_SYNC, 3 * INC_SLOTS): parse_values;
+            (OP_AGG_SYNC, 4 * INC_SLOTS): parse_values;
             default: accept;
         }
     }
 
     state parse_values {
         packet.extract(hdr.inc_values);
+        transition select(hdr.inc.slot_count) {
+            INC_SLOTS: accept;
+            default: parse_values_b1;
+        }
+    }
+
+    state parse_values_b1 {
+        packet.extract(hdr.inc_values_b1);
+        transition select(hdr.inc.slot_count) {
+            2 * INC_SLOTS: accept;
+            default: parse_values_b2;
+        }
+    }
+
+    state parse_values_b2 {
+        packet.extract(hdr.inc_values_b2);
+        transition select(hdr.inc.slot_count) {
+            3 * INC_SLOTS: accept;
+            default: parse_values_b3;
+        }
+    }
+
+    state parse_values_b3 {
+        packet.extract(hdr.inc_values_b3);
         transition accept;
     }
 }

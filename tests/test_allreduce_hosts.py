@@ -13,7 +13,7 @@ from hosts.netreduce.allreduce import AllReduceClient, AllReduceTimeout, LocalGr
 from hosts.netreduce.ps import ParameterServer
 from hosts.transport.udp import Endpoint, ImpairedEndpoint
 from tests.worker_threads import run_threads
-from wire.header import DropReason, Flag, aggregator_address, hashed_address, unpack
+from wire.header import SLOTS, DropReason, Flag, aggregator_address, hashed_address, unpack
 
 LOCAL = ("127.0.0.1", 0)
 
@@ -321,7 +321,8 @@ class SwitchBridge:
 
         sw = Switch.from_file("p4src/inc.p4", include_dirs=["p4src"])
         sw.table_add("jobs", {"hdr.inc.job_id": 5}, "set_region",
-                     {"offset": offset, "size": size, "quorum": n, "mcast_grp": 1})  # fmt: skip
+                     {"offset": offset, "size": size, "quorum": n, "mcast_grp": 1,
+                      "slot_count": SLOTS})  # fmt: skip
         for w in range(n):
             sw.table_add(
                 "workers",

@@ -53,6 +53,7 @@ def job_entry(job_id: int, size: int = 8) -> P4TableEntry:
         size=size,
         quorum=2,
         mcast_grp=job_id,
+        slot_count=32,
     )
 
 
@@ -85,7 +86,8 @@ def test_connect_pushes_pipeline_once_and_a_reconnect_keeps_switch_state(
     pushed_first, pushed_again, entries = run(scenario())
     assert pushed_first and not pushed_again
     assert [e.match["job_id"] for e in entries] == [7]
-    assert entries[0].action.args == {"offset": 0, "size": 8, "quorum": 2, "mcast_grp": 7}
+    args = {"offset": 0, "size": 8, "quorum": 2, "mcast_grp": 7, "slot_count": 32}
+    assert entries[0].action.args == args
 
 
 def test_backup_client_cannot_write(switch: LocalSwitch, pipeline: Pipeline) -> None:

@@ -28,21 +28,26 @@ def test_switch_hook_trains_to_gloos_accuracy_with_identical_replicas(
     net: Any, tmp_path: Path
 ) -> None:
     from examples.run import run_app
+    from inclib.torch_ddp import DDP_SLOTS
+    from wire.header import SLOTS
 
     gloo, _ = run_app(net, "training", tmp_path / "gloo.json", "gloo", EPOCHS)
     hook, runs = run_app(net, "training", tmp_path / "switch.json", "switch", EPOCHS)
     assert hook["on_switch"] and not any("inclib:" in line for r in runs for line in r.lines)
+    assert hook["slots"] == DDP_SLOTS > SLOTS  # wide packets: whole blocks of 32 values
     assert hook["replicas_identical"] and gloo["replicas_identical"]
     assert hook["iterations"] == gloo["iterations"] > 0
     # the averaged gradient is off by at most this per element (inclib/block_quantize.py)
     assert 0 < hook["max_error_bound"] < 1e-6
     acc_hook, acc_gloo = hook["epochs"][-1]["accuracy"], gloo["epochs"][-1]["accuracy"]
     assert acc_gloo > 0.85 and abs(acc_hook - acc_gloo) <= 0.02
-    # a Serene job in sync mode sums exactly what NetReduce sums: the same model, bit for bit
+    # a Serene job in sync mode (32 values per packet) sums exactly what NetReduce sums in
+    # its wide packets: the same model, bit for bit
     serene, _ = run_app(
         net, "training", tmp_path / "serene.json", "switch", EPOCHS, ("--kind", "serene")
     )
-    assert serene["on_switch"] and serene["params_sha256"] == hook["params_sha256"]
+    assert serene["on_switch"] and serene["slots"] == SLOTS
+    assert serene["params_sha256"] == hook["params_sha256"]
 
 
 def test_with_switch_memory_exhausted_training_runs_on_the_hosts_with_a_notice(

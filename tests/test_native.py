@@ -171,7 +171,8 @@ def test_control_plane_changes_between_packets_reach_native() -> None:
     # multicast groups replaced while running
     case.install(sw.__class__.from_file(str(case.program)))  # unaffected other switch
     sw.table_add("job_region.jobs", {"hdr.inc.job_id": 7}, "set_region",
-                 {"offset": 0, "size": 64, "quorum": 4, "mcast_grp": 7})  # fmt: skip
+                 {"offset": 0, "size": 64, "quorum": 4, "mcast_grp": 7,
+                  "slot_count": 32})  # fmt: skip
     sw.mc_group_create(7, [(2, 2)])
     outs = [o for p, f in frames[:4] for o in sw.send(p, f)]
     assert [p for p, _ in outs] == [2]

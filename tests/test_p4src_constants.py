@@ -43,6 +43,7 @@ def expected_constants() -> dict[str, int]:
         "INC_HEADER_LEN": protocol.HEADER_LEN,
         "INC_SLOTS": protocol.SLOTS,
         "INC_VALUE_BYTES": protocol.VALUE_BYTES,
+        "INC_VALUE_BLOCKS": protocol.VALUE_BLOCKS,
         "MAX_WORKERS": protocol.MAX_WORKERS,
         "AGG_POOL_SIZE": protocol.AGG_POOL_SIZE,
         "AGG_VERSIONS": protocol.AGG_VERSIONS,
@@ -124,11 +125,18 @@ def test_per_slot_primitives_cover_every_slot_once() -> None:
     assert regs == [f"{i:02d}" for i in range(SLOTS)]
 
 
-def test_aggregator_updates_and_reads_every_slot_once() -> None:
+def test_aggregator_updates_and_reads_every_slot_of_every_block_once() -> None:
     text = (P4SRC / "aggregator.p4").read_text()
-    assert "SLOT_REGISTERS(agg_value, AGG_COPIES)" in text
-    for macro in ("ACCUMULATE", "READ_RESULT"):
-        assert len(re.findall(r"PER_SLOT\(" + macro + r", agg_value\)", text)) == 1, macro
+    blocks = [""] + [f"_b{b}" for b in range(1, protocol.VALUE_BLOCKS)]
+    for b in blocks:
+        assert f"SLOT_REGISTERS(agg_value{b}, AGG_COPIES)" in text
+        for macro in ("ACCUMULATE", "READ_RESULT"):
+            call = r"PER_SLOT\(" + macro + b.upper() + r", agg_value" + b + r"\)"
+            assert len(re.findall(call, text)) == 1, (macro, b)
+    headers = (P4SRC / "headers.p4").read_text()
+    assert [f"inc_values{b}" for b in blocks] == re.findall(
+        r"inc_values_h\s+(inc_values\w*);", headers
+    )
 
 
 def test_inc_p4_includes_every_p4_file_of_p4src() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from p4sim.p4info import compile_outputs
-from wire.header import AGG_POOL_SIZE, AGG_VERSIONS, ATP_POOL_SIZE, SLOTS
+from wire.header import AGG_POOL_SIZE, AGG_VERSIONS, ATP_POOL_SIZE, SLOTS, VALUE_BLOCKS
 
 P4SRC = Path(__file__).resolve().parents[1] / "p4src"
 
@@ -63,5 +63,14 @@ def test_pool_macros_declare_every_register_the_controller_reads(
     assert registers[f"{pool}_bitmap"] == (cells, 32)
     assert registers[f"{pool}_count"] == (cells, 8)
     assert not {n for n in registers if n.startswith(f"{pool}_value_")} - {
-        f"{pool}_value_{i:02d}" for i in range(SLOTS)
+        f"{pool}_value{b}_{i:02d}" for b in _blocks(pool) for i in range(SLOTS)
     }
+    for b in _blocks(pool):
+        for i in range(SLOTS):
+            assert registers[f"{pool}_value{b}_{i:02d}"] == (cells, 32)
+
+
+def _blocks(pool: str) -> list[str]:
+    """Register name infixes of a pool's value blocks: NetReduce's aggregator holds wide
+    packets (VALUE_BLOCKS blocks of SLOTS), ATP's pool one block."""
+    return [""] + [f"_b{b}" for b in range(1, VALUE_BLOCKS)] if pool == "agg" else [""]

@@ -17,6 +17,7 @@ from scapy.layers.l2 import Ether
 from hosts.transport.sliding_window import ResultAssembler, SendWindow
 from wire.framing import decapsulate, encapsulate, ipv4_checksum
 from wire.header import (
+    AGG_SLOT_COUNTS,
     FIELDS,
     HEADER_LEN,
     INC_UDP_PORT,
@@ -192,11 +193,12 @@ def worker_ip(w: int) -> bytes:
     return bytes([10, 0, 0, 10 + w])
 
 
-def admit_job(sw, job: int, offset: int, size: int, mgid: int) -> None:
+def admit_job(sw, job: int, offset: int, size: int, mgid: int, slots: int = SLOTS) -> None:
     """What the controller installs for a job of the workers in WORKER_PORTS."""
     sw.table_add(
         "jobs", {"hdr.inc.job_id": job}, "set_region",
-        {"offset": offset, "size": size, "quorum": len(WORKER_PORTS), "mcast_grp": mgid},
+        {"offset": offset, "size": size, "quorum": len(WORKER_PORTS), "mcast_grp": mgid,
+         "slot_count": slots},
     )  # fmt: skip
     for w, port in WORKER_PORTS.items():
         key = {"hdr.inc.job_id": job, "hdr.inc.worker_id": w}
@@ -288,6 +290,46 @@ def test_switch_reuses_a_copy_two_rounds_later_and_drops_the_stale_use(switch) -
     before = drops(switch, DropReason.STALE)
     assert send_update(switch, 0, psn=p, values=np.ones(SLOTS)) == []
     assert drops(switch, DropReason.STALE) == before + 1
+
+
+@pytest.mark.parametrize("slots", AGG_SLOT_COUNTS[1:])
+def test_switch_sums_every_block_of_a_wide_packet(switch, slots: int) -> None:
+    """A job of ``slots`` values per packet (whole blocks of K): every block is summed, a
+    lost result is served again whole, and a packet of another count is refused."""
+    job = 20 + slots // SLOTS
+    offset = 300 + 8 * (slots // SLOTS)
+    admit_job(switch, job, offset, 4, mgid=job, slots=slots)
+    rng = np.random.default_rng(slots)
+    a, b = (rng.integers(-(2**30), 2**30, size=slots) for _ in range(2))
+
+    def frame(w: int, psn: int, values: np.ndarray, **fields: int) -> tuple[int, bytes]:
+        h = Header(job_id=job, worker_id=w, psn=psn, agg_idx=offset + psn % 4, **fields)
+        return WORKER_PORTS[w], encapsulate(
+            pack(h, values), worker_mac(w), PS_MAC, worker_ip(w), PS_IP
+        )
+
+    def sent(w: int, psn: int, values: np.ndarray, **fields: int) -> list[np.ndarray]:
+        port, data = frame(w, psn, values, **fields)
+        outs = [unpack(decapsulate(d))[1] for _, d in switch.send(port=port, data=data)]  # type: ignore[arg-type]
+        return outs
+
+    for psn in (0, 1):
+        assert sent(0, psn, a) == []
+        outs = sent(1, psn, b)
+        assert len(outs) == 2 and all(o.tolist() == (a + b).tolist() for o in outs)
+    again = sent(0, 1, a, flags=Flag.RETX)
+    assert len(again) == 1 and again[0].tolist() == (a + b).tolist()
+    before = drops(switch, DropReason.BAD_SLOT_COUNT)
+    assert sent(0, 2, a[:SLOTS]) == []  # one block to a job of wider packets
+    assert drops(switch, DropReason.BAD_SLOT_COUNT) == before + 1
+
+
+def test_switch_refuses_a_wide_packet_to_a_job_of_one_block(switch) -> None:
+    before = drops(switch, DropReason.BAD_SLOT_COUNT)
+    h = Header(job_id=JOB, worker_id=0, psn=1000, agg_idx=OFFSET)
+    wide = encapsulate(pack(h, np.ones(2 * SLOTS)), worker_mac(0), PS_MAC, worker_ip(0), PS_IP)
+    assert switch.send(port=1, data=wide) == []
+    assert drops(switch, DropReason.BAD_SLOT_COUNT) == before + 1
 
 
 def test_switch_drops_and_counts_foreign_or_out_of_region_packets(switch) -> None:

@@ -6,7 +6,8 @@ Example::
     pipe = Pipeline.from_files("build/inc.p4info.txtpb", "build/inc.p4sim")
     async with SwitchConnection(spec, pipe) as sw:          # connect, primary, push pipeline
         await sw.insert([table_entry("jobs", {"hdr.inc.job_id": 5}, "set_region",
-                                     offset=0, size=64, quorum=4, mcast_grp=5)])
+                                     offset=0, size=64, quorum=4, mcast_grp=5,
+                                     slot_count=32)])
         print(await sw.read(P4TableEntry("jobs")))
         await sw.write_register("agg_job", 10, 0)
 
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias
 
+import grpc
 from finsy import (
     P4ClientError,
     P4CloneSessionEntry,
@@ -58,6 +60,9 @@ log = logging.getLogger("controller.p4runtime")
 
 WRITE_CHUNK = 1000  # updates per WriteRequest: bounded message size, steady progress
 RPC_TIMEOUT = 30.0
+# A pipeline push: a software switch compiles the program before it answers (p4sim parses
+# and compiles inc.p4, ~12 s on a loaded 2-core machine), past finsy's 10 s RPC deadline.
+PIPELINE_TIMEOUT = 120.0
 
 
 @dataclass(frozen=True)
@@ -373,11 +378,25 @@ class SwitchConnection:
         if isinstance(msg, (p4r.WriteRequest, p4r.SetForwardingPipelineConfigRequest)):
             msg.election_id.CopyFrom(U128.encode(self.spec.election_id))
         try:
+            if isinstance(msg, p4r.SetForwardingPipelineConfigRequest):
+                return await self._push_pipeline(msg)
             return await asyncio.wait_for(self._client.request(msg), RPC_TIMEOUT)
         except P4ClientError as err:
             raise _switch_error(self._where(), type(msg).__name__[:-7], err) from None
         except TimeoutError:
             raise SwitchError(f"{self._where()}: {type(msg).__name__[:-7]} timed out") from None
+
+    async def _push_pipeline(self, msg: p4r.SetForwardingPipelineConfigRequest) -> Any:
+        """SetForwardingPipelineConfig with PIPELINE_TIMEOUT as its gRPC deadline: finsy's
+        ``request`` fixes 10 s for every RPC, so this one call goes to its stub directly."""
+        assert self._client is not None
+        stub = self._client._stub  # finsy has no per-request deadline
+        if stub is None:
+            raise SwitchError(f"{self._where()}: not connected")
+        try:
+            return await stub.SetForwardingPipelineConfig(msg, timeout=PIPELINE_TIMEOUT)
+        except grpc.RpcError as ex:
+            raise P4ClientError(ex, "SetForwardingPipelineConfigRequest", msg=msg) from None
 
     async def get_pipeline_config(
         self, response_type: p4r.GetForwardingPipelineConfigRequest.ResponseType.ValueType

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import SwitchConnection
-from wire.header import AGG_VERSIONS, SLOTS
+from wire.header import AGG_VERSIONS, SLOTS, VALUE_BLOCKS
 
 PREFIX = "IncIngress.aggregator."
 AGG_JOB = PREFIX + "agg_job"
@@ -26,7 +26,12 @@ AGG_PSN = PREFIX + "agg_psn"
 AGG_BITMAP = PREFIX + "agg_bitmap"
 AGG_COUNT = PREFIX + "agg_count"
 STATE_REGISTERS = (AGG_JOB, AGG_BITMAP, AGG_COUNT, AGG_PSN)
-VALUE_REGISTERS = tuple(f"{PREFIX}agg_value_{k:02d}" for k in range(SLOTS))
+# Slot k of value block b (p4src/aggregator.p4: agg_value, agg_value_b1 .. b3), in slot order.
+VALUE_REGISTERS = tuple(
+    f"{PREFIX}agg_value{f'_b{b}' if b else ''}_{k:02d}"
+    for b in range(VALUE_BLOCKS)
+    for k in range(SLOTS)
+)
 
 
 def copy_index(aggregator: int, version: int) -> int:
@@ -51,7 +56,7 @@ class CopyState:
     psn: int
     bitmap: int
     count: int
-    values: tuple[int, ...]  # int32 each, as the workers read them
+    values: tuple[int, ...]  # int32 each, as the workers read them (every block's slots)
 
 
 async def read_copy(

@@ -42,6 +42,7 @@ def job_entry(job: Job) -> P4TableEntry:
         size=job.region.size,
         quorum=job.quorum,
         mcast_grp=job.mcast_grp,
+        slot_count=job.slots,
     )
 
 

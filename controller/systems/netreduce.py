@@ -29,11 +29,12 @@ from controller.jobs.job_kinds import AGG_POOL, JobKind, register
 from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import SwitchConnection
 from controller.systems import aggregator, job_meter, job_region, result_rewrite
-from wire.header import AGG_POOL_SIZE, SLOTS
+from wire.header import AGG_POOL_SIZE, AGG_SLOT_COUNTS, SLOTS
 
 
 class NetReduceRequest(JobRequest, Scheduling, job_meter.Metered):
-    """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each.
+    """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each, of
+    ``slots`` values (32, or whole blocks of 32 up to 128: fewer and larger frames).
 
     With ``class`` (md/be, ``controller.jobs.job.Scheduling``) the scheduler sizes the region
     and the window follows it; no ``window`` or ``region_size`` then. ``meter_pps``
@@ -47,9 +48,11 @@ class NetReduceRequest(JobRequest, Scheduling, job_meter.Metered):
 
     @model_validator(mode="after")
     def _fits_the_switch(self) -> NetReduceRequest:
-        if self.slots != SLOTS:
+        if self.slots not in AGG_SLOT_COUNTS:
+            counts = ", ".join(map(str, AGG_SLOT_COUNTS))
             raise ValueError(
-                f"the switch aggregates exactly {SLOTS} slots per packet, got {self.slots}"
+                f"the switch aggregates {SLOTS} slots per packet or whole blocks of them"
+                f" ({counts}), got {self.slots}"
             )
         if self.scheduled:
             if self.window is not None or self.region_size is not None:

@@ -27,7 +27,7 @@ from controller.jobs.memory_manager import Region
 from controller.p4rt.p4runtime_client import SwitchConnection
 from controller.systems import job_meter, job_region, result_rewrite, sync_modes
 from controller.systems.netreduce import NetReduce, NetReduceRequest
-from wire.header import AGG_POOL_SIZE
+from wire.header import AGG_POOL_SIZE, SLOTS
 
 
 class SereneRequest(NetReduceRequest):
@@ -43,6 +43,8 @@ class SereneRequest(NetReduceRequest):
     def _valid_mode(self) -> SereneRequest:
         if self.scheduled:
             raise ValueError("a serene job has a fixed region (no class)")
+        if self.slots != SLOTS:  # async mode's running aggregate holds one block
+            raise ValueError(f"a serene job sends {SLOTS} slots per packet, got {self.slots}")
         mode = sync_modes.Mode.parse(self.mode, self.workers)  # JobError is a ValueError
         region = self.region_size if self.region_size is not None else self.window
         assert region is not None  # NetReduceRequest: a window unless scheduled

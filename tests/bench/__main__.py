@@ -146,7 +146,7 @@ def _systems(text: str) -> tuple[str, ...]:
 def bench_netreduce(args: argparse.Namespace, console: Console) -> int:
     from tests.bench.netreduce import BenchConfig, goal_lines, measure, table
 
-    cfg = BenchConfig(args.workers, args.sizes, args.calls, args.bw)
+    cfg = BenchConfig(args.workers, args.sizes, args.calls, args.bw, slots=args.slots)
     if os.geteuid() != 0:
         print(
             "netreduce bench skipped: Mininet (namespaces, veth links) needs root;"
@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", type=_int_list, default=(65536, 262144), help="int32 per vector")
     ap.add_argument("--calls", type=int, default=3, help="netreduce: calls per size")
     ap.add_argument("--bw", type=float, default=25.0, help="netreduce: link Mbit/s")
+    ap.add_argument("--slots", type=_int_list, default=(32, 128), help="netreduce: 32,128")
     ap.add_argument("--kv-reads", type=int, default=5000, help="kvcons: ops per client, pass")
     ap.add_argument(
         "--log-appends", type=int, default=2500, help="kvcons: appends per client, pass"

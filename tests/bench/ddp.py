@@ -9,8 +9,14 @@ round trips and per-packet costs; ``large``, 1,126,410, bound by the links' band
 per link setting, one network (topologies/experiment.py: p4sim switch, hosts h1..h5): links
 unshaped, and links shaped by the rule ``make run`` uses (``topologies/link_rate.py``). On
 each, four DDP processes on h1..h4 train the digits MLP of ``examples/training.py`` with the
-same seeds, data shards and batches, once with gloo's all-reduce and once with the switch
-hook, one after the other. Figures per run (rank 0): median time per iteration (forward,
+same seeds, data shards and batches, with gloo's all-reduce, with the switch hook at its
+default of 128 values per packet (``inclib.torch_ddp.DDP_SLOTS``, 578-byte frames) and with
+the hook at 32 (194-byte frames), one after the other; the goals use the default row.
+Measured on the shared 2-core machine (load average 10-19), rows of one run: small model,
+shaped, 17.1 ms per iteration for gloo, 19.2 for the hook at 128 slots, 29.3 at 32;
+unshaped 14.4 / 15.7 / 19.3 (a second run: shaped 14.4 / 22.4 / 31.9, unshaped 8.7 / 6.9
+/ 12.2); large model (one epoch), shaped 3.0 s / 3.6 s / 7.6 s, unshaped 0.58 s / 2.6 s /
+5.1 s. Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
 ended bit-identical.
@@ -28,7 +34,14 @@ from typing import Any
 
 from rich.table import Table
 
-COMMS = ("gloo", "switch")
+#: The runs side by side per link setting: (row name, --comm, extra worker arguments). The
+#: switch hook with the example's default slots (examples/training.py, DDP_SLOTS: 578-byte
+#: frames) and with one block of 32 (194-byte frames), gloo's all-reduce over TCP.
+RUNS = (
+    ("gloo", "gloo", ()),
+    ("switch", "switch", ()),
+    ("switch, 32 slots", "switch", ("--slots", "32")),
+)
 SHAPED_SOONER = 1.3  # shaped links: gloo's time to accuracy / the switch hook's, at least
 UNSHAPED_SLOWER = 1.5  # unshaped links: the switch hook's time per iteration / gloo's, at most
 
@@ -65,13 +78,14 @@ def measure(
         )
         out[links.name] = {}
         with TemporaryDirectory() as tmp, Experiment(cfg) as ex:
-            for comm in COMMS:
-                log(f"ddp: training with {comm} ({epochs} epochs, 4 DDP processes) ...")
+            for i, (name, comm, extra) in enumerate(RUNS):
+                log(f"ddp: training with {name} ({epochs} epochs, 4 DDP processes) ...")
                 rec, _ = run_app(
-                    ex, "training", Path(tmp) / f"{comm}.json", comm, epochs, ("--model", model)
-                )
+                    ex, "training", Path(tmp) / f"{i}.json", comm, epochs,
+                    ("--model", model, *extra),
+                )  # fmt: skip
                 rec["links_mbps"] = links.mbps
-                out[links.name][comm] = rec
+                out[links.name][name] = rec
     return out
 
 
@@ -87,7 +101,7 @@ def table(recs: dict[str, dict[str, dict[str, Any]]], target: float, model: str)
         title=f"PyTorch DDP, 4 workers on Mininet, {describe_model(model)}: switch hook vs "
         f"gloo (target {target})"
     )
-    for col in ("links", "all-reduce", "on switch", "ms / iteration", "time to accuracy, s",
+    for col in ("links", "all-reduce", "slots", "ms / iteration", "time to accuracy, s",
                 "final accuracy", "replicas identical"):  # fmt: skip
         t.add_column(col, justify="right")
     for links, by_comm in recs.items():
@@ -96,7 +110,8 @@ def table(recs: dict[str, dict[str, dict[str, Any]]], target: float, model: str)
             hit = time_to(r, target)
             t.add_row(
                 links if mbps is None else f"{links} ({mbps:g} Mbit/s)", comm,
-                str(r["on_switch"]), f"{1000 * r['time_per_iter_s']:.1f}",
+                str(r.get("slots") or "-") if r["on_switch"] or comm == "gloo" else "on hosts",
+                f"{1000 * r['time_per_iter_s']:.1f}",
                 f"{hit:.2f}" if hit is not None else "not reached",
                 f"{r['epochs'][-1]['accuracy']:.3f}", str(r["replicas_identical"]),
             )  # fmt: skip

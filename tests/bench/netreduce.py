@@ -3,22 +3,31 @@ one run at several worker counts and two vector sizes (root).
 
 Example (as root; ``make bench`` runs it after the p4sim section)::
 
-    python -m tests.bench --only netreduce --workers 4,8 --sizes 65536,262144 --calls 3 --bw 25
+    python -m tests.bench --only netreduce --workers 4,8 --sizes 65536,262144 --calls 3 \
+        --bw 25 --slots 32,128
 
 Per worker count one network (topologies/experiment.py: p4sim switch, N workers, a PS host,
-every link ``--bw`` Mbit/s) and one admitted job; for each method every worker all-reduces
-seeded int32 vectors (``python -m hosts.vector_job``) and reports each call's
-time. Goodput per worker = vector bytes / median call time, as a fraction of the link
-bandwidth. A link carries at most ``128 / 194`` of its bandwidth as values (32 int32 per
-frame of 194 bytes: Ethernet, IPv4, UDP, INC header), the *link limit*: the switch reaches
+every link ``--bw`` Mbit/s) and, per value count ``--slots``, one admitted job; for each
+method every worker all-reduces seeded int32 vectors (``python -m hosts.vector_job``) and
+reports each call's time. Goodput per worker = vector bytes / median call time, as a
+fraction of the link bandwidth. A link carries at most ``4K / (4K + 66)`` of its bandwidth
+as values (K int32 per frame, behind Ethernet, IPv4, UDP and the INC header: 0.66 at 32
+slots, 194-byte frames; 0.89 at 128, 578-byte frames), the *link limit*: the switch reaches
 it when each worker's link is the only bottleneck. Ring all-reduce sends 2(N-1)/N of the
-vector per worker, so the ideal switch/ring time ratio is N / (2(N-1)).
+vector per worker, so the ideal switch/ring time ratio is N / (2(N-1)). The PS and the ring
+send packets of the job's slots too.
 
 Links of 25 Mbit/s (``make run``'s rate on p4sim with 4 workers) and vectors of 256 KiB and
-1 MiB (2,048 and 8,192 packets): the bandwidth-bound regime, where a call takes tens of
-round trips' worth of packets, with a window of 128 packets (about 8 ms of one link's
-packets) so that the switch's round trip under load does not bound the rate. Goal (issue
-22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit.
+1 MiB: the bandwidth-bound regime, where a call takes tens of round trips' worth of
+packets. The window is 128 packets at 32 slots (about 8 ms of one link's packets) and the
+same bytes at wider packets (32 at 128 slots). Why bytes: with a window of 128 frames of
+578 bytes 10 % of the switch path's packets were retransmitted (goodput 0.55-0.64 of the
+limit), with 32 none (0.83-0.92; both with 4 workers on a shared machine). The likely place
+of the loss: the switch's frames toward a worker wait in that link's shaper charged to
+p4sim's non-blocking send socket (212 KB of buffer, ~2.3 KB of kernel memory per 578-byte
+frame by our estimate, so fewer than 128 fit), and p4sim drops a frame the socket refuses.
+Goal (issue 22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit. The last
+column shows the share of each method's packets that were retransmissions.
 """
 
 from __future__ import annotations
@@ -31,8 +40,12 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any
 
-PAYLOAD = 32 * 4
-LINK_LIMIT = PAYLOAD / (PAYLOAD + 14 + 20 + 8 + 24)
+FRAME_OVERHEAD = 14 + 20 + 8 + 24  # Ethernet, IPv4, UDP, INC header
+
+
+def link_limit(slots: int) -> float:
+    """The share of a link's bytes that are values, in frames of ``slots`` int32."""
+    return 4 * slots / (4 * slots + FRAME_OVERHEAD)
 
 
 @dataclass(frozen=True)
@@ -41,22 +54,33 @@ class BenchConfig:
     sizes: tuple[int, ...] = (65536, 262144)  # int32 values: 2,048 and 8,192 packets
     calls: int = 3
     bw_mbps: float = 25.0
-    window: int = 128
+    window: int = 128  # packets in flight at 32 slots; wider packets: the same bytes
+    slots: tuple[int, ...] = (32, 128)  # values per packet: one block, four (578-byte frames)
+
+    def window_for(self, slots: int) -> int:
+        """Packets in flight for ``slots`` values per packet: ``window`` packets' worth of
+        32-slot values (16 KiB at 128), so wider packets keep as many bytes in flight."""
+        return max(1, self.window * 32 // slots)
 
     def command(self) -> str:
         return (
             f"{sys.executable} -m tests.bench --only netreduce"
             f" --workers {','.join(map(str, self.workers))}"
             f" --sizes {','.join(map(str, self.sizes))} --calls {self.calls} --bw {self.bw_mbps:g}"
+            f" --slots {','.join(map(str, self.slots))}"
         )
 
 
-def _run_method(nr: Any, job: int, method: str, cfg: BenchConfig, out: Path) -> dict[int, float]:
-    """Median call time (s) per vector size, over workers and calls, for one method."""
+def _run_method(
+    nr: Any, job: int, slots: int, method: str, cfg: BenchConfig, out: Path
+) -> tuple[dict[int, float], float]:
+    """Median call time (s) per vector size, over workers and calls, for one method; and
+    the share of its packets that were retransmissions (over workers, calls and sizes)."""
     n = len(nr.layout.hosts) - 1
     ps = None
     if method == "ps":
         cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(n)]
+        cmd += ["--slots", str(slots)]
         ps = nr.start_service(f"h{n + 1}", cmd, ready="parameter server on", log_name="ps")
     commands = []
     for w in range(n):
@@ -75,14 +99,18 @@ def _run_method(nr: Any, job: int, method: str, cfg: BenchConfig, out: Path) -> 
     if any(codes):
         errors = {r.get("error") for r in recs if r.get("error")}
         raise RuntimeError(f"{method} with {n} workers failed: {errors}")
-    return {
+    times = {
         size: statistics.median(t for r in recs for t in r["times_by_size"][str(size)])
         for size in cfg.sizes
     }
+    stats = [r.get("stats", {}) for r in recs]
+    sent = sum(s.get("packets_sent", s.get("data_sent", 0)) for s in stats)
+    retx = sum(s.get("retransmissions", 0) for s in stats)
+    return times, retx / sent if sent else 0.0
 
 
 def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
-    """One row per (workers, size): goodput fractions and the switch/ring time ratio."""
+    """One row per (workers, slots, size): goodput fractions and the switch/ring time ratio."""
     from topologies.experiment import Experiment, ExperimentConfig, star
 
     rows = []
@@ -96,22 +124,38 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
                 )
             ) as nr,
         ):
-            job = nr.submit(f"bench-{n}", workers=n, window=cfg.window)
-            times = {m: _run_method(nr, job, m, cfg, Path(tmp)) for m in ("switch", "ps", "ring")}
-        for size in cfg.sizes:
-            bits = size * 4 * 8
-            frac = {m: bits / times[m][size] / (cfg.bw_mbps * 1e6) for m in times}
-            rows.append(
-                {
-                    "workers": n,
-                    "size": size,
-                    **{f"{m}_goodput": frac[m] for m in frac},
-                    **{f"{m}_time_s": times[m][size] for m in times},
-                    "switch_vs_limit": frac["switch"] / LINK_LIMIT,
-                    "ratio": times["switch"][size] / times["ring"][size],
-                    "ratio_theory": n / (2 * (n - 1)),
+            by_slots = {}
+            for k in cfg.slots:
+                win = cfg.window_for(k)
+                job = nr.submit(f"bench-{n}-{k}", workers=n, window=win, slots=k)
+                by_slots[k] = {
+                    m: _run_method(nr, job, k, m, cfg, Path(tmp)) for m in ("switch", "ps", "ring")
                 }
-            )
+        for k, runs in by_slots.items():
+            rows += _rows(n, k, runs, cfg)
+    return rows
+
+
+def _rows(n: int, slots: int, runs: dict[str, Any], cfg: BenchConfig) -> list[dict[str, Any]]:
+    """The rows of one (workers, slots) pair: ``runs`` maps method -> (times by size, retx)."""
+    times = {m: t for m, (t, _) in runs.items()}
+    rows = []
+    for size in cfg.sizes:
+        bits = size * 4 * 8
+        frac = {m: bits / times[m][size] / (cfg.bw_mbps * 1e6) for m in times}
+        rows.append(
+            {
+                "workers": n,
+                "slots": slots,
+                "size": size,
+                **{f"{m}_goodput": frac[m] for m in frac},
+                **{f"{m}_time_s": times[m][size] for m in times},
+                "switch_vs_limit": frac["switch"] / link_limit(slots),
+                "ratio": times["switch"][size] / times["ring"][size],
+                "ratio_theory": n / (2 * (n - 1)),
+                **{f"{m}_retx": runs[m][1] for m in runs},
+            }
+        )
     return rows
 
 
@@ -120,15 +164,17 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
 
     t = Table(
         title=f"aggregation goodput per worker, fraction of the {cfg.bw_mbps:g} Mbit/s link "
-        f"(link limit {LINK_LIMIT:.2f}: 128 value bytes per 194-byte frame)"
+        f"(link limit: value bytes per frame, {link_limit(32):.2f} at 32 slots (194-byte "
+        f"frames), {link_limit(128):.2f} at 128 (578))"
     )
-    cols = ("workers", "vector", "switch", "ps", "ring", "switch / limit",
-            "switch/ring time", "theory N/(2(N-1))")  # fmt: skip
+    cols = ("workers", "slots", "vector", "switch", "ps", "ring", "switch / limit",
+            "switch/ring time", "theory N/(2(N-1))", "retransmitted: switch/ps/ring")  # fmt: skip
     for c in cols:
         t.add_column(c, justify="right")
     for r in rows:
         t.add_row(
             str(r["workers"]),
+            str(r["slots"]),
             f"{r['size'] * 4 // 1024} KiB",
             f"{r['switch_goodput']:.3f}",
             f"{r['ps_goodput']:.3f}",
@@ -136,6 +182,7 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
             f"{r['switch_vs_limit']:.2f}",
             f"{r['ratio']:.2f}",
             f"{r['ratio_theory']:.2f}",
+            "/".join(f"{r[m + '_retx']:.1%}" for m in ("switch", "ps", "ring")),
         )
     return t
 
@@ -151,7 +198,7 @@ def goal_lines(rows: list[dict[str, Any]]) -> list[str]:
             met = r["switch_vs_limit"] >= GOAL_VS_LIMIT
             out.append(
                 f"goal switch >= {GOAL_VS_LIMIT} of the link limit, {r['workers']} workers, "
-                f"{r['size'] * 4 // 1024} KiB: {r['switch_vs_limit']:.2f} "
+                f"{r['slots']} slots, {r['size'] * 4 // 1024} KiB: {r['switch_vs_limit']:.2f} "
                 f"({'met' if met else 'not met'})"
             )
     return out

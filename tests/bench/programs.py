@@ -171,7 +171,7 @@ def _inc_entries() -> tuple[TableEntry, ...]:
             f"{jr}.jobs",
             {"hdr.inc.job_id": JOB},
             f"{jr}.set_region",
-            {"offset": 0, "size": REGION, "quorum": WORKERS, "mcast_grp": JOB},
+            {"offset": 0, "size": REGION, "quorum": WORKERS, "mcast_grp": JOB, "slot_count": 32},
         )
     ]
     for w in range(WORKERS):
