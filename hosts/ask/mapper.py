@@ -36,12 +36,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
-from wire.header import ASK_TUPLES, Flag, Header, Op
+from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_bodies, place
+from wire.header import ASK_TUPLES, SLOTS, Flag, Header, Op, pack_header
 
 
 @dataclass(frozen=True)
@@ -67,6 +66,27 @@ class MapperStats:
     acks: int = 0
 
 
+def int32_pieces(
+    fps: np.ndarray, vals: np.ndarray, hot: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tuples whose values fit int32: a value beyond it becomes several tuples of its key
+    (each of magnitude at most ``INT32_MAX``, the last the rest), which add up to it.
+
+    >>> int32_pieces(np.array([7, 9]), np.array([5, -(2**32)]), np.array([True, False]))[1]
+    array([          5, -2147483647, -2147483647,          -2])
+    """
+    big = (vals < INT32_MIN) | (vals > INT32_MAX)
+    if not big.any():
+        return fps, vals, hot
+    reps = np.maximum(1, -(-np.abs(vals) // INT32_MAX))
+    first = np.cumsum(reps) - reps  # where each value's pieces start
+    at = np.arange(int(reps.sum())) - np.repeat(first, reps)
+    last = np.repeat(reps - 1, reps)
+    sign, v = np.repeat(np.sign(vals), reps), np.repeat(vals, reps)
+    pieces = np.where(at < last, sign * INT32_MAX, v - sign * INT32_MAX * last)
+    return np.repeat(fps, reps), pieces, np.repeat(hot, reps)
+
+
 @dataclass
 class _Row:
     keys: list[int] = field(default_factory=lambda: [0] * ASK_TUPLES)
@@ -86,8 +106,8 @@ class MapperFlow:
         self._fp: dict[Hashable, int] = {}
         self._rows: dict[int, list[_Row]] = {}  # row -> packets being built, oldest first
         self._bypass = _Row()
-        # row, keys, vals (lists, or numpy rows from add_columns), flags
-        self._ready: deque[tuple[int, Any, Any, int]] = deque()
+        # row, the packet's slots (``kv_bodies``), flags: built, waiting for the window
+        self._ready: deque[tuple[int, bytes, int]] = deque()
         self._flight: dict[int, tuple[bytes, float]] = {}  # psn -> (payload, last sent)
         self._psn = 0
         self.stats = MapperStats()
@@ -124,21 +144,20 @@ class MapperFlow:
         or ``group_by``), packed with numpy: below the hot threshold into FALLBACK packets
         of 16, the rest into the packets of their rows, a key's column in its slot; keys
         sharing a row's column go to successive packets of that row (its layers), and every
-        packet leaves at the end of the chunk."""
+        packet leaves at the end of the chunk. A value beyond int32 (what a tuple carries)
+        goes as several tuples of its key, in successive packets, that add up to it."""
         vals = np.asarray(values, dtype=np.int64)
         if len(vals) != len(keys):
             raise ValueError(f"{len(keys)} keys and {len(vals)} values")
         if len(vals) == 0:
             return
-        if vals.min() < INT32_MIN or vals.max() > INT32_MAX:
-            i = int(np.argmax((vals < INT32_MIN) | (vals > INT32_MAX)))
-            raise ValueError(f"value {vals[i]} of key {keys[i]!r} does not fit in int32")
         fp_of, sent = self._fingerprint, self.sent
         fps = np.fromiter((fp_of(k) for k in keys), dtype=np.int64, count=len(vals))
         for k, v in zip(keys, vals.tolist(), strict=True):
             sent[k] = sent.get(k, 0) + v
         t = self.cfg.hot_threshold
         hot = np.abs(vals) >= t if t else np.ones(len(vals), dtype=bool)
+        fps, vals, hot = int32_pieces(fps, vals, hot)
         self._bypass_columns(fps[~hot], vals[~hot])
         fps, vals = fps[hot], vals[hot]
         if len(fps) == 0:
@@ -156,19 +175,25 @@ class MapperFlow:
         pk = np.zeros((len(packet), ASK_TUPLES), dtype=np.int64)
         pv = np.zeros((len(packet), ASK_TUPLES), dtype=np.int64)
         pk[index, cols], pv[index, cols] = fps, vals
-        for row, row_keys, row_vals in zip((packet // (len(rows) + 1)).tolist(), pk, pv,
-                                           strict=True):  # fmt: skip
-            self._ready.append((row, row_keys, row_vals, 0))
+        self._ready_bodies((packet // (len(rows) + 1)).tolist(), kv_bodies(pk, pv), 0)
+
+    def _ready_bodies(self, rows: list[int], bodies: np.ndarray, flags: int) -> None:
+        """Packets of ``rows`` (their slots ``bodies``, ``kv_bodies``) to the send queue."""
+        data, size = bodies.tobytes(), bodies.shape[1]
+        self._ready.extend(
+            (row, data[i * size : (i + 1) * size], flags) for i, row in enumerate(rows)
+        )
 
     def _bypass_columns(self, fps: np.ndarray, vals: np.ndarray) -> None:
         self.stats.bypass_tuples += len(fps)
-        n = len(fps)
-        for i in range(0, n, ASK_TUPLES):
-            k = np.zeros(ASK_TUPLES, dtype=np.int64)
-            v = np.zeros(ASK_TUPLES, dtype=np.int64)
-            k[: min(ASK_TUPLES, n - i)] = fps[i : i + ASK_TUPLES]
-            v[: min(ASK_TUPLES, n - i)] = vals[i : i + ASK_TUPLES]
-            self._ready.append((0, k, v, Flag.FALLBACK))
+        n = -(-len(fps) // ASK_TUPLES)
+        if n == 0:
+            return
+        k = np.zeros(n * ASK_TUPLES, dtype=np.int64)
+        v = np.zeros(n * ASK_TUPLES, dtype=np.int64)
+        k[: len(fps)], v[: len(fps)] = fps, vals
+        bodies = kv_bodies(k.reshape(n, ASK_TUPLES), v.reshape(n, ASK_TUPLES))
+        self._ready_bodies([0] * n, bodies, Flag.FALLBACK)
 
     def _to_row(self, fp: int, value: int) -> None:
         """Into the first of the row's buffers (packets being built) whose column holds the
@@ -211,7 +236,7 @@ class MapperFlow:
             self._bypass = _Row()
 
     def _emit(self, row: int, buf: _Row, flags: int) -> None:
-        self._ready.append((row, buf.keys, buf.vals, flags))
+        self._ready_bodies([row], kv_bodies(np.array([buf.keys]), np.array([buf.vals])), flags)
 
     def flush(self) -> None:
         """Every buffered tuple into a packet (at the end of the input)."""
@@ -260,7 +285,7 @@ class MapperFlow:
                 self.stats.retransmissions += 1
                 out.append(payload)
         while self._ready and self._next_epoch is None and self._room():
-            row, keys, vals, flags = self._ready.popleft()
+            row, body, flags = self._ready.popleft()
             h = Header(
                 op=Op.AGG_KV,
                 flags=flags,
@@ -271,7 +296,7 @@ class MapperFlow:
                 agg_idx=row,
                 epoch=self.epoch,
             )
-            payload = kv_packet(h, keys, vals)
+            payload = pack_header(h, SLOTS) + body
             self._flight[self._psn] = (payload, now)
             self._psn = (self._psn + 1) & 0xFFFFFFFF
             self.stats.packets += 1

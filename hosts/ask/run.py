@@ -33,6 +33,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.reducer import Reducer
@@ -107,7 +109,8 @@ def send_partition(
     through the switch and answer the reducer until it has the result; returns the mapper's
     figures. The reducer must be running. ``ready`` is called once the mapper is set up
     (configuration, connections), before it reads any input; ``phases`` in the figures are
-    seconds from then."""
+    seconds from then to the end of each phase, ``busy`` the seconds spent in each kind of
+    work (taking the input, packing it, sending, waiting for the sockets)."""
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
@@ -126,6 +129,9 @@ def send_partition(
         ready()
     t0 = t_start = time.perf_counter()
     phases: dict[str, float] = {}  # seconds from ``ready`` to the end of each phase
+    # seconds spent taking the input (its source: Spark, Arrow, the combine), packing it
+    # into packets, building and sending packets, and waiting for the sockets
+    busy = dict.fromkeys(("input", "pack", "send", "wait"), 0.0)
     source = iter(chunks)
     more = True
     done_sent = False
@@ -135,28 +141,38 @@ def send_partition(
         while True:
             # keep a few packets ready beyond the window, not the whole input
             while more and m.ready < 4 * mcfg.window:
+                t1 = time.perf_counter()
                 c = next(source, None)
+                t2 = time.perf_counter()
+                busy["input"] += t2 - t1
                 if c is None:
                     m.flush()
                     phases["input"] = time.perf_counter() - t_start
                     more = False
                 elif isinstance(c, tuple):  # (keys, values) columns: hosts/ask/spark_arrow.py
                     m.add_columns(*c)
-                else:
+                elif tuples < ASK_TUPLES:  # a map key -> value, tuple by tuple
                     m.add_counts(c)
+                else:  # a map key -> value, packed as columns
+                    m.add_columns(list(c), np.fromiter(c.values(), np.int64, len(c)))
+                busy["pack"] += time.perf_counter() - t2
             now = time.monotonic()
             if verbose and now >= next_report:
                 next_report = now + 2.0
                 print(f"ask mapper {worker_id}: {m.stats}, in flight {m.in_flight}", flush=True)
+            t1 = time.perf_counter()
             out = m.to_send(now)
             if out:
                 ep.send_many((p, dest) for p in out)
+            busy["send"] += time.perf_counter() - t1
             if not more and m.idle and m.moved and not done_sent:
                 vocab = [[fp, [encode(k) for k in ks]] for fp, ks in m.vocab.items()]
                 phases["acked"] = time.perf_counter() - t_start
                 ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
                 done_sent = True
+            t1 = time.perf_counter()
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
+            busy["wait"] += time.perf_counter() - t1
             if ep.fileno() in r:
                 for payload, _ in ep.recv_many():
                     try:
@@ -173,7 +189,7 @@ def send_partition(
                     elif msg.get("bye"):
                         phases["bye"] = time.perf_counter() - t_start
                         return {**m.stats.__dict__, "seconds": time.perf_counter() - t0,
-                                "setup_s": setup_s, "phases": phases}  # fmt: skip
+                                "setup_s": setup_s, "phases": phases, "busy": busy}  # fmt: skip
             if m.moved and told != m.epoch:
                 ctl.send({"moved": m.epoch})
                 told = m.epoch
@@ -283,6 +299,8 @@ def run_reducer(a: argparse.Namespace) -> int:
     t_first: float | None = None
     mapper_addr: dict[int, tuple[str, int]] = {}
     collectors: list[Lines] = []
+    t_ready = time.perf_counter()
+    phases: dict[str, float] = {}  # seconds from ready to: every mapper done, each drain...
     try:
         while True:
             now = time.monotonic()
@@ -328,15 +346,18 @@ def run_reducer(a: argparse.Namespace) -> int:
             everyone = len(peers) == n
             if moving and everyone and all(moved.get(w) == epoch for w in peers):
                 moving = False
+                phases[f"drain {epoch - 1}"] = time.perf_counter() - t_ready
                 red.start_drain(epoch - 1)
                 print(f"ask reducer: draining epoch {epoch - 1}", flush=True)
             elif everyone and not moving and not red.draining:
                 if len(vocabs) == n:
                     if not final:
+                        phases["done"] = time.perf_counter() - t_ready
                         final, epoch, moving = True, epoch + 1, True
                         for p in peers.values():
                             p.send({"epoch": epoch})
                     elif not asked:
+                        phases["drained"] = time.perf_counter() - t_ready
                         owners: dict[int, set[Hashable]] = {}
                         for v in vocabs.values():
                             for fp, ks in v.items():
@@ -351,11 +372,15 @@ def run_reducer(a: argparse.Namespace) -> int:
                     last_swap, epoch, moving = now, epoch + 1, True
                     for p in peers.values():
                         p.send({"epoch": epoch})
+        phases["counts"] = time.perf_counter() - t_ready
         result = red.result(list(vocabs.values()), lambda fps: counts)
         seconds = time.perf_counter() - (t_first or time.perf_counter())
+        phases["result"] = time.perf_counter() - t_ready
+        if t_first is not None:
+            phases["first packet"] = t_first - t_ready
         out = {
             "result": encode_counts(result), "seconds": seconds, "epochs": epoch,
-            "reducer": red.stats.__dict__, "mappers": stats,
+            "reducer": {**red.stats.__dict__, "phases": phases}, "mappers": stats,
         }  # fmt: skip
         if a.out:
             Path(a.out).write_text(json.dumps(out))

@@ -8,10 +8,11 @@ Example (a running ASK job with one mapper per partition and its reducer)::
     )                                   # an ordinary RDD of (word, count)
 
 The executors' tasks (``mapPartitionsWithIndex``) send their partition's pairs with
-``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined over chunks of
-``chunk`` pairs, while the driver waits for the reducer's record (``collect``); the result
-comes back as an RDD with as many partitions. Keys are str, bytes, int or tuples of them
-(``hosts/ask/keys.py``: they come back as they were sent), values int32 per tuple.
+``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined per key (up to
+``chunk`` keys at a time, as columns), while the driver waits for the reducer's record
+(``collect``); the result comes back as an RDD with as many partitions. Keys are str,
+bytes, int or tuples of them (``hosts/ask/keys.py``: they come back as they were sent),
+values int (a sum beyond int32 goes as several tuples).
 
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
 ``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch, the rows in Arrow batches
@@ -42,38 +43,44 @@ from operator import add
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hosts.ask.run import send_partition, subscribe, wait_record
-from hosts.ask.spark_arrow import sum_counts, task_flow, through_switch
-from hosts.ask.wire import INT32_MAX, INT32_MIN
+from hosts.ask.spark_arrow import COMBINE_KEYS, sum_counts, task_flow, through_switch
 
 
-def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
-    """Pairs combined per key over chunks of ``size`` pairs, streamed (a chunk's pairs are
-    never held in a list: a million tuples alive make the garbage collector walk them); a
-    chunk ends early when a combined value would leave int32 (what one tuple carries)."""
+def chunk_pairs(
+    pairs: Iterable[tuple[Hashable, int]], keys: int = COMBINE_KEYS, step: int = 1 << 16
+) -> Iterator[tuple[list[Hashable], Any]]:
+    """Pairs combined per key (the map-side combine Spark's ``reduceByKey`` does), streamed
+    (a chunk's pairs are never held in a list: a million tuples alive make the garbage
+    collector walk them), as columns: distinct keys and a numpy array of their sums; a
+    chunk ends once it holds ``keys`` keys (checked every ``step`` pairs). Sums beyond int32
+    go as several tuples (``MapperFlow.add_columns``)."""
     it = iter(pairs)
-    while True:
+    more = True
+    while more:
         buf: dict[Hashable, int] = {}
         get = buf.get
-        for k, v in islice(it, size):
-            t = get(k, 0) + v
-            if INT32_MIN <= t <= INT32_MAX:
-                buf[k] = t
-            else:
-                yield buf
-                buf = {k: v}
-                get = buf.get
-        if not buf:
-            return
-        yield buf
+        while more and len(buf) < keys:
+            n = 0
+            for n, (k, v) in enumerate(islice(it, step), 1):  # noqa: B007 - n: pairs taken
+                buf[k] = get(k, 0) + v
+            more = n == step
+        if buf:
+            try:
+                values = np.fromiter(buf.values(), dtype=np.int64, count=len(buf))
+            except OverflowError:
+                raise ValueError("a key's sum leaves int64 (ASK carries int values)") from None
+            yield list(buf), values
 
 
 def _through_switch(
-    rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
+    rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[tuple[list[Hashable], Any]]],
     controller: str, job_id: int, reducer_ip: str, hot: int,
     mapper_ips: list[str] | None = None,
 ) -> tuple[dict[Hashable, int], dict[str, Any]]:  # fmt: skip
-    """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
+    """Each partition of ``rdd`` (``chunker``: its items -> columns) is one mapper;
     returns the reducer's result (key -> total) and the figures. ``mapper_ips``: the
     mappers' hosts; on more than one, tasks find their mapper as in
     ``hosts/ask/spark_arrow.py`` (a barrier stage)."""
@@ -110,12 +117,12 @@ def _through_switch(
 
 
 def reduce_by_key_via_switch(
-    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0,
-    mapper_ips: list[str] | None = None,
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = COMBINE_KEYS,
+    hot: int = 0, mapper_ips: list[str] | None = None,
 ) -> Any:  # fmt: skip
     """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
 
-    def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
+    def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[tuple[list[Hashable], Any]]:
         return chunk_pairs(it, chunk)
 
     result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot,
