@@ -324,3 +324,22 @@ def test_a_rows_packets_are_as_few_as_its_busiest_column_allows() -> None:
         _, ks, vs = parse(p)
         got.update({int(k): int(v) for k, v in zip(ks, vs, strict=True) if k})
     assert got == {fingerprint(k): 5 + (k in keys[-4:]) for k in keys}
+
+
+def test_at_most_switch_keys_of_a_chunk_go_through_the_switch_its_most_counted() -> None:
+    np = pytest.importorskip("numpy")
+    from hosts.ask.mapper import MapperConfig
+    from wire.header import Flag
+
+    cfg = MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=64, hot_threshold=2,
+                       switch_keys=2)  # fmt: skip
+    m = MapperFlow(cfg)
+    m.add_columns(["a", "b", "c", "d", "e"], np.array([5, 1, 3, 2, 9]))
+    through: set[int] = set()
+    bypass: set[int] = set()
+    for p in m.to_send(0.0):
+        h, ks, _ = parse(p)
+        (bypass if h.flags & Flag.FALLBACK else through).update(int(k) for k in ks if k)
+    assert through == {fingerprint("e"), fingerprint("a")}  # the two most counted
+    assert bypass == {fingerprint(k) for k in "bcd"}  # "b" under the threshold, "c", "d" beyond
+    assert (m.stats.switch_tuples, m.stats.bypass_tuples) == (2, 3)

@@ -37,6 +37,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from operator import add
@@ -148,36 +149,18 @@ def switch_cpu() -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def link_bytes() -> dict[str, int]:
-    """Bytes each switch port has received and sent so far (``s1-ethN``, the link to host
-    ``hN``): the sysfs this host sees is the experiment's namespace, where the switch's
-    interfaces are (Mininet hosts have network namespaces of their own, not mounts)."""
-    out: dict[str, int] = {}
-    for port in Path("/sys/class/net").glob("s1-eth*"):
-        for way in ("rx", "tx"):
-            try:
-                out[f"{port.name} {way}"] = int((port / "statistics" / f"{way}_bytes").read_text())
-            except (OSError, ValueError):
-                continue
-    return out
-
-
 class Usage:
-    """What one path used of the shared parts: p4sim's CPU seconds and the bytes that
-    crossed the switch's links (all ports, and the busiest link in one direction: at the
-    links' rate that busiest link alone takes ``busiest x 8 / rate`` seconds)."""
+    """What one path used of the shared parts: p4sim's CPU seconds, and its span in wall
+    clock time (``LinkSampler`` in the experiment's process gives the bytes that crossed
+    the links then)."""
 
     def __init__(self) -> None:
-        self.cpu, self.links = switch_cpu(), link_bytes()
+        self.cpu, self.t0 = switch_cpu(), time.time()
 
     def record(self, out: dict[str, Any], name: str) -> None:
         if SWITCH_PID:
             out[f"{name}_switch_cpu_s"] = switch_cpu() - self.cpu
-        now = link_bytes()
-        moved = {k: v - self.links.get(k, 0) for k, v in now.items()}
-        if moved:
-            out[f"{name}_link_bytes"] = sum(v for k, v in moved.items() if k.endswith("rx"))
-            out[f"{name}_busiest_link_bytes"] = max(moved.values())
+        out[f"{name}_span"] = [self.t0, time.time()]
 
 
 def _timed(f: Any) -> tuple[Any, float]:
@@ -355,6 +338,62 @@ def driver_main(argv: list[str]) -> int:
 
 
 # --- the experiment (runs in the root namespace) ------------------------------------------
+class LinkSampler:
+    """Bytes each switch port (``s1-ethN``, the link to host ``hN``) has received and sent,
+    sampled every ``period`` seconds in a thread (wall clock), so that a path's bytes over
+    the links are the difference across its span."""
+
+    def __init__(self, ex: Experiment, period: float = 0.25) -> None:
+        self.ex, self.period = ex, period
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> LinkSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            counts = {}
+            for port in Path("/sys/class/net").glob("s1-eth*"):
+                for way in ("rx", "tx"):
+                    stat = port / "statistics" / f"{way}_bytes"
+                    try:
+                        counts[f"{port.name} {way}"] = int(stat.read_text())
+                    except (OSError, ValueError):
+                        continue
+            self.samples.append((time.time(), counts))
+            if self._stop.wait(self.period):
+                return
+
+    def at(self, t: float) -> dict[str, int]:
+        """The last sample taken at or before ``t`` (the first one before any)."""
+        best = self.samples[0][1] if self.samples else {}
+        for when, counts in self.samples:
+            if when > t:
+                break
+            best = counts
+        return best
+
+    def annotate(self, rec: dict[str, Any]) -> None:
+        """``{path}_link_bytes`` (bytes into the switch, all ports) and
+        ``{path}_busiest_link_bytes`` (one link, one direction) for every ``{path}_span``
+        in ``rec``; spans end within ``period`` of a sample."""
+        for key in [k for k in rec if k.endswith("_span")]:
+            t0, t1 = rec[key]
+            a, b = self.at(t0), self.at(t1 + self.period)
+            moved = {k: v - a.get(k, 0) for k, v in b.items()}
+            if moved:
+                name = key[: -len("_span")]
+                rec[f"{name}_link_bytes"] = sum(v for k, v in moved.items() if k.endswith("rx"))
+                rec[f"{name}_busiest_link_bytes"] = max(moved.values())
+
+
 def run_cluster(
     executors: int = 2, sizes: tuple[int, ...] = (20000,), corpora: tuple[str, ...] = ("zipf",),
     bw_mbps: float = 100.0, hot: int = 0, run_dir: Path = RUN_DIR, ask_rows: int = 1024,
@@ -362,9 +401,10 @@ def run_cluster(
 ) -> dict[str, Any]:  # fmt: skip
     """The cluster, the driver's jobs and ASK's own mappers (module doc) on a corpus of each
     kind and size (words; the GROUP BY tables have as many rows); the record. ``window``:
-    packets in flight per mapper, by default the most the rows allow, at most 256."""
+    packets in flight per mapper, by default 64 (or the most the rows allow): more only
+    queues packets at the reducer, a Python process, past the mappers' timeouts."""
     if window is None:  # a power of two; the mappers' seen entries take window x executors rows
-        window = min(256, 1 << ((ask_rows // executors).bit_length() - 1))
+        window = min(64, 1 << ((ask_rows // executors).bit_length() - 1))
     from topologies.ask_mappers import ServingMappers, zipf_table
     from topologies.spark_cluster import SparkCluster, Tracked, run_tracked, spark_env
 
@@ -386,7 +426,7 @@ def run_cluster(
     record: dict[str, Any] = {"executors": executors, "bw_mbps": bw_mbps, "hot": hot,
                               "window": window}  # fmt: skip
     driver_procs = Tracked()
-    with Experiment(cfg) as ex:
+    with Experiment(cfg) as ex, LinkSampler(ex) as links:
         t0 = time.perf_counter()
         workers = [f"h{i}" for i in range(1, executors + 1)]
         with SparkCluster(ex, f"h{master}", workers, memory="1g") as cluster:
@@ -413,9 +453,13 @@ def run_cluster(
         record["left_running"] = cluster.alive() + driver_procs.alive()
         with ServingMappers(ex, workers) as serving:  # ASK's own, on the executors' hosts
             for text, rec in zip(texts, record["wordcount"], strict=True):
+                t_ask = time.time()
                 rec.update(serving.word_count(text, ask_rows, window, 1 << 20, run_dir, driver))
+                rec["ask_span"] = [t_ask, time.time()]
     for text, rec in zip(texts, record["wordcount"], strict=True):
         rec["corpus"] = text.name.split("-")[0]
+    for rec in record["wordcount"] + record["groupby"]:
+        links.annotate(rec)
     record["processes"] = cluster.tracked.record() + driver_procs.record()
     return record
 

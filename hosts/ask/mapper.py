@@ -26,7 +26,9 @@ reducer untouched, so that switch cells go to frequent keys.
 Reliability: psns count the flow's packets; at most ``window`` are unacknowledged (the
 switch's seen entries are indexed by ``psn % window``); an ACK comes from the switch when
 it absorbed every tuple, else from the reducer; a packet unacknowledged after ``rto``
-seconds is sent again, unchanged (RETX is informational). Epochs: packets carry the epoch
+seconds is sent again, unchanged (RETX is informational), and again after twice as long
+each time (exponential backoff, up to ``2^BACKOFF rto``: a receiver behind a burst of
+packets is not sent a copy of each every ``rto``). Epochs: packets carry the epoch
 current when first sent; ``start_epoch(e)`` stops new sends until every packet in flight
 is acknowledged, then moves to ``e`` (``moved``), so that the reducer may drain ``e - 1``.
 """
@@ -42,6 +44,8 @@ import numpy as np
 from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_bodies, place
 from wire.header import ASK_TUPLES, SLOTS, Flag, Header, Op, pack_header
 
+BACKOFF = 5  # a packet's resends wait rto, 2 rto, ... up to 2^BACKOFF rto
+
 
 @dataclass(frozen=True)
 class MapperConfig:
@@ -52,6 +56,8 @@ class MapperConfig:
     window: int
     fp_bits: int = 32
     hot_threshold: int = 0  # 0: every key goes through the switch
+    switch_keys: int = 0  # at most so many of a chunk's keys (its most counted) through the
+    # switch, the rest bypass; 0: no limit
     tuples_per_packet: int = ASK_TUPLES
     layers: int = 8  # packets being built per row at most
     rto: float = 0.05
@@ -108,7 +114,9 @@ class MapperFlow:
         self._bypass = _Row()
         # row, the packet's slots (``kv_bodies``), flags: built, waiting for the window
         self._ready: deque[tuple[int, bytes, int]] = deque()
-        self._flight: dict[int, tuple[bytes, float]] = {}  # psn -> (payload, last sent)
+        # psn -> (payload, when it is due again: rto after a send, twice that after each
+        # resend up to 2^BACKOFF rto, so that a busy receiver is not sent ever more copies)
+        self._flight: dict[int, tuple[bytes, float, int]] = {}
         self._psn = 0
         self.stats = MapperStats()
 
@@ -141,8 +149,9 @@ class MapperFlow:
 
     def add_columns(self, keys: Sequence[Hashable], values: np.ndarray) -> None:
         """A chunk's combined tuples as two columns (each key once: Arrow's ``value_counts``
-        or ``group_by``), packed with numpy: below the hot threshold into FALLBACK packets
-        of 16, the rest into the packets of their rows, a key's column in its slot; keys
+        or ``group_by``), packed with numpy: below the hot threshold (and beyond the
+        ``switch_keys`` most counted) into FALLBACK packets of 16, the rest into the packets
+        of their rows, a key's column in its slot; keys
         sharing a row's column go to successive packets of that row (its layers), and every
         packet leaves at the end of the chunk. A value beyond int32 (what a tuple carries)
         goes as several tuples of its key, in successive packets, that add up to it."""
@@ -155,8 +164,11 @@ class MapperFlow:
         fps = np.fromiter((fp_of(k) for k in keys), dtype=np.int64, count=len(vals))
         for k, v in zip(keys, vals.tolist(), strict=True):
             sent[k] = sent.get(k, 0) + v
-        t = self.cfg.hot_threshold
+        t, most = self.cfg.hot_threshold, self.cfg.switch_keys
         hot = np.abs(vals) >= t if t else np.ones(len(vals), dtype=bool)
+        if most and hot.sum() > most:  # the switch's cells to the most counted keys
+            at = np.flatnonzero(hot)
+            hot[at[np.argpartition(-np.abs(vals[at]), most)[most:]]] = False
         fps, vals, hot = int32_pieces(fps, vals, hot)
         self._bypass_columns(fps[~hot], vals[~hot])
         fps, vals = fps[hot], vals[hot]
@@ -165,7 +177,9 @@ class MapperFlow:
         self.stats.switch_tuples += len(fps)
         rows = self.cfg.part_base + (fps >> 4) % self.cfg.part_size
         cols = fps % ASK_TUPLES
-        order = np.lexsort((cols, rows))
+        # a cell's most counted key in its row's first packet: every mapper's, so that the
+        # key that claims a cell is the same hot key whichever mapper's packet comes first
+        order = np.lexsort((-np.abs(vals), cols, rows))
         rows, cols, fps, vals = rows[order], cols[order], fps[order], vals[order]
         first = np.ones(len(rows), dtype=bool)  # the first tuple of each (row, column)
         first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
@@ -279,9 +293,10 @@ class MapperFlow:
     def to_send(self, now: float) -> list[bytes]:
         """Retransmissions due, then new packets while the window has room."""
         out = []
-        for psn, (payload, at) in self._flight.items():
-            if now - at >= self.cfg.rto:
-                self._flight[psn] = (payload, now)
+        for psn, (payload, due, tries) in self._flight.items():
+            if now >= due:
+                tries = min(tries + 1, BACKOFF)
+                self._flight[psn] = (payload, now + self.cfg.rto * (1 << tries), tries)
                 self.stats.retransmissions += 1
                 out.append(payload)
         while self._ready and self._next_epoch is None and self._room():
@@ -297,7 +312,7 @@ class MapperFlow:
                 epoch=self.epoch,
             )
             payload = pack_header(h, SLOTS) + body
-            self._flight[self._psn] = (payload, now)
+            self._flight[self._psn] = (payload, now + self.cfg.rto, 0)
             self._psn = (self._psn + 1) & 0xFFFFFFFF
             self.stats.packets += 1
             out.append(payload)

@@ -107,10 +107,12 @@ def send_partition(
     """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
     e.g. a chunk's word counts, or two columns: distinct keys, a numpy array of values)
     through the switch and answer the reducer until it has the result; returns the mapper's
-    figures. The reducer must be running. ``ready`` is called once the mapper is set up
-    (configuration, connections), before it reads any input; ``phases`` in the figures are
-    seconds from then to the end of each phase, ``busy`` the seconds spent in each kind of
-    work (taking the input, packing it, sending, waiting for the sockets)."""
+    figures. With ``hot`` (keys counted fewer times bypass the switch), at most as many of a
+    chunk's keys as the switch has cells for the job go through it, its most counted. The
+    reducer must be running. ``ready`` is called once the mapper is set up (configuration,
+    connections), before it reads any input; ``phases`` in the figures are seconds from then
+    to the end of each phase, ``busy`` the seconds spent in each kind of work (taking the
+    input, packing it, sending, waiting for the sockets)."""
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
@@ -118,6 +120,7 @@ def send_partition(
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
+        switch_keys=cfg["part_size"] * ASK_TUPLES if hot else 0,
     )  # fmt: skip
     m = MapperFlow(mcfg)
     dest = (cfg["agg_ip"], INC_UDP_PORT)

@@ -99,9 +99,13 @@ def _through_switch(
     waiter.start()
 
     def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
+        started = time.time()  # wall clock: one machine's, or synchronised hosts'
         w = task_flow(ips, index, reducer_ip)
-        yield {**send_partition(controller, job_id, w, chunker(it), hot=hot), "worker_id": w}
+        found = time.time()
+        stats = send_partition(controller, job_id, w, chunker(it), hot=hot)
+        yield {**stats, "worker_id": w, "task_started": started, "flow_found": found}
 
+    submitted = time.time()
     try:
         if len(set(ips)) > 1:
             stats = rdd.barrier().mapPartitionsWithIndex(task).collect()
@@ -113,7 +117,8 @@ def _through_switch(
     waiter.join()
     if errors:
         raise errors[0]
-    return record["result"], {"mappers": stats, "reducer": record.get("reducer", {})}
+    return record["result"], {"mappers": stats, "reducer": record.get("reducer", {}),
+                              "submitted": submitted, "collected": time.time()}  # fmt: skip
 
 
 def reduce_by_key_via_switch(

@@ -29,6 +29,7 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
@@ -161,6 +162,7 @@ def through_switch(
     (each mapper's, the reducer's)."""
     import pyarrow as pa
 
+    entered = time.time()
     n = df.rdd.getNumPartitions()
     if n != len(mapper_ips):  # one task per mapper; a barrier stage refuses coalesce()
         print(f"ask: {n} partitions for {len(mapper_ips)} mappers: repartitioning (a shuffle)",
@@ -182,11 +184,13 @@ def through_switch(
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
+        started = time.time()  # wall clock: one machine's, or synchronised hosts'
         ctx = TaskContext.get()
         assert ctx is not None
         w = task_flow(mapper_ips, ctx.partitionId(), reducer_ip)
+        found = time.time()
         stats = send_partition(controller, job_id, w, chunker(batches), hot=hot)
-        stats["worker_id"] = w
+        stats.update(worker_id=w, task_started=started, flow_found=found)
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
 
     barrier = len(set(mapper_ips)) > 1
@@ -194,6 +198,7 @@ def through_switch(
     old = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     try:
+        submitted = time.time()
         rows = df.mapInArrow(task, "stats string", barrier=barrier).collect()
     except BaseException:
         ctl.sock.close()  # the waiter gives up too
@@ -204,4 +209,6 @@ def through_switch(
     if errors:
         raise errors[0]
     mappers = [json.loads(r[0]) for r in rows]
-    return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {})}
+    return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {}),
+                              "entered": entered, "submitted": submitted,
+                              "collected": time.time()}  # fmt: skip
