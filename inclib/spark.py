@@ -12,9 +12,9 @@ Example (the driver; an ASK job admitted with one mapper per partition, its redu
 
 On the switch path each partition is one ASK mapper: an RDD's pairs are combined per chunk
 and sent by the executors' tasks (``hosts/ask/spark.py``); a DataFrame's rows reach Python
-only as Arrow batches, combined per batch in Arrow (``hosts/ask/spark_arrow.py``). The
-driver waits for the reducer's record. The plan's peers are the mappers' hosts (one per
-executor core on a cluster: tasks then find their mapper by host, in a barrier stage).
+only as Arrow batches, combined in Arrow (``hosts/ask/spark_arrow.py``). The driver waits
+for the reducer's record. The plan's peers are the mappers' hosts (one per executor core on
+a cluster: tasks then find their mapper by host; a barrier stage where a host has several).
 Keys are str, bytes, int or tuples of them (``hosts/ask/keys.py``), values int32 per
 tuple. On a host-only plan it is Spark's own shuffle (``reduceByKey``, ``groupBy``),
 after the one-line notice.

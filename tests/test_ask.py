@@ -343,3 +343,20 @@ def test_at_most_switch_keys_of_a_chunk_go_through_the_switch_its_most_counted()
     assert through == {fingerprint("e"), fingerprint("a")}  # the two most counted
     assert bypass == {fingerprint(k) for k in "bcd"}  # "b" under the threshold, "c", "d" beyond
     assert (m.stats.switch_tuples, m.stats.bypass_tuples) == (2, 3)
+
+
+def test_a_task_is_its_hosts_only_mapper_and_a_second_task_there_is_refused() -> None:
+    from hosts.ask.spark_arrow import needs_barrier, task_flow
+
+    ips = ["127.0.0.1", "192.0.2.9"]  # one mapper per host: no barrier stage
+    assert not needs_barrier(ips) and needs_barrier([*ips, "127.0.0.1"])
+    w, claim = task_flow(ips, partition=1, reducer_ip="127.0.0.1", job_id=77)
+    assert w == 0 and claim is not None  # this host's mapper, whatever the partition
+    try:
+        with pytest.raises(ValueError, match="another task runs this host's mapper"):
+            task_flow(ips, partition=0, reducer_ip="127.0.0.1", job_id=77)
+    finally:
+        claim.close()
+    w, claim = task_flow(ips, partition=0, reducer_ip="127.0.0.1", job_id=77)  # free again
+    assert w == 0 and claim is not None
+    claim.close()

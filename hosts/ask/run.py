@@ -11,9 +11,10 @@ Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``Mapper
 ``Reducer``). Control: one TCP connection per mapper to the reducer (port
 ``CONTROL_PORT``), JSON lines: the reducer moves the mappers to a new epoch every
 ``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
-a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}``); when
-all are done the reducer drains the last epoch, asks for the exact sums of colliding
-fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
+a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ..., "fps":
+[...], "keys": [...]}``, each key under its fingerprint); when all are done the reducer
+drains the last epoch, asks for the exact sums of colliding fingerprints, if any
+(``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
 is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end. Keys are
 any ASK key (str, bytes, int, tuples of them): they cross every connection, and the
@@ -37,7 +38,7 @@ import numpy as np
 
 from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
-from hosts.ask.reducer import Reducer
+from hosts.ask.reducer import Reducer, owners
 from hosts.ask.wire import parse
 from hosts.transport.udp import Endpoint
 from wire.header import ASK_TUPLES, INC_UDP_PORT, ProtocolError
@@ -169,9 +170,11 @@ def send_partition(
                 ep.send_many((p, dest) for p in out)
             busy["send"] += time.perf_counter() - t1
             if not more and m.idle and m.moved and not done_sent:
-                vocab = [[fp, [encode(k) for k in ks]] for fp, ks in m.vocab.items()]
+                # the vocabulary as two parallel lists: a fingerprint once per key under it
+                fps = [fp for fp, ks in m.vocab.items() for _ in ks]
+                keys = [encode(k) for ks in m.vocab.values() for k in ks]
                 phases["acked"] = time.perf_counter() - t_start
-                ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
+                ctl.send({"done": worker_id, "fps": fps, "keys": keys, "stats": m.stats.__dict__})
                 done_sent = True
             t1 = time.perf_counter()
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
@@ -294,7 +297,9 @@ def run_reducer(a: argparse.Namespace) -> int:
     peers: dict[int, Lines] = {}
     socks: dict[socket.socket, Lines] = {}
     moved: dict[int, int] = {}
-    vocabs: dict[int, dict[int, list[Hashable]]] = {}
+    vocabs: dict[int, tuple[list[int], list[Hashable]]] = {}  # mapper -> fingerprints, keys
+    keys: dict[int, Hashable] = {}
+    colliding: set[int] = set()
     stats: dict[int, Any] = {}
     counts: list[dict[Hashable, int]] = []
     epoch, moving, final, asked = 1, False, False, False
@@ -340,7 +345,8 @@ def run_reducer(a: argparse.Namespace) -> int:
                         moved[[w for w, p in peers.items() if p is peer][0]] = int(msg["moved"])
                     elif "done" in msg:
                         w = int(msg["done"])
-                        vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
+                        fps = [int(fp) for fp in msg["fps"]]
+                        vocabs[w] = (fps, [decode(k) for k in msg["keys"]])
                         stats[w] = msg.get("stats", {})
                         print(f"ask reducer: mapper {w} done", flush=True)
                     elif "counts" in msg:
@@ -361,14 +367,12 @@ def run_reducer(a: argparse.Namespace) -> int:
                             p.send({"epoch": epoch})
                     elif not asked:
                         phases["drained"] = time.perf_counter() - t_ready
-                        owners: dict[int, set[Hashable]] = {}
-                        for v in vocabs.values():
-                            for fp, ks in v.items():
-                                owners.setdefault(fp, set()).update(ks)
-                        colliding = [fp for fp, ks in owners.items() if len(ks) > 1]
+                        keys, colliding = owners(vocabs.values())
+                        if not colliding:  # nothing to ask the mappers
+                            break
                         asked = True
                         for p in peers.values():
-                            p.send({"counts_for": colliding})
+                            p.send({"counts_for": sorted(colliding)})
                     elif len(counts) == n:
                         break
                 elif a.swap_s and now - last_swap >= a.swap_s:
@@ -376,7 +380,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                     for p in peers.values():
                         p.send({"epoch": epoch})
         phases["counts"] = time.perf_counter() - t_ready
-        result = red.result(list(vocabs.values()), lambda fps: counts)
+        result = red.result_of(keys, colliding, counts)
         seconds = time.perf_counter() - (t_first or time.perf_counter())
         phases["result"] = time.perf_counter() - t_ready
         if t_first is not None:

@@ -17,10 +17,15 @@ numpy. No row is ever a Python object.
 
 Which mapper a task is: the job binds mapper ``w`` to the switch port of ``mapper_ips[w]``
 (its host). When the mappers share one host (local mode), task ``i`` is mapper ``i``. On a
-cluster the stage runs in barrier mode (every task at once, one per executor core), each
-task learns every task's address (``BarrierTaskContext.allGather``, in partition order) and
-takes, among the mappers of its own host, the one whose rank matches its rank among that
-host's tasks: admit the job with one mapper per executor core, listed by host.
+cluster where each host has one mapper (one executor core per host), a task is its host's
+mapper; it claims it for its run (an abstract Unix socket named after the job and mapper,
+one per network namespace), so that a second task on that host fails in one line instead
+of sending as the same flow. Where a host has more, the stage runs in barrier mode (every
+task at once, one per executor core), each task learns every task's address
+(``BarrierTaskContext.allGather``, in partition order) and takes, among the mappers of its
+own host, the one whose rank matches its rank among that host's tasks: admit the job with
+one mapper per executor core, listed by host. (A barrier costs a round of the
+coordinator's messages with every task, about a second on a loaded machine.)
 """
 
 from __future__ import annotations
@@ -135,10 +140,32 @@ def own_ip(toward: str) -> str:
         return str(s.getsockname()[0])
 
 
-def task_flow(mapper_ips: list[str], partition: int, reducer_ip: str) -> int:
-    """The mapper (worker id) a task of ``partition`` is (see the module doc)."""
+def needs_barrier(mapper_ips: list[str]) -> bool:
+    """Whether tasks must learn each other's hosts: mappers on several hosts, more than one
+    on some host."""
+    return 1 < len(set(mapper_ips)) < len(mapper_ips)
+
+
+def task_flow(
+    mapper_ips: list[str], partition: int, reducer_ip: str, job_id: int
+) -> tuple[int, socket.socket | None]:
+    """The mapper (worker id) a task of ``partition`` is, and its claim on this host's only
+    mapper, to hold while it runs (see the module doc)."""
     if len(set(mapper_ips)) == 1:
-        return partition
+        return partition, None
+    me = own_ip(reducer_ip)
+    if not needs_barrier(mapper_ips):
+        mine = [w for w, ip in enumerate(mapper_ips) if ip == me]
+        if not mine:
+            raise ValueError(f"task {partition} on {me}: the job has no mapper on this host")
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            claim.bind(f"\0inc-ask-{job_id}-{mine[0]}")
+        except OSError:
+            claim.close()
+            raise ValueError(f"task {partition} on {me}: another task runs this host's mapper"
+                             " (admit one mapper per executor core)") from None  # fmt: skip
+        return mine[0], claim
     from pyspark import BarrierTaskContext
 
     me = own_ip(reducer_ip)
@@ -150,7 +177,7 @@ def task_flow(mapper_ips: list[str], partition: int, reducer_ip: str) -> int:
             f"task {partition} on {me}: the job has {len(mine)} mappers on this host and"
             f" {rank + 1} tasks landed here (admit one mapper per executor core)"
         )
-    return mine[rank]
+    return mine[rank], None
 
 
 def through_switch(
@@ -187,13 +214,17 @@ def through_switch(
         started = time.time()  # wall clock: one machine's, or synchronised hosts'
         ctx = TaskContext.get()
         assert ctx is not None
-        w = task_flow(mapper_ips, ctx.partitionId(), reducer_ip)
+        w, claim = task_flow(mapper_ips, ctx.partitionId(), reducer_ip, job_id)
         found = time.time()
-        stats = send_partition(controller, job_id, w, chunker(batches), hot=hot)
+        try:
+            stats = send_partition(controller, job_id, w, chunker(batches), hot=hot)
+        finally:
+            if claim is not None:
+                claim.close()
         stats.update(worker_id=w, task_started=started, flow_found=found)
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
 
-    barrier = len(set(mapper_ips)) > 1
+    barrier = needs_barrier(mapper_ips)
     spark = df.sparkSession
     old = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
