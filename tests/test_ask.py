@@ -360,3 +360,19 @@ def test_a_task_is_its_hosts_only_mapper_and_a_second_task_there_is_refused() ->
     w, claim = task_flow(ips, partition=0, reducer_ip="127.0.0.1", job_id=77)  # free again
     assert w == 0 and claim is not None
     claim.close()
+
+
+def test_cold_keys_kept_for_the_host_travel_by_key_not_in_packets() -> None:
+    np = pytest.importorskip("numpy")
+    from hosts.ask.mapper import MapperConfig
+
+    cfg = MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=64, hot_threshold=2,
+                       cold_to_host=True)  # fmt: skip
+    m = MapperFlow(cfg)
+    m.add_columns(["a", "b", "c"], np.array([5, 1, 3]))
+    m.add_columns(["b", "a"], np.array([1, 1]))  # "a" cold in this chunk, hot in the first
+    sent = [parse(p) for p in m.to_send(0.0)]
+    assert {int(k) for _, ks, _ in sent for k in ks if k} == {fingerprint("a"), fingerprint("c")}
+    assert m.cold == {"b": 2, "a": 1} and m.sent == {"a": 5, "c": 3}  # exact, none twice
+    assert m.counts_for([fingerprint("a")]) == {"a": 5}  # what went through the switch only
+    assert m.stats.bypass_tuples == 3 and "b" not in m._fp  # no fingerprint for "b"

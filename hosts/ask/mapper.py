@@ -21,7 +21,9 @@ as few as its busiest column allows.
 Hot keys first: ``add_counts`` takes a chunk's counts (a bounded map-side combine, whose
 counts are the frequency sketch); with ``hot_threshold`` n, keys counted fewer than n times
 in the chunk bypass the switch: they travel in FALLBACK packets the switch forwards to the
-reducer untouched, so that switch cells go to frequent keys.
+reducer untouched (or, with ``cold_to_host``, as exact sums by key the caller hands the
+reducer over its control connection: ``hosts/ask/run.py``), so that switch cells go to
+frequent keys.
 
 Reliability: psns count the flow's packets; at most ``window`` are unacknowledged (the
 switch's seen entries are indexed by ``psn % window``); an ACK comes from the switch when
@@ -58,6 +60,8 @@ class MapperConfig:
     hot_threshold: int = 0  # 0: every key goes through the switch
     switch_keys: int = 0  # at most so many of a chunk's keys (its most counted) through the
     # switch, the rest bypass; 0: no limit
+    cold_to_host: bool = False  # add_columns: cold keys' exact sums kept in ``cold`` (by key,
+    # no fingerprint) for the reducer's control connection, not sent in FALLBACK packets
     tuples_per_packet: int = ASK_TUPLES
     layers: int = 8  # packets being built per row at most
     rto: float = 0.05
@@ -109,6 +113,7 @@ class MapperFlow:
         self._next_epoch: int | None = None
         self.vocab: dict[int, list[Hashable]] = {}  # fingerprint -> keys sent under it
         self.sent: dict[Hashable, int] = {}  # key -> sum of its values sent
+        self.cold: dict[Hashable, int] = {}  # key -> sum kept for the host (cold_to_host)
         self._fp: dict[Hashable, int] = {}
         self._rows: dict[int, list[_Row]] = {}  # row -> packets being built, oldest first
         self._bypass = _Row()
@@ -160,15 +165,25 @@ class MapperFlow:
             raise ValueError(f"{len(keys)} keys and {len(vals)} values")
         if len(vals) == 0:
             return
-        fp_of, sent = self._fingerprint, self.sent
-        fps = np.fromiter((fp_of(k) for k in keys), dtype=np.int64, count=len(vals))
-        for k, v in zip(keys, vals.tolist(), strict=True):
-            sent[k] = sent.get(k, 0) + v
         t, most = self.cfg.hot_threshold, self.cfg.switch_keys
         hot = np.abs(vals) >= t if t else np.ones(len(vals), dtype=bool)
         if most and hot.sum() > most:  # the switch's cells to the most counted keys
             at = np.flatnonzero(hot)
             hot[at[np.argpartition(-np.abs(vals[at]), most)[most:]]] = False
+        if self.cfg.cold_to_host and not hot.all():
+            cold = self.cold
+            at = np.flatnonzero(~hot)
+            for i, v in zip(at.tolist(), vals[at].tolist(), strict=True):
+                cold[keys[i]] = cold.get(keys[i], 0) + v
+            self.stats.bypass_tuples += len(at)
+            at = np.flatnonzero(hot)
+            keys, vals, hot = [keys[i] for i in at.tolist()], vals[at], hot[at]
+            if len(vals) == 0:
+                return
+        fp_of, sent = self._fingerprint, self.sent
+        fps = np.fromiter((fp_of(k) for k in keys), dtype=np.int64, count=len(vals))
+        for k, v in zip(keys, vals.tolist(), strict=True):
+            sent[k] = sent.get(k, 0) + v
         fps, vals, hot = int32_pieces(fps, vals, hot)
         self._bypass_columns(fps[~hot], vals[~hot])
         fps, vals = fps[hot], vals[hot]

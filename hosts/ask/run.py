@@ -12,7 +12,9 @@ Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``Mapper
 ``CONTROL_PORT``), JSON lines: the reducer moves the mappers to a new epoch every
 ``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
 a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ..., "fps":
-[...], "keys": [...]}``, each key under its fingerprint); when all are done the reducer
+[...], "keys": [...]}``, each key under its fingerprint) and its cold keys' exact sums
+(``"cold"``: keys that bypass the switch travel here, by key, not as FALLBACK packets the
+reducer would take one by one); when all are done the reducer
 drains the last epoch, asks for the exact sums of colliding fingerprints, if any
 (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
@@ -121,7 +123,7 @@ def send_partition(
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
-        switch_keys=cfg["part_size"] * ASK_TUPLES if hot else 0,
+        switch_keys=cfg["part_size"] * ASK_TUPLES if hot else 0, cold_to_host=True,
     )  # fmt: skip
     m = MapperFlow(mcfg)
     dest = (cfg["agg_ip"], INC_UDP_PORT)
@@ -174,7 +176,8 @@ def send_partition(
                 fps = [fp for fp, ks in m.vocab.items() for _ in ks]
                 keys = [encode(k) for ks in m.vocab.values() for k in ks]
                 phases["acked"] = time.perf_counter() - t_start
-                ctl.send({"done": worker_id, "fps": fps, "keys": keys, "stats": m.stats.__dict__})
+                ctl.send({"done": worker_id, "fps": fps, "keys": keys, "stats": m.stats.__dict__,
+                          "cold": encode_counts(m.cold)})  # fmt: skip
                 done_sent = True
             t1 = time.perf_counter()
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
@@ -302,6 +305,7 @@ def run_reducer(a: argparse.Namespace) -> int:
     colliding: set[int] = set()
     stats: dict[int, Any] = {}
     counts: list[dict[Hashable, int]] = []
+    cold: list[dict[Hashable, int]] = []  # each mapper's cold keys' exact sums
     epoch, moving, final, asked = 1, False, False, False
     last_swap = time.monotonic()
     t_first: float | None = None
@@ -347,6 +351,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                         w = int(msg["done"])
                         fps = [int(fp) for fp in msg["fps"]]
                         vocabs[w] = (fps, [decode(k) for k in msg["keys"]])
+                        cold.append(decode_counts(msg.get("cold", [])))
                         stats[w] = msg.get("stats", {})
                         print(f"ask reducer: mapper {w} done", flush=True)
                     elif "counts" in msg:
@@ -380,7 +385,7 @@ def run_reducer(a: argparse.Namespace) -> int:
                     for p in peers.values():
                         p.send({"epoch": epoch})
         phases["counts"] = time.perf_counter() - t_ready
-        result = red.result_of(keys, colliding, counts)
+        result = red.result_of(keys, colliding, counts + cold)
         seconds = time.perf_counter() - (t_first or time.perf_counter())
         phases["result"] = time.perf_counter() - t_ready
         if t_first is not None:
