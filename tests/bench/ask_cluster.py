@@ -51,7 +51,7 @@ def why(spark_s: float, switch_s: float, stats: dict[str, Any], goal: float,
         f"not met ({ratio:.2f}x < {goal:g}x): of its {switch_s:.1f} s the slowest mapper spent"
         f" {inp:.1f} s taking its rows from Spark and combining them and {rest:.1f} s in the"
         f" switch, the drain and the result ({red.get('drained_tuples', 0):,} tuples drained,"
-        f" {red.get('bypass_tuples', 0):,} bypassed)"
+        f" {sum(m['bypass_tuples'] for m in stats['mappers']):,} bypassed)"
     )
     worst = max(stats["mappers"], key=lambda m: m["seconds"])
     if "busy" in worst:
@@ -83,7 +83,7 @@ def links(rec: dict[str, Any], paths: list[str], seconds: dict[str, float], bw: 
         link_s = busiest * 8 / (bw * 1e6)
         parts.append(f"{k} {rec[f'{k}_link_bytes'] / 1e6:.1f} MB (busiest link"
                      f" {busiest / 1e6:.1f} MB = {link_s:.2f} s at {bw:g} Mbit/s,"
-                     f" {link_s / seconds[k]:.0%} of its time)")  # fmt: skip
+                     f" {link_s / seconds[k]:.1%} of its time)")  # fmt: skip
     return "; ".join(parts)
 
 
@@ -120,7 +120,7 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
                   why(spark, wc[f"{best}_s"], wc[f"{best}_stats"], GOAL_CLUSTER,
                       wc["keys"] * rec["executors"])
                   + switch_cpu(wc, "spark_df", best))  # fmt: skip
-        used = links(wc, list(WC_PATHS)[:4], {k: wc[f"{k}_s"] for k in WC_PATHS}, rec["bw_mbps"])
+        used = links(wc, list(WC_PATHS), {k: wc[f"{k}_s"] for k in WC_PATHS}, rec["bw_mbps"])
         if used:
             notes.append(f"word count ({wc['corpus']}), bytes over the links: {used}")
     console.print(t)
