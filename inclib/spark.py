@@ -12,9 +12,9 @@ Example (the driver; an ASK job admitted with one mapper per partition, its redu
 
 On the switch path each partition is one ASK mapper: an RDD's pairs are combined per chunk
 and sent by the executors' tasks (``hosts/ask/spark.py``); a DataFrame's rows reach Python
-only as Arrow batches, combined per batch in Arrow (``hosts/ask/spark_arrow.py``). The
-driver waits for the reducer's record. The plan's peers are the mappers' hosts (one per
-executor core on a cluster: tasks then find their mapper by host, in a barrier stage).
+only as Arrow batches, combined in Arrow (``hosts/ask/spark_arrow.py``). The driver waits
+for the reducer's record. The plan's peers are the mappers' hosts (one per executor core on
+a cluster: tasks then find their mapper by host; a barrier stage where a host has several).
 Keys are str, bytes, int or tuples of them (``hosts/ask/keys.py``), values int32 per
 tuple. On a host-only plan it is Spark's own shuffle (``reduceByKey``, ``groupBy``),
 after the one-line notice.
@@ -78,7 +78,7 @@ def count_words(lines: Any, plan: Plan | str, hot: int = 0) -> Any:
     result, stats = through_switch(lines.select(lines.columns[0]), word_counts, p.controller,
                                    p.job_id, [_ip(a) for a in p.peers], _ip(p.reducer),
                                    hot)  # fmt: skip
-    out = lines.sparkSession.createDataFrame(list(result.items()), "word string, count long")
+    out = _word_frame(lines.sparkSession, result)
     out.ask_stats = stats
     out.ask_result = result
     return out
@@ -97,3 +97,13 @@ def group_by_sum_count(df: Any, key: str, value: str, plan: Plan | str, hot: int
     assert p.job_id is not None
     return group_by_sum_count_via_switch(df, key, value, p.controller, p.job_id, _ip(p.reducer),
                                          hot, [_ip(a) for a in p.peers])  # fmt: skip
+
+
+def _word_frame(spark: Any, result: dict[Any, int]) -> Any:
+    """The DataFrame ``word``, ``count`` of a result, built from one Arrow table (no row
+    crosses into the JVM as a Python object)."""
+    import pyarrow as pa
+
+    table = pa.table({"word": pa.array(list(result), pa.string()),
+                      "count": pa.array(list(result.values()), pa.int64())})  # fmt: skip
+    return spark.createDataFrame(table)

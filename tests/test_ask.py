@@ -11,6 +11,7 @@ import random
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,22 +222,39 @@ def test_chunks_count_consecutive_words() -> None:
     assert list(chunks("ababc", 2)) == [{"a": 1, "b": 1}, {"a": 1, "b": 1}, {"c": 1}]
 
 
-def test_arrow_sum_counts_give_sum_and_count_per_key_and_split_before_int32_overflows() -> None:
+def test_arrow_sum_counts_give_sum_and_count_per_key_combined_across_batches() -> None:
     pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra: make setup-test")
     from hosts.ask.spark_arrow import sum_counts
 
     big = 2**31 - 1
     batch = pa.RecordBatch.from_pydict({"k": [1, 3, 1, 2, 2, 1], "v": [5, -3, 7, big, big, 0]})
-    chunks_ = list(sum_counts(iter([batch])))
-    assert len(chunks_) >= 2  # key 2's sum leaves int32: the batch goes in parts
-    total: Counter[object] = Counter()
-    for keys, values in chunks_:
-        assert all(-(2**31) <= v < 2**31 for v in values.tolist())
-        total.update(dict(zip(keys, values.tolist(), strict=True)))
-    assert total == {"s1": 12, "c1": 3, "s3": -3, "c3": 1, "s2": 2 * big, "c2": 2}
-    one = pa.RecordBatch.from_pydict({"k": [1], "v": pa.array([2**31], pa.int64())})
-    with pytest.raises(ValueError, match="int32"):
-        list(sum_counts(iter([one])))
+    other = pa.RecordBatch.from_pydict({"k": [3, 4], "v": [1, 2]})
+    expect = {"s1": 12, "c1": 3, "s3": -2, "c3": 2, "s2": 2 * big, "c2": 2, "s4": 2, "c4": 1}
+    for limit, least in ((1 << 18, 1), (2, 2)):  # one chunk; or more when keys pass limit
+        chunks_ = list(sum_counts(iter([batch, other]), limit))
+        assert len(chunks_) >= least
+        total: Counter[object] = Counter()
+        for keys, values in chunks_:
+            assert len(set(keys)) == len(keys), "each tuple key once per chunk"
+            total.update(dict(zip(keys, values.tolist(), strict=True)))
+        assert total == expect  # key 2's sum leaves int32: its tuples are cut by the mapper
+
+
+def test_values_beyond_int32_go_as_several_tuples_that_add_up() -> None:
+    np = pytest.importorskip("numpy")
+    from hosts.ask.mapper import MapperConfig
+
+    m = MapperFlow(MapperConfig(job_id=1, flow=0, part_base=0, part_size=2, window=64))
+    big = [3 * 2**31 + 5, -(2**33), 2**31 - 1, -(2**31), 0]
+    m.add_columns(["a", "b", "c", "d", "e"], np.array(big))
+    got: Counter[int] = Counter()
+    for p in m.to_send(0.0):
+        _, ks, vs = parse(p)
+        for k, v in zip(ks.tolist(), vs.tolist(), strict=True):
+            if k:
+                got[k] += v
+    assert got == {fingerprint(k): v for k, v in zip("abcde", big, strict=True)}
+    assert m.sent == dict(zip("abcde", big, strict=True))
 
 
 def test_arrow_word_counts_equal_counter_of_str_split() -> None:
@@ -275,14 +293,19 @@ def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
     assert total == Counter(path.read_text().split())
 
 
-def test_chunk_pairs_combine_per_key_and_split_before_int32_overflows() -> None:
+def test_chunk_pairs_combine_per_key_into_columns_up_to_a_number_of_keys() -> None:
     from hosts.ask.spark import chunk_pairs
 
     big = 2**31 - 1
     pairs = [("a", big), ("a", 1), ("b", 2), ("a", 3), ("b", -5), ("c", 1)]
-    assert list(chunk_pairs(pairs, size=100)) == [{"a": big}, {"a": 4, "b": -3, "c": 1}]
-    assert list(chunk_pairs(pairs[2:], size=2)) == [{"b": 2, "a": 3}, {"b": -5, "c": 1}]
-    assert list(chunk_pairs([], size=2)) == []
+
+    def plain(chunks_: Any) -> list[dict[object, int]]:
+        return [dict(zip(k, v.tolist(), strict=True)) for k, v in chunks_]
+
+    assert plain(chunk_pairs(pairs)) == [{"a": big + 4, "b": -3, "c": 1}]
+    assert plain(chunk_pairs(pairs, keys=2, step=2)) == [{"a": big + 4, "b": 2}, {"b": -5, "c": 1}]
+    assert plain(chunk_pairs(pairs, keys=1, step=4)) == [{"a": big + 4, "b": 2}, {"b": -5, "c": 1}]
+    assert list(chunk_pairs([], keys=2)) == []
 
 
 def test_a_rows_packets_are_as_few_as_its_busiest_column_allows() -> None:
@@ -301,3 +324,55 @@ def test_a_rows_packets_are_as_few_as_its_busiest_column_allows() -> None:
         _, ks, vs = parse(p)
         got.update({int(k): int(v) for k, v in zip(ks, vs, strict=True) if k})
     assert got == {fingerprint(k): 5 + (k in keys[-4:]) for k in keys}
+
+
+def test_at_most_switch_keys_of_a_chunk_go_through_the_switch_its_most_counted() -> None:
+    np = pytest.importorskip("numpy")
+    from hosts.ask.mapper import MapperConfig
+    from wire.header import Flag
+
+    cfg = MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=64, hot_threshold=2,
+                       switch_keys=2)  # fmt: skip
+    m = MapperFlow(cfg)
+    m.add_columns(["a", "b", "c", "d", "e"], np.array([5, 1, 3, 2, 9]))
+    through: set[int] = set()
+    bypass: set[int] = set()
+    for p in m.to_send(0.0):
+        h, ks, _ = parse(p)
+        (bypass if h.flags & Flag.FALLBACK else through).update(int(k) for k in ks if k)
+    assert through == {fingerprint("e"), fingerprint("a")}  # the two most counted
+    assert bypass == {fingerprint(k) for k in "bcd"}  # "b" under the threshold, "c", "d" beyond
+    assert (m.stats.switch_tuples, m.stats.bypass_tuples) == (2, 3)
+
+
+def test_a_task_is_its_hosts_only_mapper_and_a_second_task_there_is_refused() -> None:
+    from hosts.ask.spark_arrow import needs_barrier, task_flow
+
+    ips = ["127.0.0.1", "192.0.2.9"]  # one mapper per host: no barrier stage
+    assert not needs_barrier(ips) and needs_barrier([*ips, "127.0.0.1"])
+    w, claim = task_flow(ips, partition=1, reducer_ip="127.0.0.1", job_id=77)
+    assert w == 0 and claim is not None  # this host's mapper, whatever the partition
+    try:
+        with pytest.raises(ValueError, match="another task runs this host's mapper"):
+            task_flow(ips, partition=0, reducer_ip="127.0.0.1", job_id=77)
+    finally:
+        claim.close()
+    w, claim = task_flow(ips, partition=0, reducer_ip="127.0.0.1", job_id=77)  # free again
+    assert w == 0 and claim is not None
+    claim.close()
+
+
+def test_cold_keys_kept_for_the_host_travel_by_key_not_in_packets() -> None:
+    np = pytest.importorskip("numpy")
+    from hosts.ask.mapper import MapperConfig
+
+    cfg = MapperConfig(job_id=1, flow=0, part_base=0, part_size=4, window=64, hot_threshold=2,
+                       cold_to_host=True)  # fmt: skip
+    m = MapperFlow(cfg)
+    m.add_columns(["a", "b", "c"], np.array([5, 1, 3]))
+    m.add_columns(["b", "a"], np.array([1, 1]))  # "a" cold in this chunk, hot in the first
+    sent = [parse(p) for p in m.to_send(0.0)]
+    assert {int(k) for _, ks, _ in sent for k in ks if k} == {fingerprint("a"), fingerprint("c")}
+    assert m.cold == {"b": 2, "a": 1} and m.sent == {"a": 5, "c": 3}  # exact, none twice
+    assert m.counts_for([fingerprint("a")]) == {"a": 5}  # what went through the switch only
+    assert m.stats.bypass_tuples == 3 and "b" not in m._fp  # no fingerprint for "b"

@@ -24,13 +24,17 @@ as few as its busiest column allows.
 Hot keys first: ``add_counts`` takes a chunk's counts (a bounded map-side combine, whose
 counts are the frequency sketch); with ``hot_threshold`` n, keys counted fewer than n times
 in the chunk bypass the switch: they travel in FALLBACK packets the switch forwards to the
-reducer untouched, so that switch cells go to frequent keys.
+reducer untouched (or, with ``cold_to_host``, as exact sums by key the caller hands the
+reducer over its control connection: ``hosts/ask/run.py``), so that switch cells go to
+frequent keys.
 
 Reliability: psns count the flow's packets; at most ``window`` are unacknowledged (the
 switch's seen entries are indexed by ``psn % window``); an ACK comes from the switch when
 it absorbed every tuple, else from the reducer; a packet unacknowledged after ``rto``
-seconds is sent again, unchanged (RETX is informational). Each packet carries a random
-32-bit nonce in ``bitmap`` that its ACK echoes (the switch turns the packet around with its
+seconds is sent again, unchanged (RETX is informational), and again after twice as long
+each time (exponential backoff, up to ``2^BACKOFF rto``: a receiver behind a burst of
+packets is not sent a copy of each every ``rto``). Each packet carries a random 32-bit
+nonce in ``bitmap`` that its ACK echoes (the switch turns the packet around with its
 header; the reducer copies it): an ACK must come from the reducer's address and port (the
 switch answers in its name), name this job and flow, carry ``ACK`` (and ``RETX`` at most)
 and no slots, and match a psn in flight with that packet's epoch and nonce; anything else
@@ -49,23 +53,26 @@ import random
 from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
-from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_packet, place
+from hosts.ask.wire import INT32_MAX, INT32_MIN, fingerprint, kv_bodies, place
 from hosts.transport.udp import Address
 from wire.header import (
     ASK_TUPLES,
     HOST_DROPS,
     INC_UDP_PORT,
+    SLOTS,
     Flag,
     Header,
     HostDrop,
     Op,
     ProtocolError,
+    pack_header,
     unpack,
 )
+
+BACKOFF = 5  # a packet's resends wait rto, 2 rto, ... up to 2^BACKOFF rto
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,10 @@ class MapperConfig:
     window: int
     fp_bits: int = 32
     hot_threshold: int = 0  # 0: every key goes through the switch
+    switch_keys: int = 0  # at most so many of a chunk's keys (its most counted) through the
+    # switch, the rest bypass; 0: no limit
+    cold_to_host: bool = False  # add_columns: cold keys' exact sums kept in ``cold`` (by key,
+    # no fingerprint) for the reducer's control connection, not sent in FALLBACK packets
     tuples_per_packet: int = ASK_TUPLES
     layers: int = 8  # packets being built per row at most
     rto: float = 0.05
@@ -95,6 +106,27 @@ class MapperStats:
     drops: list[int] = field(default_factory=lambda: [0] * HOST_DROPS)
 
 
+def int32_pieces(
+    fps: np.ndarray, vals: np.ndarray, hot: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tuples whose values fit int32: a value beyond it becomes several tuples of its key
+    (each of magnitude at most ``INT32_MAX``, the last the rest), which add up to it.
+
+    >>> int32_pieces(np.array([7, 9]), np.array([5, -(2**32)]), np.array([True, False]))[1]
+    array([          5, -2147483647, -2147483647,          -2])
+    """
+    big = (vals < INT32_MIN) | (vals > INT32_MAX)
+    if not big.any():
+        return fps, vals, hot
+    reps = np.maximum(1, -(-np.abs(vals) // INT32_MAX))
+    first = np.cumsum(reps) - reps  # where each value's pieces start
+    at = np.arange(int(reps.sum())) - np.repeat(first, reps)
+    last = np.repeat(reps - 1, reps)
+    sign, v = np.repeat(np.sign(vals), reps), np.repeat(vals, reps)
+    pieces = np.where(at < last, sign * INT32_MAX, v - sign * INT32_MAX * last)
+    return np.repeat(fps, reps), pieces, np.repeat(hot, reps)
+
+
 @dataclass
 class _Row:
     keys: list[int] = field(default_factory=lambda: [0] * ASK_TUPLES)
@@ -111,13 +143,16 @@ class MapperFlow:
         self._next_epoch: int | None = None
         self.vocab: dict[int, list[Hashable]] = {}  # fingerprint -> keys sent under it
         self.sent: dict[Hashable, int] = {}  # key -> sum of its values sent
+        self.cold: dict[Hashable, int] = {}  # key -> sum kept for the host (cold_to_host)
         self._fp: dict[Hashable, int] = {}
         self._rows: dict[int, list[_Row]] = {}  # row -> packets being built, oldest first
         self._bypass = _Row()
-        # row, keys, vals (lists, or numpy rows from add_columns), flags
-        self._ready: deque[tuple[int, Any, Any, int]] = deque()
-        # psn -> (payload, last sent, epoch, nonce): what its ACK must echo
-        self._flight: dict[int, tuple[bytes, float, int, int]] = {}
+        # row, the packet's slots (``kv_bodies``), flags: built, waiting for the window
+        self._ready: deque[tuple[int, bytes, int]] = deque()
+        # psn -> (payload, when it is due again: rto after a send, twice that after each
+        # resend up to 2^BACKOFF rto, so that a busy receiver is not sent ever more copies;
+        # resends so far; epoch, nonce: what its ACK must echo)
+        self._flight: dict[int, tuple[bytes, float, int, int, int]] = {}
         self._nonces = random.Random(os.urandom(16))  # unguessable by a host off the path
         self._psn = 0
         self.stats = MapperStats()
@@ -151,24 +186,37 @@ class MapperFlow:
 
     def add_columns(self, keys: Sequence[Hashable], values: np.ndarray) -> None:
         """A chunk's combined tuples as two columns (each key once: Arrow's ``value_counts``
-        or ``group_by``), packed with numpy: below the hot threshold into FALLBACK packets
-        of 16, the rest into the packets of their rows, a key's column in its slot; keys
+        or ``group_by``), packed with numpy: below the hot threshold (and beyond the
+        ``switch_keys`` most counted) into FALLBACK packets of 16, the rest into the packets
+        of their rows, a key's column in its slot; keys
         sharing a row's column go to successive packets of that row (its layers), and every
-        packet leaves at the end of the chunk."""
+        packet leaves at the end of the chunk. A value beyond int32 (what a tuple carries)
+        goes as several tuples of its key, in successive packets, that add up to it."""
         vals = np.asarray(values, dtype=np.int64)
         if len(vals) != len(keys):
             raise ValueError(f"{len(keys)} keys and {len(vals)} values")
         if len(vals) == 0:
             return
-        if vals.min() < INT32_MIN or vals.max() > INT32_MAX:
-            i = int(np.argmax((vals < INT32_MIN) | (vals > INT32_MAX)))
-            raise ValueError(f"value {vals[i]} of key {keys[i]!r} does not fit in int32")
+        t, most = self.cfg.hot_threshold, self.cfg.switch_keys
+        hot = np.abs(vals) >= t if t else np.ones(len(vals), dtype=bool)
+        if most and hot.sum() > most:  # the switch's cells to the most counted keys
+            at = np.flatnonzero(hot)
+            hot[at[np.argpartition(-np.abs(vals[at]), most)[most:]]] = False
+        if self.cfg.cold_to_host and not hot.all():
+            cold = self.cold
+            at = np.flatnonzero(~hot)
+            for i, v in zip(at.tolist(), vals[at].tolist(), strict=True):
+                cold[keys[i]] = cold.get(keys[i], 0) + v
+            self.stats.bypass_tuples += len(at)
+            at = np.flatnonzero(hot)
+            keys, vals, hot = [keys[i] for i in at.tolist()], vals[at], hot[at]
+            if len(vals) == 0:
+                return
         fp_of, sent = self._fingerprint, self.sent
         fps = np.fromiter((fp_of(k) for k in keys), dtype=np.int64, count=len(vals))
         for k, v in zip(keys, vals.tolist(), strict=True):
             sent[k] = sent.get(k, 0) + v
-        t = self.cfg.hot_threshold
-        hot = np.abs(vals) >= t if t else np.ones(len(vals), dtype=bool)
+        fps, vals, hot = int32_pieces(fps, vals, hot)
         self._bypass_columns(fps[~hot], vals[~hot])
         fps, vals = fps[hot], vals[hot]
         if len(fps) == 0:
@@ -176,7 +224,9 @@ class MapperFlow:
         self.stats.switch_tuples += len(fps)
         rows = self.cfg.part_base + (fps >> 4) % self.cfg.part_size
         cols = fps % ASK_TUPLES
-        order = np.lexsort((cols, rows))
+        # a cell's most counted key in its row's first packet: every mapper's, so that the
+        # key that claims a cell is the same hot key whichever mapper's packet comes first
+        order = np.lexsort((-np.abs(vals), cols, rows))
         rows, cols, fps, vals = rows[order], cols[order], fps[order], vals[order]
         first = np.ones(len(rows), dtype=bool)  # the first tuple of each (row, column)
         first[1:] = (rows[1:] != rows[:-1]) | (cols[1:] != cols[:-1])
@@ -186,19 +236,25 @@ class MapperFlow:
         pk = np.zeros((len(packet), ASK_TUPLES), dtype=np.int64)
         pv = np.zeros((len(packet), ASK_TUPLES), dtype=np.int64)
         pk[index, cols], pv[index, cols] = fps, vals
-        for row, row_keys, row_vals in zip((packet // (len(rows) + 1)).tolist(), pk, pv,
-                                           strict=True):  # fmt: skip
-            self._ready.append((row, row_keys, row_vals, 0))
+        self._ready_bodies((packet // (len(rows) + 1)).tolist(), kv_bodies(pk, pv), 0)
+
+    def _ready_bodies(self, rows: list[int], bodies: np.ndarray, flags: int) -> None:
+        """Packets of ``rows`` (their slots ``bodies``, ``kv_bodies``) to the send queue."""
+        data, size = bodies.tobytes(), bodies.shape[1]
+        self._ready.extend(
+            (row, data[i * size : (i + 1) * size], flags) for i, row in enumerate(rows)
+        )
 
     def _bypass_columns(self, fps: np.ndarray, vals: np.ndarray) -> None:
         self.stats.bypass_tuples += len(fps)
-        n = len(fps)
-        for i in range(0, n, ASK_TUPLES):
-            k = np.zeros(ASK_TUPLES, dtype=np.int64)
-            v = np.zeros(ASK_TUPLES, dtype=np.int64)
-            k[: min(ASK_TUPLES, n - i)] = fps[i : i + ASK_TUPLES]
-            v[: min(ASK_TUPLES, n - i)] = vals[i : i + ASK_TUPLES]
-            self._ready.append((0, k, v, Flag.FALLBACK))
+        n = -(-len(fps) // ASK_TUPLES)
+        if n == 0:
+            return
+        k = np.zeros(n * ASK_TUPLES, dtype=np.int64)
+        v = np.zeros(n * ASK_TUPLES, dtype=np.int64)
+        k[: len(fps)], v[: len(fps)] = fps, vals
+        bodies = kv_bodies(k.reshape(n, ASK_TUPLES), v.reshape(n, ASK_TUPLES))
+        self._ready_bodies([0] * n, bodies, Flag.FALLBACK)
 
     def _to_row(self, fp: int, value: int) -> None:
         """Into the first of the row's buffers (packets being built) whose column holds the
@@ -241,7 +297,7 @@ class MapperFlow:
             self._bypass = _Row()
 
     def _emit(self, row: int, buf: _Row, flags: int) -> None:
-        self._ready.append((row, buf.keys, buf.vals, flags))
+        self._ready_bodies([row], kv_bodies(np.array([buf.keys]), np.array([buf.vals])), flags)
 
     def flush(self) -> None:
         """Every buffered tuple into a packet (at the end of the input)."""
@@ -284,13 +340,15 @@ class MapperFlow:
     def to_send(self, now: float) -> list[bytes]:
         """Retransmissions due, then new packets while the window has room."""
         out = []
-        for psn, (payload, at, epoch, nonce) in self._flight.items():
-            if now - at >= self.cfg.rto:
-                self._flight[psn] = (payload, now, epoch, nonce)
+        for psn, (payload, due, tries, epoch, nonce) in self._flight.items():
+            if now >= due:
+                tries = min(tries + 1, BACKOFF)
+                due = now + self.cfg.rto * (1 << tries)
+                self._flight[psn] = (payload, due, tries, epoch, nonce)
                 self.stats.retransmissions += 1
                 out.append(payload)
         while self._ready and self._next_epoch is None and self._room():
-            row, keys, vals, flags = self._ready.popleft()
+            row, body, flags = self._ready.popleft()
             h = Header(
                 op=Op.AGG_KV,
                 flags=flags,
@@ -302,8 +360,8 @@ class MapperFlow:
                 epoch=self.epoch,
                 bitmap=self._nonces.getrandbits(32),
             )
-            payload = kv_packet(h, keys, vals)
-            self._flight[self._psn] = (payload, now, h.epoch, h.bitmap)
+            payload = pack_header(h, SLOTS) + body
+            self._flight[self._psn] = (payload, now + self.cfg.rto, 0, h.epoch, h.bitmap)
             self._psn = (self._psn + 1) & 0xFFFFFFFF
             self.stats.packets += 1
             out.append(payload)
@@ -352,7 +410,7 @@ class MapperFlow:
         if h.slot_count != 0:
             return HostDrop.BAD_SLOT_COUNT
         sent = self._flight.get(h.psn)
-        if sent is None or (h.epoch, h.bitmap) != sent[2:]:
+        if sent is None or (h.epoch, h.bitmap) != sent[3:]:
             return HostDrop.NOT_IN_FLIGHT
         return None
 

@@ -36,6 +36,7 @@ sums each mapper reports having sent (``counts_for``). Results are exact either 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -210,22 +211,46 @@ class Reducer:
     ) -> dict[Hashable, int]:
         """Key -> exact total. ``vocabs``: each mapper's fingerprint -> keys;
         ``counts_for(fps)``: each mapper's exact sums for the keys under ``fps``."""
-        owners: dict[int, set[Hashable]] = {}
-        for vocab in vocabs:
-            for fp, ks in vocab.items():
-                owners.setdefault(fp, set()).update(ks)
-        unknown = set(self.totals) - set(owners)
+        pairs = [([fp for fp, ks in v.items() for _ in ks], [k for ks in v.values() for k in ks])
+                 for v in vocabs]  # fmt: skip
+        keys, colliding = owners(pairs)
+        return self.result_of(keys, colliding, counts_for(sorted(colliding)) if colliding else [])
+
+    def result_of(
+        self, keys: Mapping[int, Hashable], colliding: set[int],
+        counts: Iterable[Mapping[Hashable, int]],
+    ) -> dict[Hashable, int]:  # fmt: skip
+        """Key -> exact total from ``owners``' fingerprint -> key and colliding
+        fingerprints, and the mappers' exact sums (``counts``) for the colliding ones."""
+        unknown = self.totals.keys() - keys.keys()
         if unknown:
             raise ProtocolError(f"{len(unknown)} fingerprints no mapper sent, e.g. {min(unknown)}")
-        colliding = sorted(fp for fp, ks in owners.items() if len(ks) > 1)
         self.stats.collisions = len(colliding)
-        out: dict[Hashable, int] = {}
-        for fp, owned in owners.items():
-            if len(owned) == 1:
-                (key,) = owned
-                out[key] = self.totals.get(fp, 0)
-        if colliding:
-            for counts in counts_for(colliding):
-                for key, v in counts.items():
-                    out[key] = out.get(key, 0) + v
+        totals = self.totals
+        out = {k: totals.get(fp, 0) for fp, k in keys.items() if fp not in colliding}
+        for part in counts:
+            for key, v in part.items():
+                out[key] = out.get(key, 0) + v
         return out
+
+
+def owners(
+    vocabs: Iterable[tuple[Sequence[int], Sequence[Hashable]]],
+) -> tuple[dict[int, Hashable], set[int]]:
+    """Each fingerprint's key, and the fingerprints more than one key was sent under
+    (collisions), from each mapper's fingerprints and keys as two parallel lists; dicts
+    and sets built in C, Python only for the fingerprints two mappers share.
+
+    >>> owners([([7, 8], ["a", "b"]), ([8, 9, 9], ["c", "d", "e"])])
+    ({7: 'a', 8: 'c', 9: 'e'}, {8, 9})
+    """
+    keys: dict[int, Hashable] = {}
+    colliding: set[int] = set()
+    for fps, ks in vocabs:
+        mine = dict(zip(fps, ks, strict=True))
+        if len(mine) < len(fps):  # this mapper sent two keys under one fingerprint
+            twice = Counter(fps)
+            colliding.update(fp for fp, n in twice.items() if n > 1)
+        colliding.update(fp for fp in mine.keys() & keys.keys() if keys[fp] != mine[fp])
+        keys.update(mine)
+    return keys, colliding

@@ -11,9 +11,12 @@ Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``Mapper
 ``Reducer``). Control: one TCP connection per mapper to the reducer (port
 ``CONTROL_PORT``), JSON lines: the reducer moves the mappers to a new epoch every
 ``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
-a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ...}``); when
-all are done the reducer drains the last epoch, asks for the exact sums of colliding
-fingerprints (``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
+a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ..., "fps":
+[...], "keys": [...]}``, each key under its fingerprint) and its cold keys' exact sums
+(``"cold"``: keys that bypass the switch travel here, by key, not as FALLBACK packets the
+reducer would take one by one); when all are done the reducer
+drains the last epoch, asks for the exact sums of colliding fingerprints, if any
+(``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
 is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end.
 
@@ -24,9 +27,10 @@ from the IP the job declares for mapper ``w`` (the controller's plan), once, and
 and ``counts`` only over ``w``'s connection (once each mapper for ``counts``). Anything else
 is refused (``{"refused": why}``) and the connection closed; a connection that closes, sends
 a line that is not a JSON object or more than ``MAX_LINE`` bytes without a newline is
-dropped, and the reducer goes on. With the job's token at hand (``$INC_TOKEN`` or the token
-file the daemon writes: ``ControllerApi.token_for``) every line between a mapper and the
-reducer is signed with the job's key (``hosts/transport/control_auth.py``): the reducer
+dropped, and the reducer goes on. With a token that gets the job's control key from the daemon
+(``ControllerApi.control_key``: the job's or the operator's, ``$INC_TOKEN`` or the token
+files the daemon writes) every line between a mapper and the reducer is signed with that
+key (``hosts/transport/control_auth.py``): the reducer
 opens each connection with ``{"nonce": ...}``, and a line that is not signed with the key,
 replayed, reordered or reflected closes its connection; a host that is not the job's cannot
 speak for a mapper even from the mapper's own address. A collector only reads (its
@@ -49,10 +53,12 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Seq
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from controller.api_client import ApiError
 from hosts.ask.keys import decode, decode_counts, encode, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
-from hosts.ask.reducer import Reducer
+from hosts.ask.reducer import Reducer, owners
 from hosts.transport.control_auth import ChannelAuth
 from hosts.transport.udp import Endpoint
 from wire.header import ASK_TUPLES, INC_UDP_PORT
@@ -148,9 +154,12 @@ def send_partition(
     """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
     e.g. a chunk's word counts, or two columns: distinct keys, a numpy array of values)
     through the switch and answer the reducer until it has the result; returns the mapper's
-    figures. The reducer must be running. ``ready`` is called once the mapper is set up
-    (configuration, connections), before it reads any input; ``phases`` in the figures are
-    seconds from then."""
+    figures. With ``hot`` (keys counted fewer times bypass the switch), at most as many of a
+    chunk's keys as the switch has cells for the job go through it, its most counted. The
+    reducer must be running. ``ready`` is called once the mapper is set up (configuration,
+    connections), before it reads any input; ``phases`` in the figures are seconds from then
+    to the end of each phase, ``busy`` the seconds spent in each kind of work (taking the
+    input, packing it, sending, waiting for the sockets)."""
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
@@ -161,6 +170,7 @@ def send_partition(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,
         reducer=(cfg["agg_ip"], INC_UDP_PORT),
+        switch_keys=cfg["part_size"] * ASK_TUPLES if hot else 0, cold_to_host=True,
     )  # fmt: skip
     m = MapperFlow(mcfg)
     dest = (cfg["agg_ip"], INC_UDP_PORT)
@@ -181,6 +191,9 @@ def send_partition(
         ready()
     t0 = t_start = time.perf_counter()
     phases: dict[str, float] = {}  # seconds from ``ready`` to the end of each phase
+    # seconds spent taking the input (its source: Spark, Arrow, the combine), packing it
+    # into packets, building and sending packets, and waiting for the sockets
+    busy = dict.fromkeys(("input", "pack", "send", "wait"), 0.0)
     source = iter(chunks)
     more = True
     done_sent = False
@@ -190,28 +203,41 @@ def send_partition(
         while True:
             # keep a few packets ready beyond the window, not the whole input
             while more and m.ready < 4 * mcfg.window:
+                t1 = time.perf_counter()
                 c = next(source, None)
+                t2 = time.perf_counter()
+                busy["input"] += t2 - t1
                 if c is None:
                     m.flush()
                     phases["input"] = time.perf_counter() - t_start
                     more = False
                 elif isinstance(c, tuple):  # (keys, values) columns: hosts/ask/spark_arrow.py
                     m.add_columns(*c)
-                else:
+                elif tuples < ASK_TUPLES:  # a map key -> value, tuple by tuple
                     m.add_counts(c)
+                else:  # a map key -> value, packed as columns
+                    m.add_columns(list(c), np.fromiter(c.values(), np.int64, len(c)))
+                busy["pack"] += time.perf_counter() - t2
             now = time.monotonic()
             if verbose and now >= next_report:
                 next_report = now + 2.0
                 print(f"ask mapper {worker_id}: {m.stats}, in flight {m.in_flight}", flush=True)
+            t1 = time.perf_counter()
             out = m.to_send(now)
             if out:
                 ep.send_many((p, dest) for p in out)
+            busy["send"] += time.perf_counter() - t1
             if not more and m.idle and m.moved and not done_sent:
-                vocab = [[fp, [encode(k) for k in ks]] for fp, ks in m.vocab.items()]
+                # the vocabulary as two parallel lists: a fingerprint once per key under it
+                fps = [fp for fp, ks in m.vocab.items() for _ in ks]
+                keys = [encode(k) for ks in m.vocab.values() for k in ks]
                 phases["acked"] = time.perf_counter() - t_start
-                ctl.send({"done": worker_id, "vocab": vocab, "stats": m.stats.__dict__})
+                ctl.send({"done": worker_id, "fps": fps, "keys": keys, "stats": m.stats.__dict__,
+                          "cold": encode_counts(m.cold)})  # fmt: skip
                 done_sent = True
+            t1 = time.perf_counter()
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)
+            busy["wait"] += time.perf_counter() - t1
             if ep.fileno() in r:
                 for payload, src in ep.recv_many():
                     m.on_datagram(payload, src)
@@ -226,7 +252,7 @@ def send_partition(
                     elif msg.get("bye"):
                         phases["bye"] = time.perf_counter() - t_start
                         return {**m.stats.__dict__, "seconds": time.perf_counter() - t0,
-                                "setup_s": setup_s, "phases": phases}  # fmt: skip
+                                "setup_s": setup_s, "phases": phases, "busy": busy}  # fmt: skip
             if m.moved and told != m.epoch:
                 ctl.send({"moved": m.epoch})
                 told = m.epoch
@@ -356,9 +382,12 @@ def run_reducer(a: argparse.Namespace) -> int:
     peers: dict[int, Lines] = {}
     socks: dict[socket.socket, Lines] = {}
     moved: dict[int, int] = {}
-    vocabs: dict[int, dict[int, list[Hashable]]] = {}
+    vocabs: dict[int, tuple[list[int], list[Hashable]]] = {}  # mapper -> fingerprints, keys
+    keys: dict[int, Hashable] = {}
+    colliding: set[int] = set()
     stats: dict[int, Any] = {}
-    counts: dict[int, dict[Hashable, int]] = {}
+    counts: dict[int, dict[Hashable, int]] = {}  # mapper -> its colliding keys' sums
+    cold: dict[int, dict[Hashable, int]] = {}  # mapper -> its cold keys' exact sums
     epoch, moving, final, asked = 1, False, False, False
     last_swap = time.monotonic()
     t_first: float | None = None
@@ -395,7 +424,9 @@ def run_reducer(a: argparse.Namespace) -> int:
         if "moved" in msg:
             moved[w] = int(msg["moved"])
         elif "done" in msg and w not in vocabs:
-            vocabs[w] = {int(fp): [decode(k) for k in ks] for fp, ks in msg["vocab"]}
+            fps = [int(fp) for fp in msg["fps"]]
+            vocabs[w] = (fps, [decode(k) for k in msg["keys"]])
+            cold[w] = decode_counts(msg.get("cold", []))
             stats[w] = msg.get("stats", {})
             print(f"ask reducer: mapper {w} done", flush=True)
         elif "counts" in msg and asked and w not in counts:
@@ -414,6 +445,8 @@ def run_reducer(a: argparse.Namespace) -> int:
             pass
         sock.close()
 
+    t_ready = time.perf_counter()
+    phases: dict[str, float] = {}  # seconds from ready to: every mapper done, each drain...
     try:
         while True:
             now = time.monotonic()
@@ -453,34 +486,39 @@ def run_reducer(a: argparse.Namespace) -> int:
             everyone = len(peers) == n
             if moving and everyone and all(moved.get(w) == epoch for w in peers):
                 moving = False
+                phases[f"drain {epoch - 1}"] = time.perf_counter() - t_ready
                 red.start_drain(epoch - 1)
                 print(f"ask reducer: draining epoch {epoch - 1}", flush=True)
             elif everyone and not moving and not red.draining:
                 if len(vocabs) == n:
                     if not final:
+                        phases["done"] = time.perf_counter() - t_ready
                         final, epoch, moving = True, epoch + 1, True
                         for p in peers.values():
                             p.send({"epoch": epoch})
                     elif not asked:
-                        owners: dict[int, set[Hashable]] = {}
-                        for v in vocabs.values():
-                            for fp, ks in v.items():
-                                owners.setdefault(fp, set()).update(ks)
-                        colliding = [fp for fp, ks in owners.items() if len(ks) > 1]
+                        phases["drained"] = time.perf_counter() - t_ready
+                        keys, colliding = owners(vocabs.values())
+                        if not colliding:  # nothing to ask the mappers
+                            break
                         asked = True
                         for p in peers.values():
-                            p.send({"counts_for": colliding})
+                            p.send({"counts_for": sorted(colliding)})
                     elif len(counts) == n:
                         break
                 elif a.swap_s and now - last_swap >= a.swap_s:
                     last_swap, epoch, moving = now, epoch + 1, True
                     for p in peers.values():
                         p.send({"epoch": epoch})
-        result = red.result(list(vocabs.values()), lambda fps: list(counts.values()))
+        phases["counts"] = time.perf_counter() - t_ready
+        result = red.result_of(keys, colliding, [*counts.values(), *cold.values()])
         seconds = time.perf_counter() - (t_first or time.perf_counter())
+        phases["result"] = time.perf_counter() - t_ready
+        if t_first is not None:
+            phases["first packet"] = t_first - t_ready
         out = {
             "result": encode_counts(result), "seconds": seconds, "epochs": epoch,
-            "reducer": red.stats.__dict__, "mappers": stats,
+            "reducer": {**red.stats.__dict__, "phases": phases}, "mappers": stats,
         }  # fmt: skip
         if a.out:
             Path(a.out).write_text(json.dumps(out))

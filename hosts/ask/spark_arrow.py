@@ -8,17 +8,24 @@ Example (a running ASK job with one mapper per partition, its reducer at ``reduc
 
 Rows leave Spark only as Arrow record batches (``DataFrame.mapInArrow``): a batch is
 combined in Arrow's C++ kernels (``word_counts``: split on whitespace and ``value_counts``;
-``sum_counts``: ``group_by(key).aggregate(sum, count)``), and only its distinct keys reach
-Python, with their values as one numpy array per batch, which the task's mapper
+``sum_counts``: ``group_by(key).aggregate(sum, count)``) and the partial aggregates of
+successive batches are merged in Arrow up to ``COMBINE_KEYS`` keys (``combined``, the
+bounded map-side combine Spark's own aggregation does), so only a partition's distinct keys
+reach Python, with their values as one numpy array, which the task's mapper
 (``hosts.ask.run.send_partition``, ``MapperFlow.add_columns``) packs into packets with
 numpy. No row is ever a Python object.
 
 Which mapper a task is: the job binds mapper ``w`` to the switch port of ``mapper_ips[w]``
 (its host). When the mappers share one host (local mode), task ``i`` is mapper ``i``. On a
-cluster the stage runs in barrier mode (every task at once, one per executor core), each
-task learns every task's address (``BarrierTaskContext.allGather``, in partition order) and
-takes, among the mappers of its own host, the one whose rank matches its rank among that
-host's tasks: admit the job with one mapper per executor core, listed by host.
+cluster where each host has one mapper (one executor core per host), a task is its host's
+mapper; it claims it for its run (an abstract Unix socket named after the job and mapper,
+one per network namespace), so that a second task on that host fails in one line instead
+of sending as the same flow. Where a host has more, the stage runs in barrier mode (every
+task at once, one per executor core), each task learns every task's address
+(``BarrierTaskContext.allGather``, in partition order) and takes, among the mappers of its
+own host, the one whose rank matches its rank among that host's tasks: admit the job with
+one mapper per executor core, listed by host. (A barrier costs a round of the
+coordinator's messages with every task, about a second on a loaded machine.)
 """
 
 from __future__ import annotations
@@ -27,64 +34,103 @@ import json
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import numpy as np
 
 from hosts.ask.run import send_partition, subscribe, wait_record
-from hosts.ask.wire import INT32_MAX, INT32_MIN
 
 Columns = tuple[list[Hashable], Any]  # a chunk: distinct keys and a numpy array of values
 Chunker = Callable[[Iterator[Any]], Iterator[Columns]]
 BATCH_ROWS = 1 << 16  # rows (lines) per Arrow batch handed to a mapper
+COMBINE_KEYS = 1 << 18  # distinct keys a mapper combines across batches before sending
 
 
-def word_counts(batches: Iterator[Any]) -> Iterator[Columns]:
+def word_counts(batches: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Columns]:
     """The words of each batch's first column (lines; split on whitespace, as
-    ``str.split``), counted in Arrow: per batch its distinct words and their counts."""
+    ``str.split``), counted in Arrow and combined across batches (``combined``): distinct
+    words and their counts, each word once per chunk."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
-    for batch in batches:
-        words = pc.list_flatten(pc.utf8_split_whitespace(batch.column(0)))
-        words = words.filter(pc.not_equal(words, ""))  # an empty line splits into ""
-        if len(words) == 0:
-            continue
-        vc = pc.value_counts(words)
-        counts = vc.field("counts").to_numpy()
-        if counts.max() > INT32_MAX:
-            raise ValueError("a batch counts one word more than 2^31 times (smaller batches)")
-        yield vc.field("values").to_pylist(), counts
+    def counted() -> Iterator[Any]:
+        for batch in batches:
+            words = pc.list_flatten(pc.utf8_split_whitespace(batch.column(0)))
+            words = words.filter(pc.not_equal(words, ""))  # an empty line splits into ""
+            if len(words):
+                vc = pc.value_counts(words)
+                yield pa.table({"k": vc.field("values"), "n": vc.field("counts")})
+
+    for t in combined(counted(), limit):
+        yield t.column("k").to_pylist(), t.column("n").to_numpy()
 
 
-def sum_counts(batches: Iterator[Any]) -> Iterator[Columns]:
-    """Rows (key, value) of each batch as ASK tuples, summed per key in Arrow: ``"s" +
-    json(key)`` the sum of its values, ``"c" + json(key)`` its number of rows. A batch whose
-    sum leaves int32 (what a tuple carries) is sent in halves."""
+def sum_counts(batches: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Columns]:
+    """Rows (key, value) of each batch as ASK tuples, summed per key in Arrow and combined
+    across batches (``combined``): ``"s" + json(key)`` the sum of its values, ``"c" +
+    json(key)`` its number of rows (a sum beyond int32 goes as several tuples:
+    ``MapperFlow.add_columns``)."""
     import pyarrow as pa
 
-    for batch in batches:
-        yield from _sum_counts(pa.Table.from_batches([batch]))
+    def summed() -> Iterator[Any]:
+        for batch in batches:
+            if batch.num_rows:
+                k, v = batch.schema.names[:2]
+                agg = (
+                    pa.Table.from_batches([batch]).group_by(k).aggregate([(v, "sum"), (v, "count")])
+                )
+                yield pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
+                                "c": agg.column(f"{v}_count")})  # fmt: skip
+
+    for t in combined(summed(), limit):
+        names = json_names(t.column("k"))
+        keys: list[Hashable] = ["s" + n for n in names]
+        keys += ["c" + n for n in names]
+        yield keys, np.concatenate([t.column("s").to_numpy(), t.column("c").to_numpy()])
 
 
-def _sum_counts(table: Any) -> Iterator[Columns]:
-    if table.num_rows == 0:
-        return
-    k, v = table.column_names[:2]
-    agg = table.group_by(k).aggregate([(v, "sum"), (v, "count")])
-    sums = agg.column(f"{v}_sum").to_numpy(zero_copy_only=False)
-    if len(sums) and (sums.max() > INT32_MAX or sums.min() < INT32_MIN):
-        if table.num_rows == 1:
-            raise ValueError(f"GROUP BY through the switch sums int32 values, got {sums[0]}")
-        half = table.num_rows // 2
-        yield from _sum_counts(table.slice(0, half))
-        yield from _sum_counts(table.slice(half))
-        return
-    names = [json.dumps(x) for x in agg.column(k).to_pylist()]
-    counts = agg.column(f"{v}_count").to_numpy(zero_copy_only=False)
-    keys: list[Hashable] = ["s" + n for n in names]
-    keys += ["c" + n for n in names]
-    yield keys, np.concatenate([sums.astype(np.int64), counts.astype(np.int64)])
+def json_names(keys: Any) -> list[str]:
+    """``json.dumps`` of each key of an Arrow column (integers cast in Arrow: the same)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_integer(keys.type) and keys.null_count == 0:
+        return list(pc.cast(keys, pa.string()).to_pylist())
+    return [json.dumps(x) for x in keys.to_pylist()]
+
+
+def combined(parts: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Any]:
+    """Partial aggregates (Arrow tables: key ``k``, the other columns summed) combined
+    across batches, a bounded map-side combine as Spark's own: held until they count
+    ``limit`` rows, then merged (``group_by(k)`` sums); a merge that still holds half as
+    many keys leaves, else it is held on. Each key once per table that leaves."""
+    held: list[Any] = []
+    rows = 0
+    for t in parts:
+        held.append(t)
+        rows += t.num_rows
+        if rows >= limit:
+            merged = _merge(held)
+            if merged.num_rows >= limit // 2:
+                yield merged
+                held, rows = [], 0
+            else:
+                held, rows = [merged], merged.num_rows
+    if held:
+        yield _merge(held)
+
+
+def _merge(tables: list[Any]) -> Any:
+    import pyarrow as pa
+
+    if len(tables) == 1:
+        return tables[0]
+    t = pa.concat_tables(tables)
+    values = [c for c in t.column_names if c != "k"]
+    agg = t.group_by("k").aggregate([(c, "sum") for c in values])
+    return pa.table({"k": agg.column("k"), **{c: agg.column(f"{c}_sum") for c in values}})
 
 
 def own_ip(toward: str) -> str:
@@ -94,10 +140,32 @@ def own_ip(toward: str) -> str:
         return str(s.getsockname()[0])
 
 
-def task_flow(mapper_ips: list[str], partition: int, reducer_ip: str) -> int:
-    """The mapper (worker id) a task of ``partition`` is (see the module doc)."""
+def needs_barrier(mapper_ips: list[str]) -> bool:
+    """Whether tasks must learn each other's hosts: mappers on several hosts, more than one
+    on some host."""
+    return 1 < len(set(mapper_ips)) < len(mapper_ips)
+
+
+def task_flow(
+    mapper_ips: list[str], partition: int, reducer_ip: str, job_id: int
+) -> tuple[int, socket.socket | None]:
+    """The mapper (worker id) a task of ``partition`` is, and its claim on this host's only
+    mapper, to hold while it runs (see the module doc)."""
     if len(set(mapper_ips)) == 1:
-        return partition
+        return partition, None
+    me = own_ip(reducer_ip)
+    if not needs_barrier(mapper_ips):
+        mine = [w for w, ip in enumerate(mapper_ips) if ip == me]
+        if not mine:
+            raise ValueError(f"task {partition} on {me}: the job has no mapper on this host")
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            claim.bind(f"\0inc-ask-{job_id}-{mine[0]}")
+        except OSError:
+            claim.close()
+            raise ValueError(f"task {partition} on {me}: another task runs this host's mapper"
+                             " (admit one mapper per executor core)") from None  # fmt: skip
+        return mine[0], claim
     from pyspark import BarrierTaskContext
 
     me = own_ip(reducer_ip)
@@ -109,7 +177,7 @@ def task_flow(mapper_ips: list[str], partition: int, reducer_ip: str) -> int:
             f"task {partition} on {me}: the job has {len(mine)} mappers on this host and"
             f" {rank + 1} tasks landed here (admit one mapper per executor core)"
         )
-    return mine[rank]
+    return mine[rank], None
 
 
 def through_switch(
@@ -121,6 +189,7 @@ def through_switch(
     (each mapper's, the reducer's)."""
     import pyarrow as pa
 
+    entered = time.time()
     n = df.rdd.getNumPartitions()
     if n != len(mapper_ips):  # one task per mapper; a barrier stage refuses coalesce()
         print(f"ask: {n} partitions for {len(mapper_ips)} mappers: repartitioning (a shuffle)",
@@ -142,18 +211,25 @@ def through_switch(
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
 
+        started = time.time()  # wall clock: one machine's, or synchronised hosts'
         ctx = TaskContext.get()
         assert ctx is not None
-        w = task_flow(mapper_ips, ctx.partitionId(), reducer_ip)
-        stats = send_partition(controller, job_id, w, chunker(batches), hot=hot)
-        stats["worker_id"] = w
+        w, claim = task_flow(mapper_ips, ctx.partitionId(), reducer_ip, job_id)
+        found = time.time()
+        try:
+            stats = send_partition(controller, job_id, w, chunker(batches), hot=hot)
+        finally:
+            if claim is not None:
+                claim.close()
+        stats.update(worker_id=w, task_started=started, flow_found=found)
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
 
-    barrier = len(set(mapper_ips)) > 1
+    barrier = needs_barrier(mapper_ips)
     spark = df.sparkSession
     old = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     try:
+        submitted = time.time()
         rows = df.mapInArrow(task, "stats string", barrier=barrier).collect()
     except BaseException:
         ctl.sock.close()  # the waiter gives up too
@@ -164,4 +240,6 @@ def through_switch(
     if errors:
         raise errors[0]
     mappers = [json.loads(r[0]) for r in rows]
-    return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {})}
+    return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {}),
+                              "entered": entered, "submitted": submitted,
+                              "collected": time.time()}  # fmt: skip

@@ -31,7 +31,17 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from hosts.ask.keys import encode
-from wire.header import ASK_TUPLES, SLOTS, Flag, Header, Op, ProtocolError, pack, unpack
+from wire.header import (
+    ASK_TUPLES,
+    SLOTS,
+    VALUE_DTYPE,
+    Flag,
+    Header,
+    Op,
+    ProtocolError,
+    pack,
+    unpack,
+)
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
@@ -65,6 +75,16 @@ def kv_packet(h: Header, keys: Sequence[int], values: Sequence[int]) -> bytes:
     slots[0::2] = np.asarray(keys, dtype=np.int64)
     slots[1::2] = np.asarray(values, dtype=np.int64)
     return pack(h, slots.astype(np.uint32).view(np.int32))
+
+
+def kv_bodies(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The slots of many AGG_KV packets at once: rows of ``ASK_TUPLES`` keys and values
+    (int32 range) -> one row of ``4 SLOTS`` bytes per packet, what follows its header
+    (``kv_packet``'s slots, big-endian)."""
+    slots = np.empty((len(keys), SLOTS), dtype=VALUE_DTYPE)
+    slots[:, 0::2] = np.asarray(keys, dtype=np.int64).astype(np.uint32).view(np.int32)
+    slots[:, 1::2] = np.asarray(values, dtype=np.int64)
+    return slots.view(np.uint8).reshape(len(keys), 4 * SLOTS)
 
 
 def parse(payload: bytes) -> tuple[Header, np.ndarray, np.ndarray]:

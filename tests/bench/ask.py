@@ -41,6 +41,7 @@ from rich.table import Table
 from hosts.ask.mapper import MapperFlow
 from hosts.ask.wire import fingerprint, parse, place
 from tests.bench.ask_cluster import GOAL_LOCAL, bench_cluster, mapper_split, why
+from topologies.ask_cluster import goal
 from topologies.ask_local import AskBench, _ip, _mac, chunks
 from topologies.ask_mappers import licence_text as corpus_text
 from wire.framing import decapsulate, encapsulate
@@ -203,7 +204,8 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
               " (s)")  # fmt: skip
     for c in ("corpus", "words", "keys", "Spark RDD", "Spark DataFrame",
               "Spark RDD via switch", "ASK", "ASK process start", "faster Spark / ASK",
-              f"goal >= {GOAL_LOCAL:g}x", "RDD / RDD via switch", "exact"):  # fmt: skip
+              f"goal >= {GOAL_LOCAL:g}x", "RDD / RDD via switch (goal >= 1x)",
+              "exact"):  # fmt: skip
         t.add_column(c, justify="right")
     run_dir = Path("run/ask-bench")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -219,7 +221,8 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
         faster = min(rec["spark_rdd_s"], rec["spark_df_s"])
         ratio = faster / rec["ask_s"]
         whole = faster / (rec["ask_s"] + rec["ask_startup_s"])
-        goal = "met" if ratio >= GOAL_LOCAL else "not met"
+        verdict = (f"{'met' if ratio >= GOAL_LOCAL else 'NOT met'} (with process start:"
+                   f" {'met' if whole >= GOAL_LOCAL else 'NOT met'})")  # fmt: skip
         rdd = rec["spark_rdd_s"] / rec["switch_s"]
         if rdd < 1:
             inp, rest = mapper_split(rec["switch_stats"])
@@ -231,7 +234,7 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
         t.add_row(name, f"{rec['words']:,}", f"{rec['keys']:,}", f"{rec['spark_rdd_s']:.2f}",
                   f"{rec['spark_df_s']:.2f}", f"{rec['switch_s']:.2f}", f"{rec['ask_s']:.2f}",
                   f"{rec['ask_startup_s']:.2f}", f"{ratio:.2f}x ({whole:.2f}x with process"
-                  " start)", goal, f"{rdd:.2f}x", str(exact))  # fmt: skip
+                  " start)", verdict, goal(rdd, 1.0), str(exact))  # fmt: skip
     console.print(t)
     console.print("ASK: long-lived mapper processes, timed from giving them the job (each then"
                   " fetches its configuration and connects: the job's start-up is in ASK's"
@@ -248,7 +251,8 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
     console.print(
         f"GROUP BY k SUM(v), COUNT(*) over {rec['rows']:,} generated rows, {rec['keys']:,} keys,"
         f" one host: Spark DataFrame groupBy().agg() {rec['spark_df_s']:.2f} s, the same"
-        f" DataFrame through the switch in Arrow batches {rec['switch_s']:.2f} s ({ratio:.2f}x),"
+        f" DataFrame through the switch in Arrow batches {rec['switch_s']:.2f} s"
+        f" ({goal(ratio, 1.0)}),"
         f" exact={exact}"
         + (
             ""

@@ -16,8 +16,9 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-GOAL_CLUSTER = 1.5
-GOAL_LOCAL = 2.0
+from topologies.ask_cluster import GOAL_CLUSTER, GOAL_LOCAL
+
+__all__ = ["GOAL_CLUSTER", "GOAL_LOCAL", "bench_cluster", "mapper_split", "why"]
 WC_PATHS = {
     "spark_rdd": "Spark RDD reduceByKey",
     "spark_df": "Spark DataFrame groupBy",
@@ -50,8 +51,13 @@ def why(spark_s: float, switch_s: float, stats: dict[str, Any], goal: float,
         f"not met ({ratio:.2f}x < {goal:g}x): of its {switch_s:.1f} s the slowest mapper spent"
         f" {inp:.1f} s taking its rows from Spark and combining them and {rest:.1f} s in the"
         f" switch, the drain and the result ({red.get('drained_tuples', 0):,} tuples drained,"
-        f" {red.get('bypass_tuples', 0):,} bypassed)"
+        f" {sum(m['bypass_tuples'] for m in stats['mappers']):,} bypassed)"
     )
+    worst = max(stats["mappers"], key=lambda m: m["seconds"])
+    if "busy" in worst:
+        b = worst["busy"]
+        text += (f"; its busy time: input {b['input']:.1f} s, packing {b['pack']:.1f} s,"
+                 f" sending {b['send']:.1f} s, waiting {b['wait']:.1f} s")  # fmt: skip
     if shuffled is not None:
         text += f"; Spark's own shuffle carries at most {shuffled:,} records after its combine"
     return text
@@ -66,6 +72,21 @@ def switch_cpu(rec: dict[str, Any], spark: str, switch: str) -> str:
     return f"; p4sim's CPU: {a:.1f} s during {spark}, {b:.1f} s during {switch}"
 
 
+def links(rec: dict[str, Any], paths: list[str], seconds: dict[str, float], bw: float) -> str:
+    """Bytes each path moved over the switch's links, and the busiest link's share of the
+    path's time at the links' rate (1.0: link-bound), where measured."""
+    parts = []
+    for k in paths:
+        if f"{k}_link_bytes" not in rec:
+            continue
+        busiest = rec[f"{k}_busiest_link_bytes"]
+        link_s = busiest * 8 / (bw * 1e6)
+        parts.append(f"{k} {rec[f'{k}_link_bytes'] / 1e6:.1f} MB (busiest link"
+                     f" {busiest / 1e6:.1f} MB = {link_s:.2f} s at {bw:g} Mbit/s,"
+                     f" {link_s / seconds[k]:.1%} of its time)")  # fmt: skip
+    return "; ".join(parts)
+
+
 def tuples(stats: dict[str, Any]) -> str:
     sw = sum(m["switch_tuples"] for m in stats["mappers"])
     by = sum(m["bypass_tuples"] for m in stats["mappers"])
@@ -76,11 +97,13 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
     """Print the cluster's word count and GROUP BY tables; 1 if any result is not exact."""
     code = 0
     t = Table(title=f"word count on a Spark standalone cluster: {rec['executors']} executors,"
-              f" links {rec['bw_mbps']:g} Mbit/s, hot threshold {rec['hot']} (s; switch"
-              " paths: run + job set-up)")  # fmt: skip
-    for c in ("corpus", "words", "keys", *WC_PATHS.values(), "faster Spark / faster switch",
+              f" links {rec['bw_mbps']:g} Mbit/s, hot threshold {rec['hot']}, window"
+              f" {rec.get('window', '?')} (s; switch paths: run + job set-up)")  # fmt: skip
+    for c in ("corpus", "words", "keys", *WC_PATHS.values(), "RDD / RDD via switch",
+              "DataFrame / Arrow via switch", "faster Spark / faster switch",
               "switch tuples / bypassed", "exact", f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
         t.add_column(c, justify="right")
+    notes = []
     for wc in rec["wordcount"]:
         exact = all(wc[f"{k}_exact"] for k in WC_PATHS)
         code = code or (0 if exact else 1)
@@ -91,10 +114,15 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
         spark = min(wc["spark_rdd_s"], wc["spark_df_s"])
         best = min(("switch_rdd", "switch_arrow"), key=lambda k: wc[f"{k}_s"])
         t.add_row(wc["corpus"], f"{wc['words']:,}", f"{wc['keys']:,}", *cells,
+                  f"{wc['spark_rdd_s'] / wc['switch_rdd_s']:.2f}x",
+                  f"{wc['spark_df_s'] / wc['switch_arrow_s']:.2f}x",
                   f"{spark / wc[f'{best}_s']:.2f}x", tuples(wc["switch_arrow_stats"]), str(exact),
                   why(spark, wc[f"{best}_s"], wc[f"{best}_stats"], GOAL_CLUSTER,
                       wc["keys"] * rec["executors"])
                   + switch_cpu(wc, "spark_df", best))  # fmt: skip
+        used = links(wc, list(WC_PATHS), {k: wc[f"{k}_s"] for k in WC_PATHS}, rec["bw_mbps"])
+        if used:
+            notes.append(f"word count ({wc['corpus']}), bytes over the links: {used}")
     console.print(t)
     t = Table(title="GROUP BY k SUM(v), COUNT(*) on the same cluster (s)")
     for c in ("rows", "keys", "Spark DataFrame", "Arrow via switch", "Spark / switch",
@@ -110,7 +138,17 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
                   why(gb["spark_df_s"], gb["switch_arrow_s"], gb["switch_arrow_stats"],
                       GOAL_CLUSTER, gb["keys"] * rec["executors"])
                   + switch_cpu(gb, "spark_df", "switch_arrow"))  # fmt: skip
+        used = links(
+            gb,
+            ["spark_df", "switch_arrow"],
+            {k: gb[f"{k}_s"] for k in ("spark_df", "switch_arrow")},
+            rec["bw_mbps"],
+        )
+        if used:
+            notes.append(f"GROUP BY ({gb['rows']:,} rows), bytes over the links: {used}")
     console.print(t)
+    for note in notes:
+        console.print(note)
     console.print(
         f"cluster up in {rec['cluster_start_s']:.1f} s; ASK mappers: long-lived processes on the"
         " executors' hosts, timed from the job given to them (their configuration and"
