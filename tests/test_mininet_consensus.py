@@ -35,7 +35,7 @@ for i in range(n):  # client 0 of the job, but from another port
 # a START of a later view (led by replica 1) that would replace every replica's log, and a
 # read of the log: not sealed with the job's key, so dropped and counted
 start = {"t": "START", "s": 0, "base": 0, "e": [[0, 1, "66" * 8]], "r": 1, "v": 4}
-for ip in sys.argv[4:]:
+for ip in sys.argv[4:] * 5:  # five times each: the links lose some
     s.sendto(json.dumps(start).encode(), (ip, INC_UDP_PORT + 1))
     s.sendto(json.dumps({"t": "READ", "from": 0}).encode(), (ip, INC_UDP_PORT + 1))
 print("forged", n)
@@ -154,7 +154,8 @@ def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_
     assert all(c >= 0 for c, _, _ in (e for e in views[0]))
     assert not any(e.data.startswith(b"\x66" * 4) for e in views[0])  # no forged request
     assert drops["UNKNOWN_WORKER"] - drops_before["UNKNOWN_WORKER"] >= 20
-    assert all(s["stats"].get("dropped_tag", 0) >= 2 for s in logs[:2]), [s["stats"] for s in logs]
+    tags = [s["stats"].get("dropped_tag", 0) for s in logs[:2]]  # replica 2 restarted since
+    assert min(tags) >= 1 and sum(tags) >= 10, [s["stats"] for s in logs]
     # One session at the end, entered after the switch restart (while the switch was down,
     # the followers heard no leader and may have changed view too).
     assert len({s["session"] for s in logs}) == 1, logs
