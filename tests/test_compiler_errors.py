@@ -43,6 +43,16 @@ CASES = [
         "hdr.ipv4.ttl = hdr.ethernet;",
         "expected bit<8>, got ethernet_t",
     ),
+    (  # sign and width in one cast: p4c refuses it (P4_16 8.11.1)
+        "hdr.ipv4.ttl = hdr.ipv4.ttl - 1;",
+        "hdr.ipv4.ttl = (bit<8>)(int<16>)hdr.ipv4.totalLen;",
+        "not both",
+    ),
+    (  # a control instantiated at top level: p4c refuses it
+        "V1Switch(P(), VC(), Ing(), Eg(), CC(), Dep()) main;",
+        "Ing() ing;\nV1Switch(P(), VC(), ing, Eg(), CC(), Dep()) main;",
+        "cannot be instantiated at top level",
+    ),
 ]
 
 

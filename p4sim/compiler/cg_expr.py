@@ -511,6 +511,12 @@ class ExprMixin(CompilerBase):
             if isinstance(s, TEnum) and s.underlying is not None:
                 s = s.underlying
             if isinstance(s, TBit):
+                if s.signed != t.signed and s.width != t.width:  # P4_16 8.11.1, as p4c
+                    raise P4Error(
+                        e.loc,
+                        f"cannot cast {s.show()} to {t.show()}: a cast changes the sign or"
+                        " the width, not both (cast twice)",
+                    )
                 return self.fold(self.bit_cast(a.code, s, t), [a])
         if isinstance(t, TBool):
             if isinstance(s, TBit) and s.width == 1:

@@ -182,18 +182,13 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         return out
 
     def block_arg(self, e: ast.Expr) -> tuple[Any, list]:
-        """``MyParser()`` or the name of a top-level instance → (declaration, ctor args)."""
+        """``MyParser()`` or a parser's or control's name → (declaration, ctor args)."""
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
             d = self.genv.type_decls.get(e.func.name)
             if isinstance(d, (ast.ParserDecl, ast.ControlDecl)):
                 return d, e.args
             raise P4Error(e.loc, f"'{e.func.name}' is not a parser or control")
         if isinstance(e, ast.Name):
-            for inst in self.genv.instantiations:
-                if inst.name == e.name and isinstance(inst.type, ast.NamedType):
-                    d = self.genv.type_decls.get(inst.type.name)
-                    if isinstance(d, (ast.ParserDecl, ast.ControlDecl)):
-                        return d, inst.args
             d = self.genv.type_decls.get(e.name)
             if isinstance(d, (ast.ParserDecl, ast.ControlDecl)):
                 return d, []

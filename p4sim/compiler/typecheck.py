@@ -386,6 +386,14 @@ class GlobalEnv:
             self.actions[d.name] = d
             self.scope.names[d.name] = Sym("action", TObject("action", d.name), decl=d)
         elif isinstance(d, ast.Instantiation):
+            block = self.type_decls.get(d.type.name) if isinstance(d.type, ast.NamedType) else None
+            if isinstance(block, (ast.ParserDecl, ast.ControlDecl)):
+                kind = "parser" if isinstance(block, ast.ParserDecl) else "control"
+                raise P4Error(
+                    d.loc,
+                    f"'{d.name}': a {kind} cannot be instantiated at top level (only externs"
+                    f" and packages can, as p4c says): pass {block.name}(...) to the package",
+                )
             self.instantiations.append(d)
         elif isinstance(d, (ast.VarDecl, ast.ValueSetDecl, ast.TableDecl)):
             raise P4Error(d.loc, f"'{d.name}': this declaration is not allowed at top level")

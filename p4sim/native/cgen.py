@@ -268,16 +268,13 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         return d if isinstance(d, (ast.ControlDecl, ast.ParserDecl)) else None
 
     def main_block(self, e: ast.Expr) -> tuple[Any, list]:
-        """An argument of V1Switch: ``Block(args)`` or a top-level instance's name →
-        (declaration, constructor arguments), as the Python back end reads them."""
+        """An argument of V1Switch, ``Block(args)`` → (declaration, constructor arguments),
+        as the Python back end reads it (a parser or control is never a top-level instance:
+        the type checker refuses that, as p4c does)."""
         if isinstance(e, ast.Call) and isinstance(e.func, ast.Name):
             d = self.genv.type_decls.get(e.func.name)
             if isinstance(d, (ast.ControlDecl, ast.ParserDecl)):
                 return d, e.args
-        if isinstance(e, ast.Name):
-            for inst in self.genv.instantiations:
-                if inst.name == e.name and self.block_decl(inst.type) is not None:
-                    return self.block_decl(inst.type), inst.args
         raise Unsupported("a V1Switch argument other than a parser/control instance")
 
     def instantiate(self, decl: Any, path: str, args: list) -> Ctl:

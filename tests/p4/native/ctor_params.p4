@@ -52,5 +52,4 @@ control Eg(inout hdrs_t h, inout meta_t m, inout standard_metadata_t sm) { apply
 control CC(inout hdrs_t h, inout meta_t m) { apply {} }
 control Dp(packet_out pk, in hdrs_t h) { apply { pk.emit(h); } }
 
-Ig(8w5) ig;
-V1Switch(P(), VC(), ig, Eg(), CC(), Dp()) main;
+V1Switch(P(), VC(), Ig(8w5), Eg(), CC(), Dp()) main;

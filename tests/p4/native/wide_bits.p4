@@ -62,7 +62,7 @@ control I(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) 
         bit<128> s = hdr.ip.src + hdr.ip.dst;
         hdr.o.sum = s;
         hdr.o.prod = hdr.ip.src * 128w0x10001 - ~hdr.ip.dst;
-        hdr.o.mixed = (bit<128>)hdr.ip.tag + (bit<128>)hdr.ip.small + (bit<128>)hdr.ip.odd;
+        hdr.o.mixed = (bit<128>)hdr.ip.tag + (bit<128>)(bit<8>)hdr.ip.small + (bit<128>)hdr.ip.odd;
         hdr.o.shifted = (hdr.ip.src << 68) | (hdr.ip.dst >> 71);
         hdr.o.cat = hdr.ip.src[63:0] ++ hdr.ip.dst[127:96];
         hdr.o.flags = (hdr.ip.src > hdr.ip.dst ? 8w1 : 8w0) | (hdr.ip.src == s ? 8w2 : 8w0);
