@@ -9,6 +9,8 @@ Mode changes go through the controller's own ``controller.systems.sync_modes.swa
 
 from __future__ import annotations
 
+import time
+
 from inc_ptf import IncTest, int32_sum, values_of
 from ptf import testutils
 
@@ -43,6 +45,14 @@ class SyncModeTest(IncTest):
 
     def clocks(self) -> tuple[int, ...]:
         return self.call(sync_modes.read_clocks(self.sw, self.job1)).workers
+
+    def admitted(self, worker_id: int, epoch: int) -> None:
+        """Wait until the switch has taken a contribution that produces no packet (a switch
+        that queues its ports, like p4sim, may not have when ``send`` returns)."""
+        deadline = time.monotonic() + 10
+        while self.clocks()[worker_id] != epoch:
+            self.assertLess(time.monotonic(), deadline, f"worker {worker_id}: no epoch {epoch}")
+            time.sleep(0.02)
 
     def _waited(self, request):
         res = self.result_of(request, list(request["INC"].values), int(request["INC"].bitmap))
@@ -204,6 +214,7 @@ class HotSwapChangesTheModeAtAnEpochBoundary(SyncModeTest):
 
     def runTest(self) -> None:
         self.contribute(0, 0, A, epoch=0)
+        self.admitted(0, 0)  # the swap reads the clocks: worker 0 is in epoch 0
         boundary = self.call(sync_modes.swap(self.sw, self.job1, Mode.parse("partial 2", 3)))
         self.assertEqual(boundary, 1)
         self.contribute(1, 0, B, epoch=0)
