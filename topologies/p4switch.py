@@ -36,6 +36,7 @@ from mininet.node import Switch
 
 SWITCH_KINDS = ("p4sim", "bmv2")
 GRPC_BASE_PORT = 50051  # as the tutorials: s1 on 50051, s2 on 50052, ...
+BIND_ATTEMPTS = 3  # starts of a switch whose chosen gRPC port was taken before it bound it
 THRIFT_BASE_PORT = 9090  # simple_switch_grpc's default; one per switch on one machine
 
 
@@ -219,6 +220,7 @@ class P4Switch(Switch):
         self.program = program
         self.compiled = compiled
         self.device_id = device_id if device_id is not None else int(name.lstrip("s") or 0)
+        self._auto_port = grpc_port is None
         self.grpc_port = grpc_port if grpc_port is not None else P4Switch._next_free_port()
         self.thrift_port = thrift_port or THRIFT_BASE_PORT + self.device_id
         self.runtime_json = runtime_json
@@ -286,6 +288,22 @@ class P4Switch(Switch):
                     check=False,
                 )
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        for attempt in range(BIND_ATTEMPTS):
+            try:
+                self._launch()
+                break
+            except SwitchStartError:
+                # The gRPC port was free when chosen, but the switch could not bind it: an
+                # outgoing connection of this machine took it as its ephemeral port meanwhile
+                # (the tutorials' 50051.. lie in Linux's ephemeral range). A port chosen here
+                # is not part of anyone's configuration yet: take the next free one.
+                if not self._auto_port or not self._bind_failed() or attempt + 1 == BIND_ATTEMPTS:
+                    raise
+                self.grpc_port = P4Switch._next_free_port()
+        if self.compiled is not None or self.runtime_json:
+            self.program_switch()
+
+    def _launch(self) -> None:
         cmd = self.command()
         with open(self.log_path, "wb") as logf:
             logf.write(("$ " + " ".join(cmd) + "\n").encode())
@@ -299,8 +317,15 @@ class P4Switch(Switch):
             )
         self.pid_path.write_text(f"{self.proc.pid}\n")
         self._wait_ready()
-        if self.compiled is not None or self.runtime_json:
-            self.program_switch()
+
+    def _bind_failed(self) -> bool:
+        """The switch exited because its gRPC port was taken (p4sim's and BMv2's words)."""
+        tail = self.log_tail().lower()
+        return (
+            self.proc is not None
+            and self.proc.poll() is not None
+            and ("failed to bind" in tail or "address already in use" in tail)
+        )
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         """Ready when the gRPC port accepts connections (works for both targets; BMv2's
