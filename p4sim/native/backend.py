@@ -396,21 +396,28 @@ _PROFILE_MUTATORS = (
 )
 
 
-def _profile_wrap(name: str) -> Any:
-    base = getattr(ActionProfile, name)
+def _notifying(cls: type, base: type, names: tuple[str, ...]) -> None:
+    """Give ``cls`` each of ``base``'s methods ``names`` (those it has) followed by
+    ``cls._changed()``, also when the method raises (a half-done change is a change)."""
 
-    def method(self: NativeActionProfile, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return base(self, *args, **kwargs)
-        finally:
-            self._changed()
+    def wrap(name: str) -> Any:
+        method = getattr(base, name)
 
-    method.__name__ = name
-    return method
+        def notifying(self: Any, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self._changed()
+
+        notifying.__name__ = name
+        return notifying
+
+    for name in names:
+        if hasattr(base, name):
+            setattr(cls, name, wrap(name))
 
 
-for _n in _PROFILE_MUTATORS:
-    setattr(NativeActionProfile, _n, _profile_wrap(_n))
+_notifying(NativeActionProfile, ActionProfile, _PROFILE_MUTATORS)
 
 
 class NativePRE(PacketReplicationEngine):
@@ -418,6 +425,11 @@ class NativePRE(PacketReplicationEngine):
 
     native_dirty: bool
     native_pipe: Any
+
+    def _changed(self) -> None:
+        if hasattr(self, "native_pipe"):
+            self.native_dirty = True
+            self.native_pipe.notify()
 
 
 _PRE_MUTATORS = (
@@ -437,24 +449,7 @@ _PRE_MUTATORS = (
 )
 
 
-def _pre_wrap(name: str) -> Any:
-    base = getattr(PacketReplicationEngine, name)
-
-    def method(self: NativePRE, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return base(self, *args, **kwargs)
-        finally:
-            if hasattr(self, "native_pipe"):
-                self.native_dirty = True
-                self.native_pipe.notify()
-
-    method.__name__ = name
-    return method
-
-
-for _n in _PRE_MUTATORS:
-    if hasattr(PacketReplicationEngine, _n):
-        setattr(NativePRE, _n, _pre_wrap(_n))
+_notifying(NativePRE, PacketReplicationEngine, _PRE_MUTATORS)
 
 
 class NativePipeline(Pipeline):
