@@ -47,6 +47,7 @@ import secrets
 import select
 import socket
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -308,6 +309,35 @@ def wait_record(ctl: Lines, timeout: float = 600.0) -> dict[str, Any]:
                     return _decoded(msg["record"])
     finally:
         ctl.sock.close()
+
+
+class RecordWatch:
+    """A driver's wait for the reducer's record, in a thread of its own while the job runs:
+    ``RecordWatch(ip)`` subscribes (the reducer knows the driver before any mapper starts),
+    ``record()`` joins and returns it (or raises what the wait met), ``cancel()`` (the job
+    failed) closes the connection so that the wait gives up too."""
+
+    def __init__(self, reducer_ip: str) -> None:
+        self._ctl = subscribe(reducer_ip)
+        self._record: dict[str, Any] = {}
+        self._errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._wait, daemon=True)
+        self._thread.start()
+
+    def _wait(self) -> None:
+        try:
+            self._record.update(wait_record(self._ctl))
+        except (OSError, ValueError) as e:
+            self._errors.append(e)
+
+    def cancel(self) -> None:
+        self._ctl.sock.close()
+
+    def record(self) -> dict[str, Any]:
+        self._thread.join()
+        if self._errors:
+            raise self._errors[0]
+        return self._record
 
 
 def read_record(path: Path) -> dict[str, Any]:

@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator
@@ -45,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from hosts.ask.run import send_partition, subscribe, wait_record
+from hosts.ask.run import RecordWatch, send_partition
 from hosts.ask.spark_arrow import (
     COMBINE_KEYS,
     needs_barrier,
@@ -91,18 +90,7 @@ def _through_switch(
     mappers' hosts; on more than one, tasks find their mapper as in
     ``hosts/ask/spark_arrow.py``."""
     ips = mapper_ips or ["127.0.0.1"] * rdd.getNumPartitions()
-    ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
-    record: dict[str, Any] = {}
-    errors: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            record.update(wait_record(ctl))
-        except (OSError, ValueError) as e:
-            errors.append(e)
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
+    watch = RecordWatch(reducer_ip)
 
     def task(index: int, it: Iterator[Any]) -> Iterator[dict[str, Any]]:
         started = time.time()  # wall clock: one machine's, or synchronised hosts'
@@ -122,11 +110,9 @@ def _through_switch(
         else:
             stats = rdd.mapPartitionsWithIndex(task).collect()
     except BaseException:
-        ctl.sock.close()  # the waiter gives up too
+        watch.cancel()
         raise
-    waiter.join()
-    if errors:
-        raise errors[0]
+    record = watch.record()
     return record["result"], {"mappers": stats, "reducer": record.get("reducer", {}),
                               "submitted": submitted, "collected": time.time()}  # fmt: skip
 

@@ -33,14 +33,13 @@ from __future__ import annotations
 import json
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import numpy as np
 
-from hosts.ask.run import send_partition, subscribe, wait_record
+from hosts.ask.run import RecordWatch, send_partition
 
 Columns = tuple[list[Hashable], Any]  # a chunk: distinct keys and a numpy array of values
 Chunker = Callable[[Iterator[Any]], Iterator[Columns]]
@@ -195,18 +194,7 @@ def through_switch(
         print(f"ask: {n} partitions for {len(mapper_ips)} mappers: repartitioning (a shuffle)",
               file=sys.stderr, flush=True)  # fmt: skip
         df = df.repartition(len(mapper_ips))
-    ctl = subscribe(reducer_ip)  # the reducer knows the driver before any mapper starts
-    record: dict[str, Any] = {}
-    errors: list[BaseException] = []
-
-    def wait() -> None:
-        try:
-            record.update(wait_record(ctl))
-        except (OSError, ValueError) as e:
-            errors.append(e)
-
-    waiter = threading.Thread(target=wait, daemon=True)
-    waiter.start()
+    watch = RecordWatch(reducer_ip)
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         from pyspark import TaskContext
@@ -232,13 +220,11 @@ def through_switch(
         submitted = time.time()
         rows = df.mapInArrow(task, "stats string", barrier=barrier).collect()
     except BaseException:
-        ctl.sock.close()  # the waiter gives up too
+        watch.cancel()
         raise
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", old)
-    waiter.join()
-    if errors:
-        raise errors[0]
+    record = watch.record()
     mappers = [json.loads(r[0]) for r in rows]
     return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {}),
                               "entered": entered, "submitted": submitted,
