@@ -36,7 +36,7 @@ import controller.systems  # noqa: F401  (every kind, registered)
 from controller.jobs.events import EventLog
 from controller.jobs.job import MAX_JOB_ID, Job, JobError, JobRequest
 from controller.jobs.job_kinds import AGG_POOL, TICK_S, JobKind, kind_of, kind_pools
-from controller.jobs.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory
+from controller.jobs.memory_manager import AGG_POOL_SIZE, MemoryManager, OutOfMemory, Region
 from controller.jobs.stamps import STAMPS
 from controller.jobs.store import JobStore
 from controller.p4rt.p4runtime_client import SwitchConnection, SwitchError
@@ -93,7 +93,7 @@ class JobManager:
             self._jobs[job.job_id] = job
             if job.region.size:
                 kind = kind_of(job.kind)
-                kind.reserve(self._memory(job.device_id, kind.pool), job)
+                kind.reserve(self.pool_memory(job.device_id, kind.pool), job)
         # Jobs submitted with a class: the scheduler sizes their memory while they run.
         self.scheduled = ScheduledJobs(self, scheduling or SchedulingOptions())
 
@@ -108,7 +108,7 @@ class JobManager:
             }
         return self.memory[device_id]
 
-    def _memory(self, device_id: int, pool: str) -> MemoryManager:
+    def pool_memory(self, device_id: int, pool: str) -> MemoryManager:
         pools = self._device_memory(device_id)
         if pool not in pools:
             raise JobError(f"switch {device_id} has no memory pool {pool!r}")
@@ -118,6 +118,10 @@ class JobManager:
 
     def jobs(self) -> list[Job]:
         return [self._jobs[k] for k in sorted(self._jobs)]
+
+    def find(self, job_id: int) -> Job | None:
+        """The job with ``job_id``, or None when there is none."""
+        return self._jobs.get(job_id)
 
     def get(self, job_id: int) -> Job:
         try:
@@ -178,7 +182,7 @@ class JobManager:
             if getattr(req, "scheduled", False):
                 admission = await self.scheduled.admit(req, job_id, device)
             else:
-                memory = self._memory(device, kind.pool)
+                memory = self.pool_memory(device, kind.pool)
                 region = kind.allocate(memory, job_id, req)
                 job = kind.make_job(req, job_id, device, region, time.time())
                 sw = self.switches[device]
@@ -262,7 +266,7 @@ class JobManager:
             kind = kind_of(job.kind)
             sw = self.switches.get(job.device_id)
             if scheduled:
-                self._forget(job_id)
+                self.forget(job_id)
                 await self.scheduled.remove(job, finished=False)  # its memory held to clear
             else:
                 if sw is not None:
@@ -274,7 +278,7 @@ class JobManager:
             await self._clear_taken_back()
             log.info("cancelled scheduled job %d", job_id)
             return job
-        memory = self._memory(job.device_id, kind.pool)
+        memory = self.pool_memory(job.device_id, kind.pool)
         try:
             if sw is not None:  # without ``_lock``: the id and region stay held meanwhile
                 await kind.clear(sw, job.region)
@@ -325,7 +329,14 @@ class JobManager:
         self.store.update_params(job.job_id, dict(new.params))
         return new
 
-    def _forget(self, job_id: int) -> None:
+    def set_region(self, job: Job, region: Region) -> Job:
+        """The job with ``region`` (and a window of its size), in memory and in the store."""
+        new = replace(job, region=region, window=region.size)
+        self._jobs[job.job_id] = new
+        self.store.update_region(job.job_id, region, region.size)
+        return new
+
+    def forget(self, job_id: int) -> None:
         del self._jobs[job_id]
         self.store.remove(job_id)
 

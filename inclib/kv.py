@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any
 
 from hosts.kv.store import KvClient, KvConfig, KvServer
 from hosts.transport.udp import Endpoint
 from inclib.plan import Plan
 from wire.header import INC_UDP_PORT
-
-if TYPE_CHECKING:
-    from inclib.session import Session
 
 HOST_KV_PORT = INC_UDP_PORT + 3
 HOST_JOB_ID = 1  # host-only plans have no controller job id; both ends use this one
@@ -40,13 +37,13 @@ def _ip(address: str) -> str:
 class KvHandle:
     """``get``/``put`` of one client (worker) of a key-value job."""
 
-    def __init__(self, session: Session) -> None:
-        plan, cfg = session.plan, session.config
+    def __init__(self, plan: Plan, cfg: dict[str, Any], worker_id: int) -> None:
+        """``cfg``: the worker's configuration from the controller (unused off the switch)."""
         if plan.on_switch:
-            config = KvConfig(int(cfg["job_id"]), session.worker_id, str(cfg["agg_ip"]))
+            config = KvConfig(int(cfg["job_id"]), worker_id, str(cfg["agg_ip"]))
             self.client = KvClient(config)
         else:
-            config = KvConfig(HOST_JOB_ID, session.worker_id, _ip(plan.reducer))
+            config = KvConfig(HOST_JOB_ID, worker_id, _ip(plan.reducer))
             self.client = KvClient(config, Endpoint(("0.0.0.0", HOST_KV_PORT)))
             self.client.server = (config.server_ip, HOST_KV_PORT)
 

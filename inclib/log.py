@@ -16,14 +16,11 @@ the ``FALLBACK`` flag, which the switch forwards untouched); everything else is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from controller.api_client import ControllerApi
 from hosts.consensus.replicated_log import HOST_PLAN_PORT, LogClient, LogConfig, Replica
 from inclib.plan import Plan
-
-if TYPE_CHECKING:
-    from inclib.session import Session
 
 HOST_JOB_ID = 1  # host-only plans have no controller job id; both ends use this one
 
@@ -39,19 +36,19 @@ def _api(plan: Plan) -> ControllerApi:
 class LogHandle:
     """``append``/``read`` of one client (worker) of a consensus job."""
 
-    def __init__(self, session: Session) -> None:
-        plan, cfg = session.plan, session.config
+    def __init__(self, plan: Plan, cfg: dict[str, Any], worker_id: int) -> None:
+        """``cfg``: the worker's configuration from the controller (unused off the switch)."""
         if plan.on_switch:
             reps = tuple(str(r["ip"]) for r in cfg["replicas"])
             job_id = int(cfg["job_id"])
             config = LogConfig(
-                job_id, session.worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps,
+                job_id, worker_id, str(cfg["ip"]), str(cfg["group_ip"]), reps,
                 key=_api(plan).control_key(job_id),
             )  # fmt: skip
         else:
-            me = _ip(plan.peers[session.worker_id])
+            me = _ip(plan.peers[worker_id])
             config = LogConfig(
-                HOST_JOB_ID, session.worker_id, me, "", plan.replicas, True, port=HOST_PLAN_PORT
+                HOST_JOB_ID, worker_id, me, "", plan.replicas, True, port=HOST_PLAN_PORT
             )
         self.client = LogClient(config)
 

@@ -216,13 +216,13 @@ class Session:
     def kv(self) -> KvHandle:
         """This client's handle on the job's key-value store (``get``/``put``)."""
         if self._kv is None:
-            self._kv = KvHandle(self)
+            self._kv = KvHandle(self.plan, self.config, self.worker_id)
         return self._kv
 
     def log(self) -> LogHandle:
         """This client's handle on the job's replicated log (``append``/``read``)."""
         if self._log is None:
-            self._log = LogHandle(self)
+            self._log = LogHandle(self.plan, self.config, self.worker_id)
         return self._log
 
     # --- life cycle -----------------------------------------------------------------------

@@ -8,7 +8,7 @@ Example:
     ...
     ValueError: unknown policy 'lottery' (known: edf, fifo, mlfq, rr)
 
-A policy looks at the jobs that have work left (``controller/sched/scheduler.py``, ``SchedJob``)
+A policy looks at the jobs that have work left (``controller/sched/sched_job.py``, ``SchedJob``)
 and returns ``(job_id, aggregators)`` for every one of them, in priority order; the
 scheduler then places the sizes with the memory manager in that order. Size 0 means the
 job waits. Every policy is work-conserving up to what jobs can use (``want``: memory for
@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from controller.sched.scheduler import SchedJob
+    from controller.sched.sched_job import SchedJob
 
 Plan = list[tuple[int, int]]  # (job id, aggregators), highest priority first
 

@@ -32,13 +32,13 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.jobs.job import MAX_EPOCHS, Job, JobError, JobRequest, Scheduling
 from controller.jobs.job_kinds import AGG_POOL, kind_of
-from controller.jobs.memory_manager import Region
+from controller.jobs.memory_manager import MemoryManager, Region
 from controller.jobs.sizing import Network, Profile
 from controller.sched.policies import DEFAULT_QUANTUM, make_policy
 from controller.sched.scheduler import Change, JobClass, SchedJob, Scheduler
@@ -46,11 +46,34 @@ from controller.sched.switchover import SlotConfig, Switchover, SwitchoverError
 from controller.systems import job_region
 
 if TYPE_CHECKING:
-    from controller.job_manager import JobManager
+    from controller.jobs.events import EventLog
+    from controller.jobs.store import JobStore
+    from controller.p4rt.p4runtime_client import SwitchConnection
 
 log = logging.getLogger("controller.sched.scheduled_jobs")
 
 NO_REGION = Region(0, 0)
+
+
+class JobTable(Protocol):
+    """What scheduled jobs use of the job manager (``controller/job_manager.py``): its
+    admitted jobs, their switches, store and event log, and its memory pools."""
+
+    switches: dict[int, SwitchConnection]
+    store: JobStore
+    events: EventLog
+
+    def jobs(self) -> list[Job]: ...
+
+    def get(self, job_id: int) -> Job: ...
+
+    def find(self, job_id: int) -> Job | None: ...
+
+    def set_region(self, job: Job, region: Region) -> Job: ...
+
+    def forget(self, job_id: int) -> None: ...
+
+    def pool_memory(self, device_id: int, pool: str) -> MemoryManager: ...
 
 
 @dataclass(frozen=True)
@@ -125,7 +148,7 @@ class ScheduledJobs:
 
     def __init__(
         self,
-        manager: JobManager,
+        manager: JobTable,
         options: SchedulingOptions,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -151,7 +174,7 @@ class ScheduledJobs:
         """The scheduler of one memory pool of one switch (NetReduce's ``agg``, ATP's ``atp``)."""
         key = (device_id, pool)
         if key not in self.schedulers:
-            memory = self.m._memory(device_id, pool)
+            memory = self.m.pool_memory(device_id, pool)
             policy = make_policy(self.options.policy, self.options.quantum)
             self.schedulers[key] = Scheduler(policy, memory)
         return self.schedulers[key]
@@ -306,14 +329,11 @@ class ScheduledJobs:
 
     async def _retarget(self, c: Change) -> None:
         so = self.switchovers.get(c.job_id)
-        job = self.m._jobs.get(c.job_id)
+        job = self.m.find(c.job_id)
         if so is None or job is None:
             return  # being admitted: it starts with what it was given
         so.retarget(SlotConfig(c.new, job.quorum))
-        region = c.new or NO_REGION
-        self.m._jobs[c.job_id] = replace(job, region=region, window=region.size)
-        self.m.store.update_region(c.job_id, region, region.size)
-        await self._follow_window(self.m._jobs[c.job_id])
+        await self._follow_window(self.m.set_region(job, c.new or NO_REGION))
         log.info("job %d: target region %s (was %s)", c.job_id, c.new, c.old)
         self.m.events.record(
             "rescheduled",
@@ -341,7 +361,7 @@ class ScheduledJobs:
         self._clearings += 1
         owner = Clearing(job.job_id, self._clearings)
         kind = kind_of(job.kind)
-        self.m._memory(job.device_id, kind.pool).reserve(owner, NO_REGION, retiring=regions)
+        self.m.pool_memory(job.device_id, kind.pool).reserve(owner, NO_REGION, retiring=regions)
         key = self.m.store.add_clearing(job.device_id, job.kind, job.job_id, regions)
         self._to_clear.append(ToClear(job.device_id, job.kind, owner, tuple(regions), key))
 
@@ -352,7 +372,7 @@ class ScheduledJobs:
         self._clearings += 1
         owner = Clearing(job_id, self._clearings)
         try:
-            memory = self.m._memory(device, kind_of(kind).pool)
+            memory = self.m.pool_memory(device, kind_of(kind).pool)
             memory.reserve(owner, NO_REGION, retiring=regions)
         except (ValueError, KeyError, JobError) as err:  # a stored job holds it: not ours
             log.warning("not clearing %s after job %d: %s", regions, job_id, err)
@@ -374,7 +394,7 @@ class ScheduledJobs:
         """Memory held for clearing is clear (or could not be: the next owner's admission
         clears it): free now, and its pool re-planned with it (lock held)."""
         pool = kind_of(done.kind).pool
-        self.m._memory(done.device_id, pool).free(done.owner)
+        self.m.pool_memory(done.device_id, pool).free(done.owner)
         self.m.store.remove_clearing(done.key)
         if (done.device_id, pool) in self.schedulers:
             await self.reschedule(done.device_id, pool)
@@ -432,7 +452,7 @@ class ScheduledJobs:
             self.done[job_id].add(worker_id)
             if self.done[job_id] == set(so.asked):
                 sched.update(job_id, epochs_done=epochs)
-                self.m._forget(job_id)
+                self.m.forget(job_id)
                 await self.remove(job, finished=True)
                 log.info("job %d finished", job_id)
             return {"job_id": job_id, "epoch": epoch, "done": True, "wait": False}, self._version
@@ -489,7 +509,7 @@ class ScheduledJobs:
         for (device, pool), sched in sorted(self.schedulers.items()):
             rows = sched.view(now)
             for row in rows:
-                job = self.m._jobs.get(row["job_id"])
+                job = self.m.find(row["job_id"])
                 so = self.switchovers.get(row["job_id"])
                 row["name"] = job.name if job else ""
                 if so is not None:

@@ -20,8 +20,25 @@ from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 
 if TYPE_CHECKING:
-    from p4sim.compiler.cg_expr import EV
     from p4sim.compiler.typecheck import GlobalEnv, TBit, TComposite
+
+NOCONST = object()  # an expression's value when it is not a compile-time constant
+
+
+@dataclass
+class EV:
+    """A compiled expression: Python source, P4 type, constant value, assignability."""
+
+    code: str
+    type: T
+    const: Any = NOCONST
+    lval: bool = False
+    sym: Any = None  # for names of non-values (tables, actions, instances)
+    owner: str | None = None  # validity flag code of the header owning this field
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not NOCONST
 
 
 @dataclass

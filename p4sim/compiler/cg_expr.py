@@ -14,11 +14,10 @@ and errors are member-name strings, serializable enums are ints.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from p4sim.compiler import rt
-from p4sim.compiler.cg_base import CompilerBase, Fn
+from p4sim.compiler.cg_base import EV, NOCONST, CompilerBase, Fn
 from p4sim.compiler.typecheck import (
     BOOL,
     ERROR,
@@ -44,24 +43,7 @@ from p4sim.compiler.typecheck import (
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 
-NOCONST = object()
 _FOLD_NS: dict[str, Any] = {"signed": rt.signed, "sat_add": rt.sat_add, "sat_sub": rt.sat_sub}
-
-
-@dataclass
-class EV:
-    """A compiled expression: Python source, P4 type, constant value, assignability."""
-
-    code: str
-    type: T
-    const: Any = NOCONST
-    lval: bool = False
-    sym: Any = None  # for names of non-values (tables, actions, instances)
-    owner: str | None = None  # validity flag code of the header owning this field
-
-    @property
-    def is_const(self) -> bool:
-        return self.const is not NOCONST
 
 
 def _is_value(ev: EV) -> bool:

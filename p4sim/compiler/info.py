@@ -12,13 +12,25 @@ Annotations are kept as source-like text so that P4Info generation can copy them
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from p4sim import program_info as pi
 from p4sim.frontend import ast
 
-if TYPE_CHECKING:
-    from p4sim.compiler.program import CompiledProgram
+
+class CompiledProgram(Protocol):
+    """What the control-plane view reads of a compiled program
+    (``p4sim.compiler.program.CompiledProgram``, which builds its view with this module)."""
+
+    tables: list[Any]  # TableInfo
+    actions: dict[str, Any]  # ActionInfo by name
+    externs: list[Any]  # ExternInfo
+    value_sets: list[Any]  # ValueSetInfo
+    digests: dict[str, list[tuple[str, int]]]
+    controller_headers: list[Any]
+    main_file: str
+    newtypes: set[str]
+
 
 _SCOPES = {"tableonly": "TABLE_ONLY", "defaultonly": "DEFAULT_ONLY"}
 
