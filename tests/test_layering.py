@@ -12,9 +12,11 @@
 - topologies/ and tests/ sit on top and may import anything (the in-process switch,
   topologies/local_switch.py, is where p4sim meets the controller).
 
-Cycles: the import graph of the project's modules at run time (imports under
-``if TYPE_CHECKING:`` left out; an import of a module's own enclosing package does not
-count, since Python has already started loading it) has no circle.
+Cycles: the import graph of the project's modules has no circle. Imports under
+``if TYPE_CHECKING:`` count too: a module that names another's type depends on it as much as
+one that calls it (where only a few members are needed, a ``Protocol`` states them). An
+import of a module's own enclosing package does not count, since Python has already
+started loading it.
 """
 
 from __future__ import annotations
@@ -71,26 +73,15 @@ def project_modules() -> dict[str, Path]:
     }
 
 
-def _type_checking_only(node: ast.If) -> bool:
-    test = node.test
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def imported_names(path: Path, runtime_only: bool = False) -> set[str]:
+def imported_names(path: Path) -> set[str]:
     """Every dotted name ``path`` imports, at any depth in the file (``from a import b``
-    gives ``a`` and ``a.b``); ``runtime_only`` leaves out ``if TYPE_CHECKING:`` blocks."""
+    gives ``a`` and ``a.b``), ``if TYPE_CHECKING:`` blocks included."""
     me = module_name(path)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     found: set[str] = set()
 
     def visit(node: ast.AST) -> None:
         for child in ast.iter_child_nodes(node):
-            if runtime_only and isinstance(child, ast.If) and _type_checking_only(child):
-                for stmt in child.orelse:
-                    visit_one(stmt)
-                continue
             visit_one(child)
 
     def visit_one(node: ast.AST) -> None:
@@ -124,12 +115,12 @@ def project_imports(path: Path) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """module -> the project modules it imports at run time (not its own packages)."""
+    """module -> the project modules it imports (not its own packages)."""
     modules = project_modules()
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         targets = set()
-        for n in imported_names(path, runtime_only=True):
+        for n in imported_names(path):
             while n and n not in modules:
                 n = n.rpartition(".")[0]
             if n and n != name and not name.startswith(n + "."):
@@ -219,13 +210,11 @@ def test_the_cycle_detector_finds_a_circle_and_ignores_a_chain() -> None:
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_imports_for_type_checking_only_do_not_make_a_circle(tmp_path: Path) -> None:
+def test_an_import_for_type_checking_only_counts(tmp_path: Path) -> None:
     mod = tmp_path / "m.py"
     mod.write_text(
         "from typing import TYPE_CHECKING\n"
         "if TYPE_CHECKING:\n    from controller.job_manager import JobManager\n"
         "else:\n    import json\n"
     )
-    assert "controller.job_manager" not in imported_names(mod, runtime_only=True)
-    assert "json" in imported_names(mod, runtime_only=True)
-    assert "controller.job_manager" in imported_names(mod)
+    assert {"controller.job_manager", "json"} <= imported_names(mod)
