@@ -12,17 +12,19 @@ On the switch path (a ``kv_cache`` job) the client and server are those of
 ``hosts/kv/store.py``: requests to the server at ``INC_UDP_PORT`` pass the switch, which
 answers reads of hot keys from its cache and keeps them consistent with writes
 (docs/protocol.md, "Key-value cache"). On the host path the same client and server speak
-the same messages on ``HOST_KV_PORT``, which the switch forwards as plain UDP.
+the same messages on ``HOST_KV_PORT``, which the switch forwards as plain UDP, past its
+bindings: there the server alone keeps other hosts out. It takes a request only from the
+address the plan gives the worker it names (``Plan.peers``) and the clients' port, of its
+job, with a client's flags (docs/protocol.md, *Isolation*, I-KV).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from hosts.kv.store import KvClient, KvConfig, KvServer
-from hosts.transport.udp import Endpoint
+from hosts.transport.udp import Address, Endpoint
 from inclib.plan import Plan
 from wire.header import INC_UDP_PORT
 
@@ -60,28 +62,23 @@ class KvHandle:
 
 
 class KvStorage:
-    """The storage server of a key-value job, on the port its plan's path uses."""
+    """The storage server of a key-value job, on the port its plan's path uses: requests
+    only from its plan's workers (``KvServer``'s checks, each worker at its peer address),
+    sent from that port, where it answers them."""
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: Plan, address: Address | None = None) -> None:
+        """``address``: where to listen (default: every address, the path's port); the
+        clients send from, and are answered on, its port."""
         self.plan = plan
-        self.port = INC_UDP_PORT if plan.on_switch else HOST_KV_PORT
+        self.port = address[1] if address else INC_UDP_PORT if plan.on_switch else HOST_KV_PORT
         job_id = plan.job_id if plan.job_id is not None else HOST_JOB_ID
-        self.server = KvServer(job_id, Endpoint(("0.0.0.0", self.port)))
+        clients = {w: _ip(peer) for w, peer in enumerate(plan.peers)}
+        endpoint = Endpoint(address or ("0.0.0.0", self.port))
+        self.server = KvServer(job_id, endpoint, clients, client_port=self.port)
 
     def serve(self, seconds: float | None = None) -> None:
         """Answer requests for ``seconds`` (None: until interrupted)."""
-        end = None if seconds is None else time.monotonic() + seconds
-        ep = self.server.endpoint
-        while end is None or time.monotonic() < end:
-            if not ep.wait(0.2):
-                continue
-            out = []
-            for data, (ip, _) in ep.recv_many():
-                reply = self.server.handle(data)
-                if reply is not None:
-                    out.append((reply, (ip, self.port)))
-            if out:
-                ep.send_many(out)
+        self.server.serve(seconds)
 
     def close(self) -> None:
         self.server.endpoint.close()

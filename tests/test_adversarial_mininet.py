@@ -3,18 +3,24 @@ combination, with its own and the jobs' ids, spoofed sources, IP options and fra
 ahead-of-time psns, sequence numbers and sessions; every job's results stay exact and the
 switch counts the drops by reason, per job (docs/protocol.md, *Isolation*).
 
-The smallest network that shows it: one star running three jobs at once, with a forger on
-h3 that is the one worker of a NetReduce job of its own (so its own id is bound to its port
-and it is a tenant, not a stranger).
+The smallest network that shows it: one star running a job of each of the six kinds at
+once, with a forger on h3 that is the one worker of a NetReduce job of its own (so its own
+id is bound to its port and it is a tenant, not a stranger).
 
 h1, h2: NetReduce workers answered in the name of h4; h5: a client of a replicated log
 whose replicas are h6..h8; h9, h10: a writer and a reader of a key-value cache job served
-by h11; h12, h13: ASK word-count mappers whose reducer is h14.
+by h11; h12, h13: ASK word-count mappers whose reducer is h14; h15, h16: ATP workers whose
+PS is h17 (sharing the pool); h18, h19: Serene workers under bounded staleness, running
+epochs ahead, answered in h4's name too.
+
+Every wait is bounded: a job kind whose hosts do not finish (a forgery that keeps a packet
+in flight for good) fails the test by name, with what its hosts said last.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,12 +41,13 @@ RUN_DIR = Path("run/adversarial-test")
 #   raw: (source, destination) pairs sent spoofed; parse: one pair sent behind a no-op IPv4
 #     option and as a first fragment;
 #   ahead: (source, destination) pairs that get, after each sweep, a RESULT of the victim
-#     with each n of the sweep (answers ahead of time).
+#     with each n of the sweep (answers ahead of time);
+#   atp: (pool offset, size): agg_idx is the pool index ATP hashes the job and psn to.
 # One sweep is every flag byte 0..255 for every target (the targets in turn for each byte).
 FORGER = r"""
 import json, socket, sys, time
 import numpy as np
-from wire.header import INC_UDP_PORT, Header, pack
+from wire.header import INC_UDP_PORT, Header, atp_index, pack
 me, targets = sys.argv[1], json.loads(sys.argv[2])
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.bind(("0.0.0.0", INC_UDP_PORT))
@@ -62,6 +69,8 @@ def header(t, n, **kw):
     now = (int(time.time() * 1000) << 8) & 0xFFFFFFFF
     fields = {k: ((now if v == "now" else v) + n * t["step"].get(k, 0))
               % t["wrap"].get(k, 1 << 32) for k, v in t["base"].items()}
+    if "atp" in t:
+        fields["agg_idx"] = atp_index(kw["job_id"], fields["psn"], *t["atp"])
     return Header(op=t["op"], **{**fields, **kw})
 
 sweep = 0
@@ -131,7 +140,7 @@ def ask_job(ex: Any, mappers: list[int], reducer: int) -> int:
 def mapper(ex: Any, job: int, worker: int, words: Path) -> list[str]:
     return [sys.executable, "-m", "hosts.ask.run", "mapper", "--controller", ex.controller_url,
             "--job-id", str(job), "--worker-id", str(worker),
-            "--input", str(words.resolve())]  # fmt: skip
+            "--input", str(words.resolve()), "--verbose"]  # fmt: skip
 
 
 def job_drops(ex: Any, job: int) -> dict[str, int]:
@@ -142,15 +151,84 @@ def job_drops(ex: Any, job: int) -> dict[str, int]:
     }
 
 
+def serene_job(ex: Any, hosts: list[int]) -> int:
+    """A Serene job under bounded staleness (``bounded 1``), answered in h4's name."""
+    from topologies.experiment import host_ip, host_mac
+
+    return ex.submit(  # type: ignore[no-any-return]
+        "serene", kind="serene", workers=len(hosts), window=16, region_size=16,
+        mode="bounded 1", worker_ports=hosts, worker_ips=[host_ip(h) for h in hosts],
+        worker_macs=[host_mac(h) for h in hosts], agg_ip=host_ip(4), agg_mac=host_mac(4),
+    )  # fmt: skip
+
+
+SERENE = {"epochs": 8, "size": 128, "seed": 9, "ahead": 2}  # 4 packets an epoch, 3 epochs out
+
+
+def serene_worker(ex: Any, job: int, worker: int, out: Path) -> list[str]:
+    return [sys.executable, "-m", "hosts.serene.worker", "--controller", ex.controller_url,
+            "--job-id", str(job), "--worker-id", str(worker), "--out", str(out / f"serene{worker}"),
+            *(f"--{k}={v}" for k, v in SERENE.items())]  # fmt: skip
+
+
+def serene_problems(out: Path, workers: int) -> list[str]:
+    """What differs from every epoch's whole, exact sum on every worker (empty: none)."""
+    import numpy as np
+
+    from hosts.vector_job import make_vector
+
+    seed, size, epochs = SERENE["seed"], SERENE["size"], SERENE["epochs"]
+    want = [sum(make_vector(seed, w, e, size) for w in range(workers)) for e in range(epochs)]
+    bad = []
+    for w in range(workers):
+        rec = json.loads((out / f"serene{w}.json").read_text())
+        if "error" in rec or rec.get("dropped"):
+            bad.append(f"worker {w}: {rec.get('error')} dropped {rec.get('dropped')}")
+            continue
+        got = np.load(out / f"serene{w}.npz")
+        if not (got["bitmaps"] == (1 << workers) - 1).all():
+            bad.append(f"worker {w}: rounds without every worker: {got['bitmaps'].tolist()}")
+        bad += [f"worker {w}, epoch {e}: not the sum" for e in range(epochs)
+                if not np.array_equal(got["results"][e], want[e])]  # fmt: skip
+    return bad
+
+
+def start_bounded(ex: Any, commands: list[tuple[str, list[str]]], out: Path) -> list[Any]:
+    """Starts each (host, argv), its output to ``out/<host>.out`` (``wait_bounded``)."""
+    procs = []
+    for host, cmd in commands:
+        with open(out / f"{host}.out", "wb") as f:
+            procs.append((host, ex.popen(host, cmd, stdout=f)))
+    return procs
+
+
+def wait_bounded(ex: Any, procs: list[Any], out: Path, seconds: float) -> dict[str, Any]:
+    """Waits ``seconds`` at most for every process; stops those still running. Returns by
+    host its exit code (None: stopped) and its last lines."""
+    import subprocess
+    import time
+
+    deadline = time.monotonic() + seconds
+    codes = {}
+    for host, p in procs:
+        try:
+            codes[host] = p.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            codes[host] = None
+            ex.stop(p)
+    return {h: (codes[h], (out / f"{h}.out").read_text().splitlines()[-2:]) for h, _ in procs}
+
+
 def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes_no_result(
     tmp_path: Path,
 ) -> None:
     """Every flag byte of every op, with each job's id and the forger's own, from its port,
     spoofed in the name of each job's members, behind IPv4 options and as first fragments,
-    and answers ahead of time: NetReduce's sums stay exact, every committed append is in the
-    replicated log and no forged entry is in any replica's, key-value reads return exactly
-    what was written; the switch drops it all as forged results, unknown workers and
-    unparsed IPv4, and counts each against the job it named."""
+    and answers ahead of time: NetReduce's and ATP's sums stay exact, every Serene round is
+    whole and exact, every committed append is in the replicated log and no forged entry is
+    in any replica's, key-value reads return exactly what was written, the word counts are
+    the mappers'; the switch drops it all as forged results, unknown workers and unparsed
+    IPv4, and counts each against the job it named."""
     import subprocess
     import time
     from collections import Counter
@@ -162,14 +240,14 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     from tests.test_mininet_consensus import CAUGHT_UP, client, log_fields, replica, summary
     from tests.test_mininet_kv_cache import check_reads, kv_cmd, kv_fields, last_json
     from topologies.ask_mappers import zipf_text
-    from topologies.atp import AtpJob, exact, run_jobs
+    from topologies.atp import AtpJob, exact, run_jobs, start_ps, submit_atp
     from topologies.experiment import host_ip
 
     ip = host_ip
     words = [tmp_path / f"words{w}.txt" for w in range(2)]
     for w, path in enumerate(words):
         zipf_text(path, 15000, seed=w + 1)
-    ex = start_net(14)
+    ex = start_net(19)
     forger = None
     try:
         nr = _netreduce(ex, "nr", [1, 2])
@@ -177,6 +255,10 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
         log = ex.api.submit(log_fields([5], [6, 7, 8]))["job_id"]
         kv = ex.api.submit(kv_fields([9, 10], 11, cache_size=4, refresh_ms=100))["job_id"]
         ask = ask_job(ex, [12, 13], 14)
+        atp = submit_atp(ex, "atp", [15, 16], ps_host=17, window=16, pool=(0, 16))
+        ps = start_ps(ex, 17, [atp.job_id])
+        ser = serene_job(ex, [18, 19])
+        ser_region = ex.api.worker_config(ser, 0)["region_offset"]
         group = ex.api.job(log)["agg_ip"]
         reps = [replica(ex, log, r, first=6) for r in range(3)]
         srv = [sys.executable, "-m", "hosts.kv.store", "server", "--job-id", str(kv),
@@ -209,6 +291,18 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
                    values=junk, to=[ip(14), ip(12)],
                    raw=[(ip(12), ip(14)), (ip(14), ip(12)), (ip(14), ip(13))],
                    parse=(ip(12), ip(14)), ahead=[(ip(14), ip(12)), (ip(14), ip(13))]),
+            # a worker's pieces at the pool index of their psn, the PS's results and ACKs,
+            # fallback pieces naming both workers, WAITs and collisions
+            target(Op.AGG_SYNC, atp.job_id, own, base={"psn": 0, "bitmap": 0b11},
+                   step={"psn": 1}, atp=(0, 16), values=junk, to=[ip(17), ip(15)],
+                   raw=[(ip(15), ip(17)), (ip(17), ip(15)), (ip(16), ip(17))],
+                   parse=(ip(15), ip(17)), ahead=[(ip(17), ip(15)), (ip(17), ip(16))]),
+            # contributions over the job's region and epochs ahead, WAITs, running sums
+            target(Op.AGG_SYNC, ser, own, base={"psn": 0, "agg_idx": ser_region, "epoch": 0,
+                   "bitmap": 0b11}, step={"psn": 1, "agg_idx": 1, "epoch": 1},
+                   wrap={"agg_idx": ser_region + 16, "epoch": 16}, values=junk,
+                   to=[ip(4), ip(18)], raw=[(ip(18), ip(4)), (ip(4), ip(18)), (ip(19), ip(4))],
+                   parse=(ip(18), ip(4)), ahead=[(ip(4), ip(18)), (ip(4), ip(19))]),
         ]  # fmt: skip
         cmd = [sys.executable, "-c", FORGER, ip(3), json.dumps(targets)]
         forger = ex.popen("h3", cmd, stdout=subprocess.DEVNULL)
@@ -218,46 +312,62 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
             assert forger.poll() is None, "the forger died"
             assert time.monotonic() < deadline, ex.drop_counters()
             time.sleep(0.2)
-        before = {j: job_drops(ex, j) for j in (nr, log, kv, ask)}
+        jobs = (nr, log, kv, ask, atp.job_id, ser)
+        before = {j: job_drops(ex, j) for j in jobs}
         size, calls = 4000, 2
         with ThreadPoolExecutor(1) as pool:
-            nr_run = pool.submit(run_jobs, ex, [AtpJob(nr, (1, 2), "netreduce")], tmp_path,
-                                 size, calls, 80, "--bits", "24")  # fmt: skip
+            sums = pool.submit(run_jobs, ex, [AtpJob(nr, (1, 2), "netreduce"), atp], tmp_path,
+                               size, calls, 80, "--bits", "24", timeout=120)  # fmt: skip
             warm = ex.run_hosts([("h5", client(ex, log, 0, 20)),
                                  ("h9", kv_cmd(ex, "warm", kv, 0, "--count", "500"))],
                                 timeout=120)  # fmt: skip
+            mappers = start_bounded(ex, [(f"h{12 + w}", mapper(ex, ask, w, words[w]))
+                                         for w in range(2)], tmp_path)  # fmt: skip
             runs = ex.run_hosts(
                 [("h5", client(ex, log, 0, 20)),
                  ("h9", kv_cmd(ex, "check", kv, 0, "--role", "writer", "--count", "40")),
                  ("h10", kv_cmd(ex, "check", kv, 1, "--role", "reader", "--count", "150")),
-                 ("h12", mapper(ex, ask, 0, words[0])), ("h13", mapper(ex, ask, 1, words[1]))],
+                 *((f"h{18 + w}", serene_worker(ex, ser, w, tmp_path)) for w in range(2))],
                 timeout=120,
             )  # fmt: skip
-            got = nr_run.result()
+            got = sums.result()
+        # ASK: the mappers are done (the reducer has every count) within a bound
+        done = wait_bounded(ex, mappers, tmp_path, 30)
+        assert all(c == 0 for c, _ in done.values()), (
+            f"ASK mappers not done in 30 s (exit code, last lines): {done}; the switch's"
+            f" drops of the job: {job_drops(ex, ask)}")  # fmt: skip
         final = ex.run_hosts([("h5", client(ex, log, 0, 0, "--read"))])
         for r in (*warm, *runs, *final):
             assert r.code == 0, (r.host, r.lines[-3:])
         drops = ex.drop_counters()
-        after = {j: job_drops(ex, j) for j in (nr, log, kv, ask)}
+        after = {j: job_drops(ex, j) for j in jobs}
         key = ex.api.control_key(log).hex()
         caught = ex.run_hosts([("h5", [sys.executable, "-c", CAUGHT_UP, key,
                                        *(ip(r) for r in (6, 7, 8))])])  # fmt: skip
         lens = json.loads(caught[0].lines[-1])
-        deadline = time.monotonic() + 30
-        while not (ex.logs / "ask.json").exists() and time.monotonic() < deadline:
+        deadline = time.monotonic() + 10
+        while not (ex.logs / "ask.json").exists():
+            assert time.monotonic() < deadline, "the ASK reducer wrote no record within 10 s"
             time.sleep(0.1)
         counts = read_record(ex.logs / "ask.json")
-        for p in reps:
+        for p in (*reps, ps):
             ex.stop(p)
     finally:
         if forger is not None:
             ex.stop(forger)
         ex.close()
     assert len(lens) == 3 and len(set(lens.values())) == 1, lens
-    # NetReduce: the sums are exact and nothing of the forger's reaches the workers (their
-    # own filters, by wire.header.HostDrop, refuse nothing: the switch is the trust anchor).
-    assert exact(got[nr], 80 + nr, size, calls, bits=24) == []
-    assert [g["rec"]["stats"]["drops"] for g in got[nr]] == [[0] * HOST_DROPS] * 2
+    # NetReduce and ATP: the sums are exact and nothing of the forger's reaches the workers
+    # (their own filters, by wire.header.HostDrop, refuse nothing: the switch is the trust
+    # anchor), nor ATP's PS (it drops pieces naming workers the job has not: none came).
+    for j in (nr, atp.job_id):
+        assert exact(got[j], 80 + j, size, calls, bits=24) == [], j
+        assert [g["rec"]["stats"]["drops"] for g in got[j]] == [[0] * HOST_DROPS] * 2, j
+    ps_stats = (ex.logs / "h17.log").read_text().splitlines()[-1]
+    assert re.search(r"\bforged=0\b", ps_stats) and re.search(r"\bignored=0\b", ps_stats), ps_stats
+    # Serene: every round of every epoch whole (both workers) and exact, on both workers,
+    # and their filters refused nothing.
+    assert serene_problems(tmp_path, 2) == []
     # The replicated log: every committed append in the leader's log, the replicas' logs
     # the same, no forged entry in any.
     results = [json.loads(r.lines[-1]) for r in (warm[0], runs[0])]
@@ -294,6 +404,6 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     # result binding to check: the switch refuses every one from a port no client or server
     # of the job is on. (Options and fragments are dropped before the job id is read.)
     flagged = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8}
-    by_job = ((nr, flagged), (log, flagged), (kv, {"UNKNOWN_WORKER": 200}), (ask, flagged))
+    by_job = ((kv, {"UNKNOWN_WORKER": 200}), *((j, flagged) for j in jobs if j != kv))
     for j, reasons in by_job:
         assert all(grew[j][k] >= n for k, n in reasons.items()), (j, grew[j])

@@ -1,7 +1,8 @@
 """The key-value agents take only what their job's members sent them (docs/protocol.md,
 *Isolation*, I-KV): the server changes no value or version for a host that is no client
-of its job, or that names a client from another address; a client completes a request
-only with its server's reply. Every forgery is counted by reason, over real loopback
+of its job, or that names a client from another address, behind the switch's cache and on
+the host path without it (``inclib.KvStorage``); a client completes a request only with
+its server's reply. Every forgery is counted by reason, over real loopback
 sockets (each host its own 127.0.0.x address, every client on the same UDP port as on
 Mininet)."""
 
@@ -18,6 +19,8 @@ import pytest
 from hosts.kv.pipelined_client import PipelinedKvClient, Workload
 from hosts.kv.store import KvClient, KvConfig, KvServer, _values
 from hosts.transport.udp import Endpoint
+from inclib.kv import HOST_JOB_ID, KvStorage
+from inclib.plan import Plan
 from wire.header import (
     HOST_DROPS,
     KV_VALUE_WORDS,
@@ -223,3 +226,38 @@ def test_pipelined_client_completes_requests_only_with_its_servers_replies(port:
     assert out["ops"] == 6 and out["retransmissions"] == 0
     assert (hist["value"] == 9).all() and (hist["version"] == 3).all()
     assert client.window.drops == [6 * n for n in srv.expected()]
+
+
+def test_host_path_storage_takes_requests_only_from_its_plans_workers(port: int) -> None:
+    """Without the switch (a host-only plan, ``inclib.KvStorage``), nothing but the server
+    keeps other hosts out: a write in client 0's name from another address, from client
+    0's address but another port, and one naming a worker the plan does not have change
+    no value and no version."""
+    plan = Plan("", 2, CLIENT_IPS, kind="kv_cache", reducer=SERVER_IP)  # no job id: hosts
+    storage = KvStorage(plan, (SERVER_IP, port))
+    serving = threading.Thread(target=storage.serve, args=(3.0,), daemon=True)
+    serving.start()
+    clients = [KvClient(KvConfig(HOST_JOB_ID, w, SERVER_IP, port=port), Endpoint((ip, port)))
+               for w, ip in enumerate(CLIENT_IPS)]  # fmt: skip
+    other_ip, other_port = _udp(FORGER_IP, port), _udp(CLIENT_IPS[0])
+    to = (SERVER_IP, port)
+    try:
+        version = clients[1].put(KEY, [7] * KV_VALUE_WORDS)
+        psn = clients[0].psn + 1000  # ahead: a repeat of it could be answered from memory
+        other_ip.sendto(_write(0, psn, job_id=HOST_JOB_ID), to)
+        other_port.sendto(_write(0, psn, job_id=HOST_JOB_ID), to)
+        clients[0].endpoint.send_many([(_write(2, psn, job_id=HOST_JOB_ID), to)])
+        got = clients[0].read(KEY)
+        clients[0].psn = psn - 1  # had a forgery been applied, this write's reply would be it
+        assert clients[0].put(KEY, [8] * KV_VALUE_WORDS) == version + 1
+    finally:
+        for c in clients:
+            c.close()
+        other_ip.close()
+        other_port.close()
+        serving.join(5)
+        storage.close()
+    assert got.value == [7] * KV_VALUE_WORDS and got.version == version
+    drops = storage.server.stats.drops
+    want = {HostDrop.FOREIGN_ADDRESS: 1, HostDrop.FOREIGN_PORT: 1, HostDrop.NOT_A_MEMBER: 1}
+    assert drops == [want.get(HostDrop(i), 0) for i in range(HOST_DROPS)], drops
