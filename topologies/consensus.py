@@ -7,7 +7,7 @@ Example (as root; ``make bench`` runs it in section kvcons)::
 
 One network (``star(clients + 6)``: clients ``h1..hN``, each design's three replicas on
 three hosts of its own, replica 0 leading), one run, two replicated logs measured pass by
-pass in turn with the same clients (``hosts/consensus/replicated_log.py``, the same code in both):
+pass in turn with the same clients and replicas (``hosts/consensus/``, the same code in both):
 
 - **host leader**: clients send to the leader, which numbers the requests and sends them
   to the followers (``--sequencer host``): client → leader → followers → client;
@@ -94,7 +94,7 @@ def summarize(res: list[dict[str, Any]], cpu: float, commits: list[list[Any]]) -
 def check_run(ex: Any, job: int, commits: list[list[Any]]) -> Any:
     """The replicas' logs (their summaries at stop) against every client's commits."""
     from hosts.consensus.log_check import Ack, check_log
-    from hosts.consensus.replicated_log import Entry
+    from hosts.consensus.log_wire import Entry
 
     logs = []
     for r in range(3):
