@@ -74,6 +74,7 @@ from hosts.consensus.log_wire import (
     chunked,
     udp_socket,
 )
+from hosts.consensus.native_replica import NativeRequests
 from hosts.transport.control_mac import ControlMac
 from wire.header import HEADER_LEN, INC_UDP_PORT, SLOTS
 from wire.serial import newer
@@ -596,12 +597,26 @@ class Replica:
         self.sequenced(session, seq, entry)
 
     def run(self, stop: list[bool]) -> None:
+        """Serve until ``stop[0]``: timers, then what the sockets hold. Requests take the C
+        path (``native_replica.py``: the same checks, the in-order case in C, the rest here)
+        unless the back end is ``python``."""
+        native = NativeRequests.for_replica(self)
+        try:
+            self._serve(stop, native)
+        finally:
+            if native is not None:
+                native.close()
+
+    def _serve(self, stop: list[bool], native: NativeRequests | None) -> None:
         while not stop[0]:
             now = time.monotonic()
             self.on_timers(now)
             wake = min([*self.timers.values(), now + 0.05])
             ready, _, _ = select.select([self.req, self.ctl], [], [], max(0.0, wake - now))
             for sock in ready:
+                if native is not None and sock is self.req:
+                    native.pump(self)
+                    continue
                 for _ in range(256):
                     try:
                         data, addr = sock.recvfrom(65535)
