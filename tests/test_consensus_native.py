@@ -197,3 +197,29 @@ def test_a_host_sequencers_follower_takes_numbered_frames_from_the_leader_only(
     same_state(py, nat)
     assert [e.req for e in nat.log] == [1, 2] and nat.pending and nat.stats["dropped_sender"] == 2
     assert got == want
+
+
+def test_serve_handles_requests_until_a_control_datagram_or_the_deadline(
+    port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve`` waits in C: it returns at the replica's next timer, or as soon as its control
+    socket has a datagram (Python's to read), having logged what came meanwhile."""
+    import time
+
+    rep = make(1, "239.100.0.3", port, True, monkeypatch)
+    rep.ctl = bound(REPLICAS[1]["ip"], 0)
+    fast = native_replica.NativeRequests(rep)
+    client = bound(CLIENTS[0], port)
+    try:
+        t = time.monotonic()
+        assert fast.serve(rep, t + 0.05) == 0 and time.monotonic() - t >= 0.05
+        for seq in (1, 2):
+            client.sendto(request(0, seq, seq, 7), (REPLICAS[1]["ip"], port))
+        client.sendto(b"control", rep.ctl.getsockname())
+        t = time.monotonic()
+        assert fast.serve(rep, t + 5.0) == 2 and time.monotonic() - t < 1.0
+        assert [e.req for e in rep.log] == [1, 2] and len(drain(client)) == 2
+    finally:
+        fast.close()
+        for s in (rep.req, rep.ctl, client):
+            s.close()

@@ -2,7 +2,8 @@
  * in-order case of Replica.sequenced, one for one, over the replica's request socket read
  * with recvmmsg and answered with sendmmsg. hosts/consensus/native_replica.py drives it.
  *
- * A pump (rep_pump) reads the datagrams queued on the socket. Each goes through the checks
+ * A pump (rep_pump) reads the datagrams queued on the socket; rep_serve pumps and waits in
+ * poll until a timer of Python's is due or a control datagram comes. Each goes through the checks
  * of on_request in its order: a request frame (length, op CONSENSUS, the job, no RESULT
  * flag, every slot), then its sender: the client's own address and port (under a host
  * sequencer, a numbered request only from the leader's) or it is dropped and counted
@@ -25,6 +26,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,11 +217,8 @@ static int classify(struct rep_ctx *x, int64_t i) {
     return TAKEN;
 }
 
-/* Read and handle what is queued (at most cap datagrams); returns how many were read. */
-int64_t rep_pump(struct rep_ctx *x) {
-    x->received = x->taken = x->requests = x->dropped_sender = x->send_drops = 0;
-    x->heard = x->sent = x->n_out = 0;
-    x->first_slow = -1;
+/* read and handle what is queued; stops at a datagram for Python, or with cap nearly used */
+static void drain(struct rep_ctx *x) {
     struct mmsghdr m[BATCH];
     struct iovec v[BATCH];
     struct sockaddr_in from[BATCH];
@@ -235,7 +234,7 @@ int64_t rep_pump(struct rep_ctx *x) {
         }
         int r = recvmmsg((int)x->fd, m, BATCH, MSG_DONTWAIT, NULL);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break; /* drained (EAGAIN), or an error Python's recvfrom would raise */
+        if (r <= 0) return; /* drained (EAGAIN), or an error Python's recvfrom would raise */
         for (int i = 0; i < r; i++) {
             int64_t k = x->received + i;
             x->lens[k] = m[i].msg_len;
@@ -250,7 +249,37 @@ int64_t rep_pump(struct rep_ctx *x) {
         }
         x->received += r;
         flush(x);
-        if (r < BATCH) break;
+        if (r < BATCH) return;
+    }
+}
+
+static void reset(struct rep_ctx *x) {
+    x->received = x->taken = x->requests = x->dropped_sender = x->send_drops = 0;
+    x->heard = x->sent = x->n_out = 0;
+    x->first_slow = -1;
+}
+
+/* Read and handle what is queued (at most cap datagrams); returns how many were read. */
+int64_t rep_pump(struct rep_ctx *x) {
+    reset(x);
+    drain(x);
+    return x->received;
+}
+
+/* Serve requests until `deadline` (CLOCK_MONOTONIC seconds, Python's time.monotonic), a
+ * datagram on `ctl_fd` (the replicas' control socket: Python's), a request for Python, cap
+ * nearly used or a signal (Python's handlers run when this returns); waits in poll, so a
+ * replica under load pays no Python per wake-up. Returns how many datagrams were read. */
+int64_t rep_serve(struct rep_ctx *x, int64_t ctl_fd, double deadline) {
+    reset(x);
+    for (;;) {
+        drain(x);
+        if (x->first_slow >= 0 || x->received + BATCH > x->cap) break;
+        double left = deadline - now_s();
+        if (left <= 0) break;
+        struct pollfd p[2] = {{(int)x->fd, POLLIN, 0}, {(int)ctl_fd, POLLIN, 0}};
+        int r = poll(p, 2, (int)(left * 1000.0) + 1);
+        if (r <= 0 || p[1].revents || !(p[0].revents & POLLIN)) break;
     }
     return x->received;
 }

@@ -2,16 +2,18 @@
 
 Example (``Replica.run`` does this when the native back end is chosen)::
 
-    pump = NativeRequests.for_replica(rep)   # built with gcc on first use, cached
-    pump.pump(rep)                           # every request queued on rep.req, handled
+    fast = NativeRequests.for_replica(rep)   # built with gcc on first use, cached
+    fast.serve(rep, until)                   # requests until a timer or a control datagram
 
 The C loop reads the request socket with recvmmsg, applies ``Replica.on_request``'s checks
 and logs the requests that come in order (the common case under load), answering with
-sendmmsg; a request out of order and everything after it goes to ``Replica.on_request``
-with the state the C loop left. Both sequencers use it: under a host sequencer the leader
-numbers its clients' requests and sends them to the followers in the same batch. The back
-end is ``$INC_HOST_BACKEND`` (``native`` by default, ``python``: the reference loop);
-without a C compiler the replica runs the Python loop with one line on stderr.
+sendmmsg, and waits in poll until a timer of the replica's is due or a control datagram
+comes (so a loaded replica pays no Python per wake-up); a request out of order and
+everything after it goes to ``Replica.on_request`` with the state the C loop left. Both
+sequencers use it: under a host sequencer the leader numbers its clients' requests and
+sends them to the followers in the same batch. The back end is ``$INC_HOST_BACKEND``
+(``native`` by default, ``python``: the reference loop); without a C compiler the replica
+runs the Python loop with one line on stderr.
 """
 
 from __future__ import annotations
@@ -77,6 +79,8 @@ def _lib() -> Any:
             lib.rep_free.argtypes = [ctypes.POINTER(_Ctx)]
             lib.rep_pump.argtypes = [ctypes.POINTER(_Ctx)]
             lib.rep_pump.restype = _I64
+            lib.rep_serve.argtypes = [ctypes.POINTER(_Ctx), _I64, ctypes.c_double]
+            lib.rep_serve.restype = _I64
             lib.rep_header_len.restype = _I64
             lib.rep_record_len.restype = _I64
             lib.rep_slot_len.restype = _I64
@@ -150,13 +154,26 @@ class NativeRequests:
 
     def pump(self, rep: Replica) -> int:
         """Handle every request queued on ``rep.req`` (up to CAP); returns how many were read."""
+        self._state(rep)
+        return self._results(rep, self._lib.rep_pump(self._ctx))
+
+    def serve(self, rep: Replica, until: float) -> int:
+        """Handle requests until ``until`` (``time.monotonic``), a datagram on ``rep.ctl``, a
+        request out of order (handled here by ``on_request``) or a signal; returns how many
+        requests were read."""
+        self._state(rep)
+        return self._results(rep, self._lib.rep_serve(self._ctx, rep.ctl.fileno(), until))
+
+    def _state(self, rep: Replica) -> None:
         x = self.x
         x.fast, x.leader = self.fast_path(rep), rep.leader
         x.session, x.next_seq, x.host_seq = rep.session or 0, rep.next_seq, rep.host_seq
         x.bitmap = (rep.view << VIEW_SHIFT) | (1 << rep.rid)
         x.log_len = len(rep.log)
         x.leader_ip = _ip(rep.replicas[rep.leader_id]["ip"])
-        n = self._lib.rep_pump(self._ctx)
+
+    def _results(self, rep: Replica, n: int) -> int:
+        x = self.x
         if x.taken:
             raw = ctypes.string_at(x.rec, x.taken * self._record.size)
             rep.log.extend(

@@ -612,11 +612,12 @@ class Replica:
             now = time.monotonic()
             self.on_timers(now)
             wake = min([*self.timers.values(), now + 0.05])
-            ready, _, _ = select.select([self.req, self.ctl], [], [], max(0.0, wake - now))
+            if native is not None:  # requests in C until a timer is due or a control datagram
+                native.serve(self, wake)
+                ready = [self.ctl]
+            else:
+                ready, _, _ = select.select([self.req, self.ctl], [], [], max(0.0, wake - now))
             for sock in ready:
-                if native is not None and sock is self.req:
-                    native.pump(self)
-                    continue
                 for _ in range(256):
                     try:
                         data, addr = sock.recvfrom(65535)
