@@ -59,7 +59,7 @@ struct rep_ctx {
     int64_t *ips;   /* cap: the sender's IPv4 */
     int64_t *ports; /* cap: the sender's port */
     int64_t *kinds; /* cap: IGNORED, TAKEN or SLOW */
-    uint8_t *rec;   /* taken entries: worker, psn, size (uint32, host order), data */
+    uint8_t *rec;   /* taken entries: worker, psn, size (uint32, host order), max_data bytes */
     /* frames to send after the batch */
     uint8_t *out;
     struct sockaddr_in *out_to;
@@ -163,7 +163,8 @@ static void flush(struct rep_ctx *x) {
 static void take(struct rep_ctx *x, const uint8_t *p, uint32_t worker, uint32_t psn) {
     uint32_t size = get32(p + HDR);
     if (size > (uint32_t)x->max_data) size = (uint32_t)x->max_data;
-    uint8_t *r = x->rec + (size_t)x->taken * (size_t)rep_record_len();
+    /* rec's stride: 12 + max_data (<= MAX_DATA_BYTES, checked by native_replica.py) */
+    uint8_t *r = x->rec + (size_t)x->taken * (size_t)(12 + x->max_data);
     uint32_t head[3] = {worker, psn, size};
     memcpy(r, head, sizeof head);
     memcpy(r + 12, p + HDR + 4, size);

@@ -125,7 +125,7 @@ class NativeRequests:
         x.n_followers = len(others)
         for k, r in enumerate(others):
             x.followers[k] = _ip(rep.replicas[r]["ip"])
-        self._record = struct.Struct(f"=III{self._lib.rep_record_len() - 12}s")
+        self._record = struct.Struct(f"=III{MAX_DATA}s")  # rec's layout (native_replica.c)
         self._slot = int(self._lib.rep_slot_len())
 
     @classmethod
