@@ -14,6 +14,10 @@ pass in turn with the same clients and replicas (``hosts/consensus/``, the same 
 - **switch sequencer**: clients send to the group address, the switch numbers the requests
   and multicasts them to all replicas: client → replicas → client.
 
+Both designs' replicas take requests on the same C path (``hosts/consensus/native_replica.c``:
+``recvmmsg``/``sendmmsg``, the host sequencer's leader numbering and forwarding a batch at
+once); ``INC_HOST_BACKEND=python`` runs both on the Python loop instead.
+
 Each pass runs one pipelined client per client host (``hosts/consensus/pipelined_client.py``:
 ``count`` appends, ``window`` in flight, all starting at one instant); an append commits
 with the leader's and ``f`` other replicas' answers. A row gives commits per second (all
