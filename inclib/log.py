@@ -7,11 +7,12 @@ Example (inside Mininet hosts; ``examples/replicated_counter.py`` is the whole p
         entries = s.log().read()                     # [b"+1", ...] in log order
     LogReplica(plan, replica_id=1).run(stop)         # on each replica host
 
-The replicas and the client are those of ``hosts/consensus/replicated_log.py``. On the
-switch path (a ``consensus`` job) the switch stamps every request with a sequence number and
-multicasts it to the replicas (NOPaxos' ordered unreliable multicast). On the host path the leader
-replica numbers the requests itself (``--sequencer host``: clients send to the leader with
-the ``FALLBACK`` flag, which the switch forwards untouched); everything else is the same.
+The replicas and the client are those of ``hosts/consensus/replica.py`` and
+``log_client.py``. On the switch path (a ``consensus`` job) the switch stamps every request
+with a sequence number and multicasts it to the replicas (NOPaxos' ordered unreliable
+multicast). On the host path the leader replica numbers the requests itself
+(``--sequencer host``: clients send to the leader with the ``FALLBACK`` flag, which the
+switch forwards untouched); everything else is the same.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from __future__ import annotations
 from typing import Any
 
 from controller.api_client import ControllerApi
-from hosts.consensus.replicated_log import HOST_PLAN_PORT, LogClient, LogConfig, Replica
+from hosts.consensus.log_client import LogClient, LogConfig
+from hosts.consensus.log_wire import HOST_PLAN_PORT
+from hosts.consensus.replica import Replica
 from inclib.plan import Plan
 
 HOST_JOB_ID = 1  # host-only plans have no controller job id; both ends use this one

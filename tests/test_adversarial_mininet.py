@@ -235,7 +235,7 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     from concurrent.futures import ThreadPoolExecutor
 
     from hosts.ask.run import read_record
-    from hosts.consensus.replicated_log import Entry, distinct
+    from hosts.consensus.log_wire import Entry, distinct
     from hosts.kv.store import _values
     from tests.test_mininet_consensus import CAUGHT_UP, client, log_fields, replica, summary
     from tests.test_mininet_kv_cache import check_reads, kv_cmd, kv_fields, last_json

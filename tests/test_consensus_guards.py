@@ -16,16 +16,20 @@ from typing import Any
 import numpy as np
 import pytest
 
-from hosts.consensus import replicated_log as rl
+from hosts.consensus import log_client
+from hosts.consensus import replica as replica_code
+from hosts.consensus.log_client import LogClient, LogConfig
+from hosts.consensus.log_wire import CTL_PORT, HOST_SESSION, LogError, encode_data
 from hosts.consensus.pipelined_client import PipelinedLogClient  # its sockets stay real
+from hosts.consensus.replica import Replica
 from hosts.transport.control_mac import ControlMac
-from wire.header import SLOTS, Flag, Header, Op, pack
+from wire.header import INC_UDP_PORT, SLOTS, Flag, Header, Op, pack
 
 JOB = 3
 KEY = bytes(range(32))
 REPLICAS = [{"id": i, "ip": f"10.0.0.{3 + i}"} for i in range(3)]
 CLIENTS = {0: "10.0.0.1", 1: "10.0.0.2"}
-PORT = rl.INC_UDP_PORT
+PORT = INC_UDP_PORT
 STRANGER = ("10.0.0.6", PORT)
 
 
@@ -49,23 +53,25 @@ class Sock:
 
 @pytest.fixture(autouse=True)
 def fake_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rl, "udp_socket", lambda *a, **k: Sock())
+    # the replica's and the blocking client's sockets (each module opens its own)
+    monkeypatch.setattr(replica_code, "udp_socket", lambda *a, **k: Sock())
+    monkeypatch.setattr(log_client, "udp_socket", lambda *a, **k: Sock())
 
 
-def replica(rid: int, group: str | None = "239.100.0.3") -> rl.Replica:
+def replica(rid: int, group: str | None = "239.100.0.3") -> Replica:
     """Replica ``rid`` in view 0, with state (as after a sync): in session 7 under the
     switch's sequencer, in the host sequencer's session without it."""
-    rep = rl.Replica(JOB, rid, REPLICAS, dict(CLIENTS), group, key=KEY)
+    rep = Replica(JOB, rid, REPLICAS, dict(CLIENTS), group, key=KEY)
     rep.syncing = rep.fresh = False
     rep.timers.clear()
-    rep.start_session(7 if group else rl.HOST_SESSION)
+    rep.start_session(7 if group else HOST_SESSION)
     return rep
 
 
 def request(client: int, psn: int, seq: int, session: int, flags: int = 0) -> bytes:
     h = Header(op=Op.CONSENSUS, flags=flags, job_id=JOB, worker_id=client, psn=psn,
                agg_idx=seq, epoch=session)  # fmt: skip
-    return pack(h, rl.encode_data(b"data %d" % psn))
+    return pack(h, encode_data(b"data %d" % psn))
 
 
 def sealed(msg: dict[str, Any], key: bytes | None = KEY) -> bytes:
@@ -94,7 +100,7 @@ def test_a_request_is_logged_only_from_its_clients_own_address() -> None:
 
 def test_host_sequenced_entries_come_from_the_leader_only() -> None:
     rep = replica(1, group=None)
-    frame = request(1, 9, 1, rl.HOST_SESSION, Flag.FALLBACK)
+    frame = request(1, 9, 1, HOST_SESSION, Flag.FALLBACK)
     rep.on_request(frame, (REPLICAS[2]["ip"], PORT))  # a follower is no sequencer
     rep.on_request(frame, (CLIENTS[1], PORT))  # nor is a client
     assert rep.log == [] and rep.stats["dropped_sender"] == 2
@@ -109,12 +115,12 @@ def test_control_messages_take_the_jobs_key_and_a_replicas_address() -> None:
     before = list(rep.log)
     # START of view 5 (led by replica 2) replacing the log with a forged one
     start = {"t": "START", "s": 7, "base": 0, "e": [[0, 66, "66"]], "r": 2, "v": 5}
-    leader = (REPLICAS[2]["ip"], rl.CTL_PORT)
+    leader = (REPLICAS[2]["ip"], CTL_PORT)
     rep.on_ctl_datagram(json.dumps(start).encode(), leader)  # not sealed
     rep.on_ctl_datagram(sealed(start, b"another job's key!!!"), leader)
     rep.on_ctl_datagram(sealed(start)[:-1] + b"?", leader)  # tag altered
     assert rep.stats["dropped_tag"] == 3
-    rep.on_ctl_datagram(sealed(start), ("10.0.0.6", rl.CTL_PORT))  # key, but not replica 2
+    rep.on_ctl_datagram(sealed(start), ("10.0.0.6", CTL_PORT))  # key, but not replica 2
     rep.on_ctl_datagram(sealed(start | {"r": 7}), leader)  # no such replica
     assert rep.stats["dropped_sender"] == 2
     for broken in ({"t": "START", "r": 2, "v": 5}, {"t": "VC", "r": 2, "v": "x"}, [1]):
@@ -138,9 +144,9 @@ def test_the_log_is_read_only_with_the_jobs_key_and_answers_are_sealed() -> None
     assert to == reader and answer["len"] == 1 and answer["from"] == 0 and len(answer["e"]) == 1
 
 
-def client() -> rl.LogClient:
+def client() -> LogClient:
     ips = tuple(r["ip"] for r in REPLICAS)
-    return rl.LogClient(rl.LogConfig(JOB, 0, CLIENTS[0], "239.100.0.3", ips, key=KEY))
+    return LogClient(LogConfig(JOB, 0, CLIENTS[0], "239.100.0.3", ips, key=KEY))
 
 
 def answer(rid: int, psn: int, index: int, bits: int | None = None) -> bytes:
@@ -178,17 +184,17 @@ class Select:
 
 
 def test_a_client_reads_only_sealed_entries_from_a_replica(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(rl, "select", Select)
+    monkeypatch.setattr(log_client, "select", Select)
     c = client()
     entries = {"t": "ENTRIES", "from": 0, "len": 1, "e": [[0, 1, "66"]], "r": 0, "leader": True}
     c.ctl.inbox += [
-        (json.dumps(entries).encode(), (REPLICAS[0]["ip"], rl.CTL_PORT)),
-        (sealed(entries), ("10.0.0.6", rl.CTL_PORT)),
+        (json.dumps(entries).encode(), (REPLICAS[0]["ip"], CTL_PORT)),
+        (sealed(entries), ("10.0.0.6", CTL_PORT)),
     ]
-    with pytest.raises(rl.LogError, match="no leader answered"):
+    with pytest.raises(LogError, match="no leader answered"):
         c.read(timeout=0.05)
     assert c.dropped == 2
-    c.ctl.inbox.append((sealed(entries), (REPLICAS[0]["ip"], rl.CTL_PORT)))
+    c.ctl.inbox.append((sealed(entries), (REPLICAS[0]["ip"], CTL_PORT)))
     assert [(e.client, e.req, e.data) for e in c.read(timeout=0.05)] == [(0, 1, b"f")]
 
 
@@ -212,7 +218,7 @@ def test_a_pipelined_client_commits_only_with_answers_from_the_replicas_addresse
         s.bind((ip, port))
         s.settimeout(0.2)
         socks.append(s)
-    cfg = rl.LogConfig(JOB, 0, "127.0.0.1", ips[0], ips, key=KEY, port=port)
+    cfg = LogConfig(JOB, 0, "127.0.0.1", ips[0], ips, key=KEY, port=port)
     client = PipelinedLogClient(cfg, count=5, window=2)
     stop = threading.Event()
 

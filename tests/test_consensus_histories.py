@@ -1,4 +1,4 @@
-"""The replicated log's replicas (``hosts/consensus/replicated_log.py``) under random
+"""The replicated log's replicas (``hosts/consensus/replica.py``) under random
 histories of faults, on a simulated network and clock so that every history is repeatable
 from its seed: the switch sequences and multicasts requests, links lose, duplicate and
 reorder datagrams, followers and leaders crash and come back empty, the switch restarts
@@ -18,8 +18,10 @@ from dataclasses import dataclass, field, replace
 
 import pytest
 
-from hosts.consensus import replicated_log as rl
-from wire.header import Flag, Header, Op, pack, unpack
+from hosts.consensus import replica as replica_code
+from hosts.consensus.log_wire import CTL_PORT, HOST_SESSION, count_vote, distinct, encode_data
+from hosts.consensus.replica import Replica
+from wire.header import INC_UDP_PORT, Flag, Header, Op, pack, unpack
 from wire.serial import wrap
 
 GROUP = "239.9.9.9"
@@ -107,7 +109,7 @@ class Client:
 
     def send(self, net: Net) -> None:
         h = Header(op=Op.CONSENSUS, job_id=JOB, worker_id=self.cid, psn=self.req)
-        net.send(CLIENT_IPS[self.cid], "req", pack(h, rl.encode_data(b"%d" % self.req)), GROUP)
+        net.send(CLIENT_IPS[self.cid], "req", pack(h, encode_data(b"%d" % self.req)), GROUP)
         self.sent = net.clock.now
 
     def tick(self, net: Net, appending: bool) -> None:
@@ -122,7 +124,7 @@ class Client:
         h, _ = unpack(data)
         if not self.busy or h.psn != self.req or not h.flags & Flag.RESULT:
             return
-        if rl.count_vote(self.votes, h.epoch, h.agg_idx, h.bitmap, len(REPLICA_IPS)):
+        if count_vote(self.votes, h.epoch, h.agg_idx, h.bitmap, len(REPLICA_IPS)):
             self.committed.append((self.cid, self.req))
             self.busy = False
 
@@ -132,19 +134,19 @@ class Cluster:
         self.rng = random.Random(seed)
         self.clock = Clock()
         self.net = Net(self.rng, self.clock)
-        monkeypatch.setattr(rl, "time", self.clock)
+        monkeypatch.setattr(replica_code, "time", self.clock)
         self.sockets: dict[str, list[FakeSocket]] = {}
-        monkeypatch.setattr(rl, "udp_socket", self._socket)
-        self.replicas: list[rl.Replica | None] = [self.start(r) for r in range(3)]
+        monkeypatch.setattr(replica_code, "udp_socket", self._socket)
+        self.replicas: list[Replica | None] = [self.start(r) for r in range(3)]
         self.clients = [Client(c, c << 24) for c in CLIENT_IPS]
 
     def _socket(self, port: int, group: str | None = None, ip: str | None = None) -> FakeSocket:
-        return FakeSocket(self.net, self._starting, "ctl" if port == rl.CTL_PORT else "req")
+        return FakeSocket(self.net, self._starting, "ctl" if port == CTL_PORT else "req")
 
-    def start(self, rid: int) -> rl.Replica:
+    def start(self, rid: int) -> Replica:
         self._starting = REPLICA_IPS[rid]
         reps = [{"id": r, "ip": ip} for r, ip in enumerate(REPLICA_IPS)]
-        return rl.Replica(JOB, rid, reps, dict(CLIENT_IPS), GROUP)
+        return Replica(JOB, rid, reps, dict(CLIENT_IPS), GROUP)
 
     def run(self, seconds: float, appending: bool = True) -> None:
         end = self.clock.now + seconds
@@ -166,9 +168,9 @@ class Cluster:
             if rep is None:
                 return
             if kind == "req":
-                rep.on_request(data, (src, rl.INC_UDP_PORT))
+                rep.on_request(data, (src, INC_UDP_PORT))
             else:
-                rep.on_ctl(json.loads(data), (src, rl.CTL_PORT))
+                rep.on_ctl(json.loads(data), (src, CTL_PORT))
         else:
             cid = next(c for c, ip in CLIENT_IPS.items() if ip == dst)
             self.clients[cid].on_answer(data)
@@ -211,7 +213,7 @@ class Cluster:
         assert len({r.session for r in reps}) == 1, state
         assert len({r.view for r in reps}) == 1, state
         assert reps[0].log == reps[1].log == reps[2].log, state  # index by index, no-ops too
-        logs = [[(e.client, e.req) for e in rl.distinct(r.log)] for r in reps]
+        logs = [[(e.client, e.req) for e in distinct(r.log)] for r in reps]
         committed = {k for c in self.clients for k in c.committed}
         assert committed <= set(logs[0]), sorted(committed - set(logs[0]))[:5]
 
@@ -250,14 +252,14 @@ def test_host_sequenced_followers_keep_their_leader_however_long_it_is_silent(mo
     cl = Cluster(0, monkeypatch)
     reps = [{"id": r, "ip": ip} for r, ip in enumerate(REPLICA_IPS)]
     cl._starting = REPLICA_IPS[1]
-    follower = rl.Replica(JOB, 1, reps, dict(CLIENT_IPS), None)
+    follower = Replica(JOB, 1, reps, dict(CLIENT_IPS), None)
     follower.syncing = follower.fresh = False
-    follower.start_session(rl.HOST_SESSION)
+    follower.start_session(HOST_SESSION)
     for _ in range(30):  # 3 s without a heartbeat
         cl.clock.now += 0.1
         follower.on_timers(cl.clock.now)
     assert follower.normal and follower.view == 0 and "view_changes" not in follower.stats
     h = Header(op=Op.CONSENSUS, flags=Flag.FALLBACK, job_id=JOB, worker_id=0, psn=5,
-               agg_idx=1, epoch=rl.HOST_SESSION)  # fmt: skip
-    follower.on_request(pack(h, rl.encode_data(b"x")), (REPLICA_IPS[0], rl.INC_UDP_PORT))
+               agg_idx=1, epoch=HOST_SESSION)  # fmt: skip
+    follower.on_request(pack(h, encode_data(b"x")), (REPLICA_IPS[0], INC_UDP_PORT))
     assert follower.heard == cl.clock.now and [e.req for e in follower.log] == [5]

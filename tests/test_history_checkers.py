@@ -9,7 +9,7 @@ import random
 import pytest
 
 from hosts.consensus.log_check import Ack, check_log
-from hosts.consensus.replicated_log import NOOP, Entry
+from hosts.consensus.log_wire import NOOP, Entry
 from hosts.kv.linearizability import Op, Result, by_versions, check, check_key
 
 

@@ -24,7 +24,7 @@ RUN_DIR = Path("run/all-classes-test")
 
 
 def test_aggregation_key_value_and_consensus_jobs_run_on_one_switch_at_once(tmp_path: Path):
-    from hosts.consensus.replicated_log import Entry, distinct
+    from hosts.consensus.log_wire import Entry, distinct
     from hosts.vector_job import expected_sum
     from tests.test_mininet_scheduling import hosts_fields
     from topologies.experiment import Experiment, ExperimentConfig, star

@@ -81,7 +81,7 @@ def summary(ex: Any, rid: int) -> dict[str, Any]:
 #: log length (reads are sealed with the job's key)
 CAUGHT_UP = """
 import json, socket, sys, time
-from hosts.consensus.replicated_log import CTL_PORT
+from hosts.consensus.log_wire import CTL_PORT
 from hosts.transport.control_mac import ControlMac
 mac, ips = ControlMac(bytes.fromhex(sys.argv[1])), sys.argv[2:]
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -104,7 +104,7 @@ print(json.dumps(lens))
 
 
 def test_no_committed_append_is_lost_across_loss_a_replica_restart_and_a_switch_restart():
-    from hosts.consensus.replicated_log import Entry, distinct
+    from hosts.consensus.log_wire import Entry, distinct
     from topologies.experiment import Experiment, ExperimentConfig, host_ip, star
     from topologies.impair_relay import Impairment
 
@@ -170,7 +170,7 @@ def test_the_log_survives_the_leaders_crash_and_restart():
     """Replica 0 leads view 0 and is killed: the followers change view (replica 1 leads,
     having merged its log with replica 2's), clients keep committing; replica 0 comes back
     empty and copies the new leader's log. Nothing committed is lost."""
-    from hosts.consensus.replicated_log import Entry, distinct
+    from hosts.consensus.log_wire import Entry, distinct
     from topologies.experiment import Experiment, ExperimentConfig, star
 
     cfg = ExperimentConfig(star(5), run_dir=RUN_DIR, log=lambda s: None)

@@ -108,7 +108,7 @@ def test_pipelined_kv_history_is_linearizable_across_evictions_loss_and_a_switch
 
 def test_pipelined_log_history_has_one_order_and_every_commit_once_across_a_switch_restart():
     from hosts.consensus.log_check import Ack, check_log
-    from hosts.consensus.replicated_log import Entry
+    from hosts.consensus.log_wire import Entry
     from topologies.experiment import Experiment, ExperimentConfig, host_ip, host_mac, star
     from topologies.impair_relay import Impairment
 

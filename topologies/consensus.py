@@ -7,12 +7,16 @@ Example (as root; ``make bench`` runs it in section kvcons)::
 
 One network (``star(clients + 6)``: clients ``h1..hN``, each design's three replicas on
 three hosts of its own, replica 0 leading), one run, two replicated logs measured pass by
-pass in turn with the same clients (``hosts/consensus/replicated_log.py``, the same code in both):
+pass in turn with the same clients and replicas (``hosts/consensus/``, the same code in both):
 
 - **host leader**: clients send to the leader, which numbers the requests and sends them
   to the followers (``--sequencer host``): client → leader → followers → client;
 - **switch sequencer**: clients send to the group address, the switch numbers the requests
   and multicasts them to all replicas: client → replicas → client.
+
+Both designs' replicas take requests on the same C path (``hosts/consensus/native_replica.c``:
+``recvmmsg``/``sendmmsg``, the host sequencer's leader numbering and forwarding a batch at
+once); ``INC_HOST_BACKEND=python`` runs both on the Python loop instead.
 
 Each pass runs one pipelined client per client host (``hosts/consensus/pipelined_client.py``:
 ``count`` appends, ``window`` in flight, all starting at one instant); an append commits
@@ -94,7 +98,7 @@ def summarize(res: list[dict[str, Any]], cpu: float, commits: list[list[Any]]) -
 def check_run(ex: Any, job: int, commits: list[list[Any]]) -> Any:
     """The replicas' logs (their summaries at stop) against every client's commits."""
     from hosts.consensus.log_check import Ack, check_log
-    from hosts.consensus.replicated_log import Entry
+    from hosts.consensus.log_wire import Entry
 
     logs = []
     for r in range(3):

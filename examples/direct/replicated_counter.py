@@ -1,6 +1,6 @@
 """A replicated counter written directly against the transport: the same application as
 ``examples/replicated_counter.py`` with the controller's API and
-``hosts/consensus/replicated_log.py`` by hand.
+``hosts/consensus/replica.py`` and ``log_client.py`` by hand.
 
 Run on Mininet: ``python -m examples.run replicated_counter --direct``. Next to the
 library version it has no host-only path: without the switch's job it stops.
@@ -15,7 +15,8 @@ import sys
 import time
 
 from controller.api_client import ControllerApi
-from hosts.consensus.replicated_log import LogClient, LogConfig, Replica
+from hosts.consensus.log_client import LogClient, LogConfig
+from hosts.consensus.replica import Replica
 
 
 def client(plan: dict, rank: int, world: int, count: int, out: str | None) -> int:

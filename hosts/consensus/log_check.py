@@ -11,7 +11,7 @@ Example::
 
 Replica logs are raw (``Replica.log``): a request repeated by a client's retransmission
 may be logged twice under its one request id, which the log's readers drop
-(``replicated_log.distinct``). The checks:
+(``log_wire.distinct``). The checks:
 
 - **one order**: any two replicas hold the same entry at every index both have (a replica
   may lag behind, never disagree);
@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from hosts.consensus.replicated_log import Entry, distinct
+from hosts.consensus.log_wire import Entry, distinct
 
 
 class Ack(NamedTuple):

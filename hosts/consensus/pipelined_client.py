@@ -5,7 +5,7 @@ Example (``topologies/consensus.py`` runs one per client host)::
     python -m hosts.consensus.pipelined_client --controller unix:run/d.sock --job-id 1 \\
         --worker-id 0 --count 20000 --window 32 --sequencer switch --history c0.json
 
-The requests are those of ``hosts/consensus/replicated_log.py`` (``LogClient.append``),
+The requests are those of ``hosts/consensus/log_client.py`` (``LogClient.append``),
 built before the first send, append ``i`` carrying the data ``c<worker>-<first id>-<i>``, sent
 through ``hosts/transport/request_window.py`` with up to ``window`` in flight: to the
 group address (``--sequencer switch``) or to the leader with ``FALLBACK`` (``host``). An
@@ -31,14 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from hosts.consensus.replicated_log import (
-    LEADER,
-    LogConfig,
-    LogError,
-    count_vote,
-    encode_data,
-    udp_socket,
-)
+from hosts.consensus.log_client import LogConfig
+from hosts.consensus.log_wire import LEADER, LogError, count_vote, encode_data, udp_socket
 from hosts.transport.request_window import RequestWindow
 from wire.header import SLOTS, Flag, Header, Op, pack
 from wire.serial import wrap
