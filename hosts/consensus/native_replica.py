@@ -25,7 +25,7 @@ import struct
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from hosts.consensus.log_wire import (
     CONSENSUS,
@@ -38,9 +38,6 @@ from hosts.consensus.log_wire import (
 )
 from hosts.transport.native_window import BACKENDS, ENV, build_lock, library
 from wire.header import HEADER_LEN, SLOTS
-
-if TYPE_CHECKING:
-    from hosts.consensus.replica import Replica
 
 _I64 = ctypes.c_int64
 _P = ctypes.c_void_p
@@ -100,6 +97,43 @@ def backend() -> str:
     if b not in BACKENDS:
         raise ValueError(f"{ENV} must be one of {', '.join(BACKENDS)}, got {b!r}")
     return b
+
+
+class Replica(Protocol):
+    """What the C path reads and writes of a replica (``hosts/consensus/replica.py``):
+    its sockets, members and the state of its log, which it extends in order."""
+
+    req: socket.socket
+    ctl: socket.socket
+    job_id: int
+    rid: int
+    port: int
+    group_ip: str | None
+    replicas: list[dict[str, Any]]
+    clients: dict[int, str]
+    log: list[Entry]
+    session: int | None
+    next_seq: int
+    host_seq: int
+    view: int
+    pending: dict[int, Entry]
+    decided: set[int]
+    noop_ok: dict[int, set[int]]
+    heard: float
+    stats: dict[str, int]
+
+    @property
+    def leader_id(self) -> int: ...
+
+    @property
+    def leader(self) -> bool: ...
+
+    @property
+    def normal(self) -> bool: ...
+
+    def others(self) -> list[int]: ...
+
+    def on_request(self, data: bytes, addr: tuple[str, int]) -> None: ...
 
 
 class NativeRequests:
