@@ -64,6 +64,16 @@
 #define ATP_STORE(F, R) \
     R.write(idx, hdr.inc_values.F);
 
+// The aggregator's sum into the packet.
+#define ATP_LOAD(F, R) \
+    R.read(hdr.inc_values.F, idx);
+
+// The packet's values into the aggregator, the sum it held into the packet.
+#define ATP_SWAP(F, R) \
+    R.read(old, idx); \
+    R.write(idx, hdr.inc_values.F); \
+    hdr.inc_values.F = old;
+
 control AtpPool(inout headers_t hdr,
                 inout inc_metadata_t meta,
                 inout standard_metadata_t standard_metadata) {
@@ -147,6 +157,24 @@ control AtpPool(inout headers_t hdr,
         PER_SLOT(ATP_STORE, atp_value)
     }
 
+    action load_values() {
+        PER_SLOT(ATP_LOAD, atp_value)
+    }
+
+    action swap_values() {
+        PER_SLOT(ATP_SWAP, atp_value)
+    }
+
+    // The complete aggregate (values in the packet) of a top switch, to the job's PS only:
+    // with RESULT the PS records it and acknowledges (the members have it), without (RETX)
+    // it answers with the result through the switch.
+    action aggregate_to_ps(bit<8> flags) {
+        hdr.inc.flags = flags;
+        hdr.inc.bitmap = all_workers;
+        hdr.udp.checksum = 0;
+        standard_metadata.egress_spec = ps_port;
+    }
+
     // The packet leaves towards the PS, unaggregated. `piece`: the workers it holds.
     action fall_back(bit<8> why, bit<32> piece) {
         hdr.inc.flags = hdr.inc.flags | FLAG_FALLBACK | why;
@@ -159,6 +187,7 @@ control AtpPool(inout headers_t hdr,
 
     apply {
         meta.atp = 0;
+        meta.atp_direct = 0;
         atp_jobs.apply();
         held_cell = ((bit<32>)hdr.inc.job_id) & (JOB_TABLE_SIZE - 1);
         if (meta.atp == 1) {
@@ -207,9 +236,19 @@ control AtpPool(inout headers_t hdr,
                 if (idx != want || idx >= ATP_POOL_SIZE) {
                     refuse.apply(meta, DROP_OUT_OF_REGION);
                 } else if ((hdr.inc.flags & FLAG_RETX) != 0) {
-                    fall_back(0, piece);
+                    load_state();
+                    if (top == 1 && st_job == hdr.inc.job_id && st_psn == hdr.inc.psn
+                            && st_count >= meta.quorum) {
+                        // Complete here, its PS's ACK not back: the PS may not have it (its
+                        // copy lost), so the sum goes to the PS, which answers with it.
+                        load_values();
+                        aggregate_to_ps(FLAG_RETX);
+                    } else {
+                        fall_back(0, piece);
+                    }
                     atp_events.count((bit<32>)ATP_EV_RETX_FALLBACK);
                 } else {
+                    bool swapped = false;
                     load_state();
                     mark_cell = (held_cell * ATP_MARKS_PER_JOB)
                             | (hdr.inc.psn & (ATP_MARKS_PER_JOB - 1));
@@ -236,10 +275,23 @@ control AtpPool(inout headers_t hdr,
                             } else {
                                 atp_held.write(held_cell, held + 1);
                             }
+                            // A complete use whose ACK is not back: its members have the
+                            // sum, its PS may not (its copy lost); the packet takes the sum
+                            // to the PS and leaves its own values in the aggregator.
+                            swapped = top == 1 && meta.quorum > 1 && st_count >= meta.quorum;
+                            bit<32> old_psn = st_psn;
                             st_bitmap = meta.worker_bit;
                             st_count = 1;
-                            store_values();
+                            if (swapped) {
+                                swap_values();
+                            } else {
+                                store_values();
+                            }
                             store_state();
+                            if (swapped) {
+                                hdr.inc.psn = old_psn;
+                                aggregate_to_ps(FLAG_RESULT);
+                            }
                             atp_events.count((bit<32>)ATP_EV_CLAIMED);
                         }
                     } else if (same_use) {
@@ -265,13 +317,18 @@ control AtpPool(inout headers_t hdr,
                         atp_events.count((bit<32>)ATP_EV_COLLISION);
                     }
                     // A claim or an addition that reaches the quorum completes the use.
-                    if (meta.drop == 0 && (hdr.inc.flags & FLAG_FALLBACK) == 0) {
+                    if (meta.drop == 0 && (hdr.inc.flags & FLAG_FALLBACK) == 0 && !swapped) {
                         if (st_count >= meta.quorum) {
                             hdr.udp.checksum = 0;
-                            standard_metadata.egress_spec = ps_port;
                             if (top == 1) {
+                                // Straight to the members as the result, and to the PS
+                                // (AtpCopies), which records it and acknowledges.
+                                hdr.inc.flags = hdr.inc.flags | FLAG_RESULT;
                                 hdr.inc.bitmap = all_workers;
+                                standard_metadata.mcast_grp = meta.mcast_grp;
+                                meta.atp_direct = 1;
                             } else {
+                                standard_metadata.egress_spec = ps_port;
                                 hdr.inc.worker_id = up_id;
                                 hdr.inc.bitmap = st_bitmap;
                             }
@@ -281,6 +338,27 @@ control AtpPool(inout headers_t hdr,
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+// Egress: the copies of an ATP job's multicast group (members, and the PS with rid
+// ATP_PS_RID). A result the switch completed (meta.atp_direct) reaches the members from the
+// aggregation address (the PS's, which their packets were sent to, so it is the copy's
+// destination before ResultRewrite addresses it) and the PS as it is, a RESULT with every
+// worker's bit; a result that came from the PS is not sent back to it.
+control AtpCopies(inout headers_t hdr,
+                  inout inc_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply {
+        if (hdr.inc.isValid() && meta.atp == 1 && (hdr.inc.flags & FLAG_RESULT) != 0) {
+            if (standard_metadata.egress_rid == ATP_PS_RID) {
+                if (meta.atp_direct == 0) {
+                    mark_to_drop(standard_metadata);
+                }
+            } else if (meta.atp_direct == 1) {
+                hdr.ipv4.srcAddr = hdr.ipv4.dstAddr;
             }
         }
     }

@@ -34,6 +34,7 @@
 #define ATP_EVENTS 11            // entries of ATP's atp_events counter
 #define ATP_MARKS_PER_JOB 128    // psns per job whose fall-back atp.p4 remembers (power of 2)
 #define ATP_MARKS 131072         // JOB_TABLE_SIZE * ATP_MARKS_PER_JOB: cells of atp_marked
+#define ATP_PS_RID 65535        // replication id of the PS's copy in an ATP job's multicast group
 
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024

@@ -160,10 +160,12 @@ control IncIngress(inout headers_t hdr,
 control IncEgress(inout headers_t hdr,
                   inout inc_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
+    AtpCopies() atp_copies;
     ResultRewrite() result_rewrite;
     EcnMark() ecn;
 
     apply {
+        atp_copies.apply(hdr, meta, standard_metadata);  // before ResultRewrite (its source)
         result_rewrite.apply(hdr, meta, standard_metadata);
         ecn.apply(hdr, standard_metadata);
     }

@@ -54,6 +54,9 @@ ATP_POOL_SIZE = 4096  # aggregators of ATP's shared pool (p4src/atp.p4, register
 # Per job (cell job_id % JOB_TABLE_SIZE), the psns that fell back to the PS, psn % this: a
 # later packet of such a psn follows it to the PS instead of claiming (p4src/atp.p4).
 ATP_MARKS_PER_JOB = 128
+# Replication id of the PS's copy in an ATP job's multicast group: a completed aggregate
+# goes to the job's members and, with this rid, to its PS (p4src/atp.p4, AtpCopies).
+ATP_PS_RID = 0xFFFF
 VALUE_DTYPE = np.dtype(">i4")
 # Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
 ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)

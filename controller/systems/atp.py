@@ -52,7 +52,16 @@ from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import MemoryManager, OutOfMemory, Region
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 from controller.systems import job_meter, job_region, result_guard, result_rewrite
-from wire.header import ATP_MARKS_PER_JOB, ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent, Flag, Op
+from wire.header import (
+    ATP_MARKS_PER_JOB,
+    ATP_POOL_SIZE,
+    ATP_PS_RID,
+    MAX_WORKERS,
+    SLOTS,
+    AtpEvent,
+    Flag,
+    Op,
+)
 
 ATP_POOL = "atp"  # ATP's shared pool (p4src/atp.p4, ATP_POOL_SIZE aggregators)
 SHARED = "atp-shared"  # owner of the whole ATP pool in the memory manager's view
@@ -240,8 +249,7 @@ class Atp(JobKind):
 
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
         job = on_wire(job)
-        group, replicas = result_rewrite.multicast_group(job)
-        await sw.set_multicast_group(group, replicas)
+        await sw.set_multicast_group(*multicast_group(job))
         write = sw.upsert if idempotent else sw.insert
         if job.params.get("role") != "spine":
             # At a spine the members are leaves: the copies go on unchanged, and each leaf
@@ -285,6 +293,16 @@ class Atp(JobKind):
         r = job.region
         state = {"pool": f"ATP [{r.offset}, {r.end}), PS port {job.params.get('ps_port')}"}
         return JobStats(tuple(figures), state)
+
+
+def multicast_group(job: Job) -> tuple[int, list[tuple[int, int]]]:
+    """The job's group: its members (``result_rewrite``'s replicas) and, where the switch
+    completes the job's aggregates (single switch, spine), its PS with ``ATP_PS_RID``: an
+    aggregate completed here goes to both at once (``p4src/atp.p4``, ``AtpCopies``)."""
+    group, replicas = result_rewrite.multicast_group(job)
+    if job.params.get("role", "single") != "leaf":
+        replicas = [*replicas, (int(job.params["ps_port"]), ATP_PS_RID)]
+    return group, replicas
 
 
 def wire_id(job: Job) -> int:

@@ -89,6 +89,7 @@ class AtpPsStats:
     duplicates: int = 0  # covered already
     conflicts: int = 0  # overlapping without containing (cannot happen with our roles)
     results: int = 0  # psns completed
+    multicast: int = 0  # of those, completed and multicast by the switch (acknowledged)
     reserved: int = 0  # results sent again for a retransmission
     ignored: int = 0  # unknown job, bad slot count, results, other ops
     forged: int = 0  # pieces naming workers the job does not have
@@ -113,6 +114,8 @@ class AtpAggregator:
     def process(self, h: Header, values: np.ndarray) -> list[Datagram]:
         self.stats.packets += 1
         spec = self.jobs.get(h.job_id)
+        if spec is not None and h.flags & Flag.RESULT and h.bitmap == spec.full:
+            return self._multicast(spec, h, values)
         if (
             spec is None
             or h.op != Op.AGG_SYNC
@@ -160,6 +163,31 @@ class AtpAggregator:
             total = total + v
         body = total.astype(np.int32).astype(">i4").tobytes()  # int32 wrap, as the host sum
         return [self._finish(spec, h, body)]
+
+    def _multicast(self, spec: AtpJobSpec, h: Header, values: np.ndarray) -> list[Datagram]:
+        """The PS's copy of a result the switch completed and multicast to the members:
+        remembered (a retransmission gets it again), acknowledged (the ACK releases the
+        aggregator); a copy of a finished psn changes nothing."""
+        if (
+            h.op != Op.AGG_SYNC
+            or h.flags & ~(Flag.RESULT | Flag.RETX)
+            or h.slot_count != self.slots
+        ):
+            self.stats.ignored += 1
+            return []
+        if h.psn in self._done[h.job_id]:
+            self.stats.duplicates += 1
+            return []
+        self._pending.pop((h.job_id, h.psn), None)
+        self._finish(spec, h, values.astype(">i4").tobytes())
+        self.stats.pieces += 1
+        self.stats.aggregates += 1
+        self.stats.multicast += 1
+        ack = Header(
+            op=Op.AGG_SYNC, flags=Flag.ACK, job_id=h.job_id, psn=h.psn, agg_idx=h.agg_idx,
+            epoch=h.epoch, bitmap=spec.full, slot_count=0,
+        )  # fmt: skip
+        return [(pack_header(ack, 0), (spec.result_ip, spec.result_port))]
 
     def _finish(self, spec: AtpJobSpec, h: Header, body: bytes) -> Datagram:
         """The result of ``h``'s psn (``body``: its values on the wire), remembered."""
