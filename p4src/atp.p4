@@ -13,13 +13,15 @@
 // spreads the jobs sharing a range. (A hash of (j, p) made a job collide with its own
 // in-flight psns: one job over two racks saw 870 collisions in 3,750 first packets per leaf.)
 //
-// Roles (atp_jobs, per job and switch): `top` switches send a completed aggregate to the
-// job's parameter server (PS); a leaf (top = 0) sends it up as one contribution of its
+// Roles (atp_jobs, per job and switch): `top` switches multicast a completed aggregate as
+// the result to the job's members and its parameter server (PS); a leaf (top = 0) sends
+// it up as one contribution of its
 // rack (worker id up_id) to the next level. A member is a worker (leaf, single switch) or a
 // leaf (spine, racks = 1). ps_port: the port towards the PS, the only port results and
 // acknowledgements of the job may enter from.
 //
-// Aggregation (first transmissions only; a RETX packet goes to the PS unaggregated):
+// Aggregation (first transmissions only; a RETX packet goes to the PS unaggregated, or at
+// a top switch whose aggregator holds its use complete, with the held sum instead):
 //   free aggregator (count 0)             claim: values, bitmap = bit, count 1, tag (j, p);
 //                                          but when the job holds its cap of aggregators
 //                                          already: to the PS unaggregated (CAPPED)
@@ -27,15 +29,21 @@
 //                                          added: the packet falls back to the PS)
 //   held by (j, p), bit set or complete   drop, DROP_DUPLICATE
 //   released, still tagged (j, p)         drop, DROP_STALE (a late copy of a finished use)
-//   held by (j, p') with p - p' in [gap, 2^31)   reclaimed (p' is finished: I_R below)
+//   held by (j, p') with p - p' in [gap, 2^31)   reclaimed (p' is finished: I_R below); if
+//                                          p' was complete (its ACK not back, top switch,
+//                                          quorum > 1) the values swap: the packet takes
+//                                          p''s sum to the PS as a RESULT
 //   held by anything else                 collision: COLLISION|FALLBACK to the PS
 // A psn that fell back unaggregated (collision, cap) is marked (atp_marked, per job cell and
 // psn % ATP_MARKS_PER_JOB): a later first packet of that psn that would claim an aggregator
 // follows it to the PS instead (FOLLOWED), so the psn's contributions are never split
 // between the PS and an aggregator that no other contribution will reach (that split held
 // the psn until its workers' retransmission timeout).
-// When count reaches the quorum the packet carries the sum: to the PS (top), or up with
-// worker_id = up_id (leaf). The aggregator stays held until the result crosses the switch.
+// When count reaches the quorum the packet carries the sum: at a top switch it becomes the
+// RESULT, multicast to the members (from the aggregation address) and to the PS (AtpCopies
+// below), which records it and answers with an ACK; at a leaf it goes up with worker_id =
+// up_id. The aggregator stays held until the ACK (or a result) crosses the switch: until
+// then the PS may lack the sum, and a retransmission or a reclaim takes it there.
 // Release: a RESULT or ACK of job j entering from ps_port sets count 0 (tag kept) if the
 // aggregator still holds (j, p); a RESULT is then multicast to the job's members. From any
 // other port it is dropped, DROP_FORGED_RESULT. Invariants: docs/protocol.md, "ATP".

@@ -16,7 +16,9 @@
 // Everything else, including the op codes reserved for later systems, is forwarded as
 // ordinary traffic by Forwarder. Packets refused by admission or the aggregator are dropped
 // and counted in inc_drops[DROP_*] and, per job, in job_drops.
-// Egress: ResultRewrite addresses each multicast copy of a result to its worker; EcnMark
+// Egress: AtpCopies sends an ATP aggregate the switch completed to the members from the
+// aggregation address and to the PS; ResultRewrite addresses each multicast copy of a
+// result to its worker; EcnMark
 // marks ECN-capable packets CE when their egress queue is deep (ecn.p4).
 #include <core.p4>
 #include <v1model.p4>
