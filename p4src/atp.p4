@@ -33,6 +33,9 @@
 //                                          p' was complete (its ACK not back, top switch,
 //                                          quorum > 1) the values swap: the packet takes
 //                                          p''s sum to the PS as a RESULT
+//   held complete by another job j' that lends (atp_lenders: single switch), its ACK not
+//   back                                   taken over: claimed by (j, p); the packet takes
+//                                          j''s sum to j''s PS as a RESULT (LENT)
 //   held by anything else                 collision: COLLISION|FALLBACK to the PS
 // A psn that fell back unaggregated (collision, cap) is marked (atp_marked, per job cell and
 // psn % ATP_MARKS_PER_JOB): a later first packet of that psn that would claim an aggregator
@@ -144,6 +147,27 @@ control AtpPool(inout headers_t hdr,
         size = JOB_TABLE_SIZE;
     }
 
+    // Jobs whose complete uses another job may take over (single switch): the address of
+    // their PS, their worker bitmap and quorum (controller/systems/atp.py, lender_entry).
+    bool lendable;
+    bit<32> lend_ip;
+    bit<32> lend_workers;
+    bit<8> lend_quorum;
+
+    action lend_to(bit<32> ps_ip, bit<32> workers, bit<8> quorum) {
+        lendable = true;
+        lend_ip = ps_ip;
+        lend_workers = workers;
+        lend_quorum = quorum;
+    }
+
+    table atp_lenders {
+        key = { meta.atp_owner: exact; }
+        actions = { lend_to; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
     action load_state() {
         LOAD_USE(atp, idx)
     }
@@ -196,6 +220,7 @@ control AtpPool(inout headers_t hdr,
     apply {
         meta.atp = 0;
         meta.atp_direct = 0;
+        meta.atp_forward = 0;
         atp_jobs.apply();
         held_cell = ((bit<32>)hdr.inc.job_id) & (JOB_TABLE_SIZE - 1);
         if (meta.atp == 1) {
@@ -266,19 +291,35 @@ control AtpPool(inout headers_t hdr,
                     bool same_use = same_job && st_psn == hdr.inc.psn;
                     bit<32> delta = hdr.inc.psn - st_psn;
                     bool finished = same_job && delta >= gap && delta < PSN_HALF;
+                    // Another job's complete use, its ACK not back: its members have the
+                    // sum; taken over, the sum goes to that job's PS (atp_lenders).
+                    lendable = false;
+                    if (!same_job && st_count != 0) {
+                        meta.atp_owner = st_job;
+                        atp_lenders.apply();
+                    }
+                    bool lent = lendable && st_count >= lend_quorum;
                     atp_held.read(held, held_cell);
                     if (st_count == 0 && same_use) {
                         refuse.apply(meta, DROP_STALE);
-                    } else if ((st_count == 0 || finished) && mark == mark_tag) {
+                    } else if ((st_count == 0 || finished || lent) && mark == mark_tag) {
                         fall_back(FLAG_COLLISION, piece);  // its psn is at the PS already
                         atp_events.count((bit<32>)ATP_EV_FOLLOWED);
-                    } else if (st_count == 0 || finished) {
-                        if (st_count == 0 && held >= held_cap) {
+                    } else if (st_count == 0 || finished || lent) {
+                        if ((st_count == 0 || lent) && held >= held_cap) {
                             fall_back(0, piece);  // the job holds its cap: to the PS
                             atp_marked.write(mark_cell, mark_tag);
                             atp_events.count((bit<32>)ATP_EV_CAPPED);
                         } else {
-                            if (st_count != 0) {
+                            if (lent) {
+                                atp_held.write(held_cell, held + 1);
+                                bit<32> owner_cell = ((bit<32>)st_job) & (JOB_TABLE_SIZE - 1);
+                                atp_held.read(held, owner_cell);
+                                if (held != 0) {
+                                    atp_held.write(owner_cell, held - 1);
+                                }
+                                atp_events.count((bit<32>)ATP_EV_LENT);
+                            } else if (st_count != 0) {
                                 atp_events.count((bit<32>)ATP_EV_RECLAIMED);
                             } else {
                                 atp_held.write(held_cell, held + 1);
@@ -286,7 +327,9 @@ control AtpPool(inout headers_t hdr,
                             // A complete use whose ACK is not back: its members have the
                             // sum, its PS may not (its copy lost); the packet takes the sum
                             // to the PS and leaves its own values in the aggregator.
-                            swapped = top == 1 && meta.quorum > 1 && st_count >= meta.quorum;
+                            swapped = lent
+                                    || (top == 1 && meta.quorum > 1 && st_count >= meta.quorum);
+                            bit<16> old_job = st_job;
                             bit<32> old_psn = st_psn;
                             st_bitmap = meta.worker_bit;
                             st_count = 1;
@@ -296,7 +339,16 @@ control AtpPool(inout headers_t hdr,
                                 store_values();
                             }
                             store_state();
-                            if (swapped) {
+                            if (lent) {
+                                // to the owner's PS, routed by its address (Forwarder)
+                                hdr.inc.job_id = old_job;
+                                hdr.inc.psn = old_psn;
+                                hdr.inc.flags = FLAG_RESULT;
+                                hdr.inc.bitmap = lend_workers;
+                                hdr.ipv4.dstAddr = lend_ip;
+                                hdr.udp.checksum = 0;
+                                meta.atp_forward = 1;
+                            } else if (swapped) {
                                 hdr.inc.psn = old_psn;
                                 aggregate_to_ps(FLAG_RESULT);
                             }

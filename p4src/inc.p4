@@ -151,6 +151,9 @@ control IncIngress(inout headers_t hdr,
         if (release && meta.drop == 0) {
             forward = meta.atp == 0;  // an ATP job's: multicast (RESULT) or ended (ACK)
         }
+        if (agg && meta.drop == 0 && meta.atp_forward == 1) {
+            forward = true;  // a sum an ATP packet took over, to its job's PS
+        }
         if (meta.drop == 1) {
             drop_and_count();
         } else if (forward) {

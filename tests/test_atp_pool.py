@@ -498,3 +498,41 @@ def test_a_job_holds_at_most_its_cap_of_the_shared_pool_the_rest_goes_to_its_ps(
         net.from_ps(pack(h, vals(psn)))
     assert held_by(net, JOB1) == 0
     assert net.sw.extern("IncIngress.atp.atp_held").values[JOB1] == 0
+
+
+def test_another_jobs_packet_takes_over_a_complete_use_and_carries_its_sum_to_its_ps(
+    net: Net,
+) -> None:
+    """Job 1's psn p completes (its members have the result) but the PS's ACK is not back.
+    Job 2's packet of psn q, hashed to the same aggregator, does not collide: it claims the
+    aggregator for (2, q), leaving its values there, and takes job 1's sum to job 1's PS
+    (routed by its address) as a RESULT of (1, p), which the PS remembers. Each job's
+    occupancy follows."""
+    p, q = psn_pair_colliding()
+    a = [vals(90 + w) for w in range(3)]
+    b = [vals(95 + w) for w in range(2)]
+    for w in range(3):
+        net.contribution(JOB1, w, p, a[w])  # complete: the copies (and the ACK) are lost
+    assert held_by(net, JOB1) == 1
+    out = inc(net.contribution(JOB2, 0, q, b[0]))
+    assert [(port, h.job_id, h.psn, h.flags, h.bitmap) for port, h, _ in out] == [
+        (PS_PORT, JOB1, p, Flag.RESULT, 0b111)
+    ]
+    assert np.array_equal(out[0][2], a[0] + a[1] + a[2])
+    ev = net.events()
+    assert ev["LENT"] == 1 and ev["COLLISION"] == 0, ev
+    assert held_by(net, JOB1) == 0 and held_by(net, JOB2) == 1
+    held = net.sw.extern("IncIngress.atp.atp_held").values
+    assert (held[JOB1], held[JOB2]) == (0, 1)
+    ps = ps_for(net)
+    (ack, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
+    assert net.from_ps(ack) == [] and net.events()["RELEASE_MISSED"] == 1
+    # Job 2's psn completes from the values its first packet left.
+    res = inc(net.contribution(JOB2, 1, q, b[1]))
+    assert sorted(port for port, _, _ in res) == [4, 5, PS_PORT]
+    assert all(np.array_equal(v, b[0] + b[1]) for _, _, v in res)
+    # An incomplete use of another job is not taken over: that is a collision.
+    r, s = psn_pair_colliding()
+    net.contribution(JOB1, 0, r + 4, vals(1))  # job 1 takes job 2's complete use over
+    out = inc(net.contribution(JOB2, 0, s + 4, vals(2)))
+    assert [h.flags for _, h, _ in out] == [Flag.COLLISION | Flag.FALLBACK]

@@ -155,7 +155,7 @@ class AtpEvent(IntEnum):
 
     CLAIMED = 0  # a first packet took a free aggregator
     ADDED = 1  # a contribution was added to a held aggregator
-    COMPLETED = 2  # an aggregation reached its quorum and went to the PS (or up)
+    COMPLETED = 2  # an aggregation reached its quorum: multicast to members and PS (or up)
     COLLISION = 3  # the aggregator held another (job, psn): COLLISION|FALLBACK to the PS
     RETX_FALLBACK = 4  # a retransmission went to the PS unaggregated
     OVERFLOW = 5  # a sum would overflow int32: the contribution went to the PS
@@ -164,6 +164,7 @@ class AtpEvent(IntEnum):
     RECLAIMED = 8  # a finished use of the same job (psn older by >= window) was taken over
     CAPPED = 9  # the job held its cap of aggregators: the packet went to the PS instead
     FOLLOWED = 10  # its psn fell back earlier (another worker's packet): to the PS as well
+    LENT = 11  # another job's complete use, its ACK not back, taken over: its sum to its PS
 
 
 ATP_EVENTS = len(AtpEvent)

@@ -67,6 +67,7 @@ ATP_POOL = "atp"  # ATP's shared pool (p4src/atp.p4, ATP_POOL_SIZE aggregators)
 SHARED = "atp-shared"  # owner of the whole ATP pool in the memory manager's view
 PREFIX = "IncIngress.atp."
 ATP_JOBS = PREFIX + "atp_jobs"
+ATP_LENDERS = PREFIX + "atp_lenders"
 ATP_EVENTS = PREFIX + "atp_events"
 ATP_JOB = PREFIX + "atp_job"
 ATP_PSN = PREFIX + "atp_psn"
@@ -258,6 +259,7 @@ class Atp(JobKind):
         await write(job_region.worker_entries(job))
         await write(flag_entries(job))
         await write([atp_entry(job)])
+        await write(lender_entries(job))
         await write(job_meter.meter_entries(job))
         await free_held(sw, job.job_id)  # left by an earlier job with this id, if any
         await write([job_region.job_entry(job)])
@@ -266,6 +268,7 @@ class Atp(JobKind):
         job = on_wire(job)
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
         await sw.delete([atp_key(job.job_id)], strict=False)
+        await sw.delete([lender_key(job.job_id)], strict=False)
         await sw.delete([job_meter.meter_key(job.job_id)], strict=False)
         await sw.delete(flag_entries(job), strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
@@ -343,6 +346,28 @@ def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
         cap=CAP_WINDOWS * gap,
         mcast_grp=job.mcast_grp,
     )
+
+
+def lender_entries(job: Job) -> list[P4TableEntry]:
+    """``atp_lenders``: a single-switch job's complete uses may be taken over by another
+    job's packet, which then carries the sum to this job's PS (its address, worker bitmap
+    and quorum). Roles leaf and spine lend nothing (their sums are a rack's, or go up)."""
+    if job.params.get("role", "single") != "single":
+        return []
+    return [
+        table_entry(
+            ATP_LENDERS,
+            {"meta.atp_owner": job.job_id},
+            "IncIngress.atp.lend_to",
+            ps_ip=job.agg_ip,
+            workers=(1 << job.n_workers) - 1,
+            quorum=job.quorum,
+        )
+    ]
+
+
+def lender_key(job_id: int) -> P4TableEntry:
+    return P4TableEntry(ATP_LENDERS, match=P4TableMatch({"meta.atp_owner": job_id}))
 
 
 def flag_entries(job: Job) -> list[P4TableEntry]:

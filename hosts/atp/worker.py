@@ -18,8 +18,14 @@ Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protoco
   range ``(offset, size)`` may be shared with other jobs; a collision with another job is
   the switch's business (it falls back to the PS). The window is kept to the range's size,
   so the psns in flight occupy different aggregators and never collide with each other.
-- Packets go to the job's PS (the aggregation address); results come from it, through the
-  switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
+- Packets go to the job's PS (the aggregation address); results come from that address:
+  the switch multicasts a result it completed in the PS's name, the PS sends the others
+  through the switch. A retransmission carries ``RETX`` and the switch sends it to the PS
+  (unaggregated, or the sum it holds for the psn).
+- The packet loop is the C one of NetReduce's client (hosts/transport/native_window.c) with
+  ATP's addressing and the window below, by default; ``backend="python"`` (or
+  ``$INC_HOST_BACKEND``) keeps it in Python, which alone counts ECN marks. The C loop makes
+  no fast retransmission: the switch's results overtake the PS's as a matter of course.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
   most once per timeout interval (multiplicative decrease), between 1 and ``window``; a
   decrease is taken back when the timeout proves spurious (``undone_cuts``: the results
