@@ -15,10 +15,13 @@ own pool (``ATP_POOL_SIZE`` aggregators, registers separate from NetReduce's, so
 never overlap); every job given the same range shares it, which is the point of ATP: the
 default is the whole pool. Workers address psn ``p`` at ``(Hash(job) + p) % size + offset``
 (``wire.header.atp_index``: consecutive psns on consecutive aggregators, so a job whose
-window fits its range never collides with itself); a collision falls back to the job's
-parameter server (the aggregation address ``agg_ip``, behind switch port ``ps_port``), which
-completes the sum and sends the result through the switch: that releases the aggregator and
-multicasts the result to the workers. Hashed addressing on an exclusive range is the same
+window fits its range never collides with itself). A sum the switch completes is multicast
+to the workers and, as a copy, to the job's parameter server (the aggregation address
+``agg_ip``, behind switch port ``ps_port``), whose ACK releases the aggregator; a collision
+falls back to the PS, which completes the sum and sends the result through the switch: that
+releases the aggregator and multicasts the result to the workers. Another job's packet may
+take over a complete use still waiting for its ACK (``atp_lenders``): the sum then goes to
+its PS in that packet. Hashed addressing on an exclusive range is the same
 job kind with a range no other job is given. A job submitted with a class (md/be) is
 *scheduled*: the scheduler (``controller/sched/scheduled_jobs.py``, one per switch and pool)
 gives it such a range and resizes it at epoch boundaries (the slot of ``job_region.p4`` sets
@@ -26,9 +29,10 @@ the range the switch hashes into for that epoch's packets). Shared-range jobs an
 ones do not hold the ATP pool of one switch at the same time (the shared jobs own all of
 it).
 
-Admission installs the result path (multicast group, ``result_dst``), the workers, the
-``atp_jobs`` entry (role, PS port), the job's meter if it has one (``job_meter.py``) and
-the ``jobs`` entry last, after freeing any use of the job id still held in the pool.
+Admission installs the result path (multicast group with the PS's copy, ``result_dst``),
+the workers, the ``atp_jobs`` entry (role, PS port), its ``atp_lenders`` entry, the job's
+meter if it has one (``job_meter.py``) and the ``jobs`` entry last, after freeing any use
+of the job id still held in the pool.
 Removal deletes them in the reverse order, then frees every aggregator of the whole pool
 that holds a use of the job (``free_held``: its ranges before re-plans too; other jobs'
 aggregators are left alone). A scheduled job's ranges are its own: they are cleared whole
