@@ -27,7 +27,9 @@ Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protoco
   ``$INC_HOST_BACKEND``) keeps it in Python, which alone counts ECN marks. The C loop makes
   no fast retransmission: the switch's results overtake the PS's as a matter of course.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
-  most once per timeout interval (multiplicative decrease), between 1 and ``window``; a
+  most once per timeout interval (multiplicative decrease; not before the call's first
+  result: a call with no result yet is stalled, by a partner not started or a paused
+  switch or PS, not congested), between 1 and ``window``; a
   decrease is taken back when the timeout proves spurious (``undone_cuts``: the results
   were late, not lost, ``_undo_if_spurious``). The socket is ECN-capable: a result that
   arrives marked Congestion Experienced (a switch egress queue above its threshold,
@@ -152,7 +154,7 @@ class AtpClient(AllReduceClient):
 
     def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: Any) -> None:
         resent = [psn for psn, retx in sends if retx]
-        if resent:
+        if resent and window._results:  # none yet: a stall (a partner not started), no cut
             before = self.cwnd
             if self._cut(window) and self._undo is None:
                 self._undo = before  # the window before this run of timeouts

@@ -25,8 +25,9 @@
  *     with the copy (psn / size) & 1, or ATP's (2, hosts/atp/worker.py, wire.header.atp_index)
  *     offset + (uint32)(hash_b + psn) % size, copy 0;
  *   - with aimd (ATP's window, hosts/atp/worker.py): at most cwnd PSNs in flight, cwnd
- *     + 1/cwnd per result up to `window`, halved (not below 1) when PSNs are resent, at most
- *     once per `timeout` (last_cut carries the time of the last decrease across calls);
+ *     + 1/cwnd per result up to `window`, halved (not below 1) when PSNs are resent after
+ *     the call's first result, at most once per `timeout` (last_cut carries the time of the
+ *     last decrease across calls);
  *     a decrease is taken back when it proves spurious, as AtpClient._undo_if_spurious
  *     does: a result arrives twice, or a resent PSN's result comes sooner than the smallest
  *     round trip after the resend, within UNDO_TIMEOUTS timeouts of the last resend. The
@@ -239,7 +240,9 @@ static int poll_window(struct state *s, double now) {
     c->retx += ndue;
     int64_t w = c->window;
     if (c->aimd) {
-        if (ndue && now - c->last_cut >= c->timeout) { /* multiplicative decrease */
+        /* multiplicative decrease; not before the call's first result: a window with no
+         * result at all is a stall (a partner not started yet), not congestion */
+        if (ndue && s->results > 0 && now - c->last_cut >= c->timeout) {
             if (c->undo < 0) c->undo = c->cwnd; /* the window before this run of timeouts */
             c->cwnd = c->cwnd / 2 < 1.0 ? 1.0 : c->cwnd / 2;
             c->last_cut = now;
