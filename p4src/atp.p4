@@ -13,13 +13,15 @@
 // spreads the jobs sharing a range. (A hash of (j, p) made a job collide with its own
 // in-flight psns: one job over two racks saw 870 collisions in 3,750 first packets per leaf.)
 //
-// Roles (atp_jobs, per job and switch): `top` switches send a completed aggregate to the
-// job's parameter server (PS); a leaf (top = 0) sends it up as one contribution of its
+// Roles (atp_jobs, per job and switch): `top` switches multicast a completed aggregate as
+// the result to the job's members and its parameter server (PS); a leaf (top = 0) sends
+// it up as one contribution of its
 // rack (worker id up_id) to the next level. A member is a worker (leaf, single switch) or a
 // leaf (spine, racks = 1). ps_port: the port towards the PS, the only port results and
 // acknowledgements of the job may enter from.
 //
-// Aggregation (first transmissions only; a RETX packet goes to the PS unaggregated):
+// Aggregation (first transmissions only; a RETX packet goes to the PS unaggregated, or at
+// a top switch whose aggregator holds its use complete, with the held sum instead):
 //   free aggregator (count 0)             claim: values, bitmap = bit, count 1, tag (j, p);
 //                                          but when the job holds its cap of aggregators
 //                                          already: to the PS unaggregated (CAPPED)
@@ -27,15 +29,24 @@
 //                                          added: the packet falls back to the PS)
 //   held by (j, p), bit set or complete   drop, DROP_DUPLICATE
 //   released, still tagged (j, p)         drop, DROP_STALE (a late copy of a finished use)
-//   held by (j, p') with p - p' in [gap, 2^31)   reclaimed (p' is finished: I_R below)
+//   held by (j, p') with p - p' in [gap, 2^31)   reclaimed (p' is finished: I_R below); if
+//                                          p' was complete (its ACK not back, top switch,
+//                                          quorum > 1) the values swap: the packet takes
+//                                          p''s sum to the PS as a RESULT
+//   held complete by another job j' that lends (atp_lenders: single switch), its ACK not
+//   back                                   taken over: claimed by (j, p); the packet takes
+//                                          j''s sum to j''s PS as a RESULT (LENT)
 //   held by anything else                 collision: COLLISION|FALLBACK to the PS
 // A psn that fell back unaggregated (collision, cap) is marked (atp_marked, per job cell and
 // psn % ATP_MARKS_PER_JOB): a later first packet of that psn that would claim an aggregator
 // follows it to the PS instead (FOLLOWED), so the psn's contributions are never split
 // between the PS and an aggregator that no other contribution will reach (that split held
 // the psn until its workers' retransmission timeout).
-// When count reaches the quorum the packet carries the sum: to the PS (top), or up with
-// worker_id = up_id (leaf). The aggregator stays held until the result crosses the switch.
+// When count reaches the quorum the packet carries the sum: at a top switch it becomes the
+// RESULT, multicast to the members (from the aggregation address) and to the PS (AtpCopies
+// below), which records it and answers with an ACK; at a leaf it goes up with worker_id =
+// up_id. The aggregator stays held until the ACK (or a result) crosses the switch: until
+// then the PS may lack the sum, and a retransmission or a reclaim takes it there.
 // Release: a RESULT or ACK of job j entering from ps_port sets count 0 (tag kept) if the
 // aggregator still holds (j, p); a RESULT is then multicast to the job's members. From any
 // other port it is dropped, DROP_FORGED_RESULT. Invariants: docs/protocol.md, "ATP".
@@ -63,6 +74,16 @@
 
 #define ATP_STORE(F, R) \
     R.write(idx, hdr.inc_values.F);
+
+// The aggregator's sum into the packet.
+#define ATP_LOAD(F, R) \
+    R.read(hdr.inc_values.F, idx);
+
+// The packet's values into the aggregator, the sum it held into the packet.
+#define ATP_SWAP(F, R) \
+    R.read(old, idx); \
+    R.write(idx, hdr.inc_values.F); \
+    hdr.inc_values.F = old;
 
 control AtpPool(inout headers_t hdr,
                 inout inc_metadata_t meta,
@@ -126,6 +147,27 @@ control AtpPool(inout headers_t hdr,
         size = JOB_TABLE_SIZE;
     }
 
+    // Jobs whose complete uses another job may take over (single switch): the address of
+    // their PS, their worker bitmap and quorum (controller/systems/atp.py, lender_entry).
+    bool lendable;
+    bit<32> lend_ip;
+    bit<32> lend_workers;
+    bit<8> lend_quorum;
+
+    action lend_to(bit<32> ps_ip, bit<32> workers, bit<8> quorum) {
+        lendable = true;
+        lend_ip = ps_ip;
+        lend_workers = workers;
+        lend_quorum = quorum;
+    }
+
+    table atp_lenders {
+        key = { meta.atp_owner: exact; }
+        actions = { lend_to; @defaultonly NoAction; }
+        default_action = NoAction();
+        size = JOB_TABLE_SIZE;
+    }
+
     action load_state() {
         LOAD_USE(atp, idx)
     }
@@ -147,6 +189,24 @@ control AtpPool(inout headers_t hdr,
         PER_SLOT(ATP_STORE, atp_value)
     }
 
+    action load_values() {
+        PER_SLOT(ATP_LOAD, atp_value)
+    }
+
+    action swap_values() {
+        PER_SLOT(ATP_SWAP, atp_value)
+    }
+
+    // The complete aggregate (values in the packet) of a top switch, to the job's PS only:
+    // with RESULT the PS records it and acknowledges (the members have it), without (RETX)
+    // it answers with the result through the switch.
+    action aggregate_to_ps(bit<8> flags) {
+        hdr.inc.flags = flags;
+        hdr.inc.bitmap = all_workers;
+        hdr.udp.checksum = 0;
+        standard_metadata.egress_spec = ps_port;
+    }
+
     // The packet leaves towards the PS, unaggregated. `piece`: the workers it holds.
     action fall_back(bit<8> why, bit<32> piece) {
         hdr.inc.flags = hdr.inc.flags | FLAG_FALLBACK | why;
@@ -159,6 +219,8 @@ control AtpPool(inout headers_t hdr,
 
     apply {
         meta.atp = 0;
+        meta.atp_direct = 0;
+        meta.atp_forward = 0;
         atp_jobs.apply();
         held_cell = ((bit<32>)hdr.inc.job_id) & (JOB_TABLE_SIZE - 1);
         if (meta.atp == 1) {
@@ -207,9 +269,19 @@ control AtpPool(inout headers_t hdr,
                 if (idx != want || idx >= ATP_POOL_SIZE) {
                     refuse.apply(meta, DROP_OUT_OF_REGION);
                 } else if ((hdr.inc.flags & FLAG_RETX) != 0) {
-                    fall_back(0, piece);
+                    load_state();
+                    if (top == 1 && st_job == hdr.inc.job_id && st_psn == hdr.inc.psn
+                            && st_count >= meta.quorum) {
+                        // Complete here, its PS's ACK not back: the PS may not have it (its
+                        // copy lost), so the sum goes to the PS, which answers with it.
+                        load_values();
+                        aggregate_to_ps(FLAG_RETX);
+                    } else {
+                        fall_back(0, piece);
+                    }
                     atp_events.count((bit<32>)ATP_EV_RETX_FALLBACK);
                 } else {
+                    bool swapped = false;
                     load_state();
                     mark_cell = (held_cell * ATP_MARKS_PER_JOB)
                             | (hdr.inc.psn & (ATP_MARKS_PER_JOB - 1));
@@ -219,27 +291,67 @@ control AtpPool(inout headers_t hdr,
                     bool same_use = same_job && st_psn == hdr.inc.psn;
                     bit<32> delta = hdr.inc.psn - st_psn;
                     bool finished = same_job && delta >= gap && delta < PSN_HALF;
+                    // Another job's complete use, its ACK not back: its members have the
+                    // sum; taken over, the sum goes to that job's PS (atp_lenders).
+                    lendable = false;
+                    if (!same_job && st_count != 0) {
+                        meta.atp_owner = st_job;
+                        atp_lenders.apply();
+                    }
+                    bool lent = lendable && st_count >= lend_quorum;
                     atp_held.read(held, held_cell);
                     if (st_count == 0 && same_use) {
                         refuse.apply(meta, DROP_STALE);
-                    } else if ((st_count == 0 || finished) && mark == mark_tag) {
+                    } else if ((st_count == 0 || finished || lent) && mark == mark_tag) {
                         fall_back(FLAG_COLLISION, piece);  // its psn is at the PS already
                         atp_events.count((bit<32>)ATP_EV_FOLLOWED);
-                    } else if (st_count == 0 || finished) {
-                        if (st_count == 0 && held >= held_cap) {
+                    } else if (st_count == 0 || finished || lent) {
+                        if ((st_count == 0 || lent) && held >= held_cap) {
                             fall_back(0, piece);  // the job holds its cap: to the PS
                             atp_marked.write(mark_cell, mark_tag);
                             atp_events.count((bit<32>)ATP_EV_CAPPED);
                         } else {
-                            if (st_count != 0) {
+                            if (lent) {
+                                atp_held.write(held_cell, held + 1);
+                                bit<32> owner_cell = ((bit<32>)st_job) & (JOB_TABLE_SIZE - 1);
+                                atp_held.read(held, owner_cell);
+                                if (held != 0) {
+                                    atp_held.write(owner_cell, held - 1);
+                                }
+                                atp_events.count((bit<32>)ATP_EV_LENT);
+                            } else if (st_count != 0) {
                                 atp_events.count((bit<32>)ATP_EV_RECLAIMED);
                             } else {
                                 atp_held.write(held_cell, held + 1);
                             }
+                            // A complete use whose ACK is not back: its members have the
+                            // sum, its PS may not (its copy lost); the packet takes the sum
+                            // to the PS and leaves its own values in the aggregator.
+                            swapped = lent
+                                    || (top == 1 && meta.quorum > 1 && st_count >= meta.quorum);
+                            bit<16> old_job = st_job;
+                            bit<32> old_psn = st_psn;
                             st_bitmap = meta.worker_bit;
                             st_count = 1;
-                            store_values();
+                            if (swapped) {
+                                swap_values();
+                            } else {
+                                store_values();
+                            }
                             store_state();
+                            if (lent) {
+                                // to the owner's PS, routed by its address (Forwarder)
+                                hdr.inc.job_id = old_job;
+                                hdr.inc.psn = old_psn;
+                                hdr.inc.flags = FLAG_RESULT;
+                                hdr.inc.bitmap = lend_workers;
+                                hdr.ipv4.dstAddr = lend_ip;
+                                hdr.udp.checksum = 0;
+                                meta.atp_forward = 1;
+                            } else if (swapped) {
+                                hdr.inc.psn = old_psn;
+                                aggregate_to_ps(FLAG_RESULT);
+                            }
                             atp_events.count((bit<32>)ATP_EV_CLAIMED);
                         }
                     } else if (same_use) {
@@ -265,13 +377,18 @@ control AtpPool(inout headers_t hdr,
                         atp_events.count((bit<32>)ATP_EV_COLLISION);
                     }
                     // A claim or an addition that reaches the quorum completes the use.
-                    if (meta.drop == 0 && (hdr.inc.flags & FLAG_FALLBACK) == 0) {
+                    if (meta.drop == 0 && (hdr.inc.flags & FLAG_FALLBACK) == 0 && !swapped) {
                         if (st_count >= meta.quorum) {
                             hdr.udp.checksum = 0;
-                            standard_metadata.egress_spec = ps_port;
                             if (top == 1) {
+                                // Straight to the members as the result, and to the PS
+                                // (AtpCopies), which records it and acknowledges.
+                                hdr.inc.flags = hdr.inc.flags | FLAG_RESULT;
                                 hdr.inc.bitmap = all_workers;
+                                standard_metadata.mcast_grp = meta.mcast_grp;
+                                meta.atp_direct = 1;
                             } else {
+                                standard_metadata.egress_spec = ps_port;
                                 hdr.inc.worker_id = up_id;
                                 hdr.inc.bitmap = st_bitmap;
                             }
@@ -281,6 +398,27 @@ control AtpPool(inout headers_t hdr,
                         }
                     }
                 }
+            }
+        }
+    }
+}
+
+// Egress: the copies of an ATP job's multicast group (members, and the PS with rid
+// ATP_PS_RID). A result the switch completed (meta.atp_direct) reaches the members from the
+// aggregation address (the PS's, which their packets were sent to, so it is the copy's
+// destination before ResultRewrite addresses it) and the PS as it is, a RESULT with every
+// worker's bit; a result that came from the PS is not sent back to it.
+control AtpCopies(inout headers_t hdr,
+                  inout inc_metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    apply {
+        if (hdr.inc.isValid() && meta.atp == 1 && (hdr.inc.flags & FLAG_RESULT) != 0) {
+            if (standard_metadata.egress_rid == ATP_PS_RID) {
+                if (meta.atp_direct == 0) {
+                    mark_to_drop(standard_metadata);
+                }
+            } else if (meta.atp_direct == 1) {
+                hdr.ipv4.srcAddr = hdr.ipv4.dstAddr;
             }
         }
     }

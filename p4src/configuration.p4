@@ -31,9 +31,10 @@
 #define SYNC_CLOCKS 2048         // SYNC_JOBS * MAX_WORKERS: one clock per worker
 #define SYNC_REACHED 512         // SYNC_JOBS * SYNC_RING
 #define ATP_POOL_SIZE 4096       // aggregators of ATP's shared pool (atp.p4, registers of its own)
-#define ATP_EVENTS 11            // entries of ATP's atp_events counter
+#define ATP_EVENTS 12            // entries of ATP's atp_events counter
 #define ATP_MARKS_PER_JOB 128    // psns per job whose fall-back atp.p4 remembers (power of 2)
 #define ATP_MARKS 131072         // JOB_TABLE_SIZE * ATP_MARKS_PER_JOB: cells of atp_marked
+#define ATP_PS_RID 65535        // replication id of the PS's copy in an ATP job's multicast group
 
 // Table sizes: switch-only, not part of the wire protocol.
 #define JOB_TABLE_SIZE 1024
@@ -102,6 +103,7 @@ const bit<8> ATP_EV_RELEASE_MISSED = 7;
 const bit<8> ATP_EV_RECLAIMED = 8;
 const bit<8> ATP_EV_CAPPED = 9;
 const bit<8> ATP_EV_FOLLOWED = 10;
+const bit<8> ATP_EV_LENT = 11;
 
 // Serial-number arithmetic on 32-bit PSNs: psn - stored >= PSN_HALF means "older".
 const bit<32> PSN_HALF = 0x80000000;

@@ -99,6 +99,10 @@ struct inc_metadata_t {
     bit<32> worker_bit;    // this worker's bit in the contributor bitmap
     bit<1>  epoch_slot;    // parity of hdr.inc.epoch: which epoch slot configures the job
     bit<1>  atp;           // the job is an ATP job on this switch (atp.p4, atp_jobs)
+    bit<1>  atp_direct;    // an ATP aggregate the switch completed: multicast to the members
+                           // and the PS (atp.p4, AtpCopies)
+    bit<1>  atp_forward;   // an ATP job's sum that goes to its PS by its address (Forwarder)
+    bit<16> atp_owner;     // the job holding the aggregator a packet found (atp.p4)
     bit<1>  drop;
     bit<8>  drop_reason;   // DROP_*
     bit<8>  worker_index;  // the worker's bit position (set with worker_bit)

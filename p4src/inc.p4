@@ -16,7 +16,9 @@
 // Everything else, including the op codes reserved for later systems, is forwarded as
 // ordinary traffic by Forwarder. Packets refused by admission or the aggregator are dropped
 // and counted in inc_drops[DROP_*] and, per job, in job_drops.
-// Egress: ResultRewrite addresses each multicast copy of a result to its worker; EcnMark
+// Egress: AtpCopies sends an ATP aggregate the switch completed to the members from the
+// aggregation address and to the PS; ResultRewrite addresses each multicast copy of a
+// result to its worker; EcnMark
 // marks ECN-capable packets CE when their egress queue is deep (ecn.p4).
 #include <core.p4>
 #include <v1model.p4>
@@ -149,6 +151,9 @@ control IncIngress(inout headers_t hdr,
         if (release && meta.drop == 0) {
             forward = meta.atp == 0;  // an ATP job's: multicast (RESULT) or ended (ACK)
         }
+        if (agg && meta.drop == 0 && meta.atp_forward == 1) {
+            forward = true;  // a sum an ATP packet took over, to its job's PS
+        }
         if (meta.drop == 1) {
             drop_and_count();
         } else if (forward) {
@@ -160,10 +165,12 @@ control IncIngress(inout headers_t hdr,
 control IncEgress(inout headers_t hdr,
                   inout inc_metadata_t meta,
                   inout standard_metadata_t standard_metadata) {
+    AtpCopies() atp_copies;
     ResultRewrite() result_rewrite;
     EcnMark() ecn;
 
     apply {
+        atp_copies.apply(hdr, meta, standard_metadata);  // before ResultRewrite (its source)
         result_rewrite.apply(hdr, meta, standard_metadata);
         ecn.apply(hdr, standard_metadata);
     }

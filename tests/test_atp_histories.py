@@ -42,6 +42,7 @@ class Live:
     used: set[tuple[int, int]] = field(default_factory=set)  # regions it sent uses under
     sent: dict[int, dict[int, int]] = field(default_factory=dict)  # psn -> worker -> value
     pieces: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # psn -> (bm, v)
+    whole: set[int] = field(default_factory=set)  # psns whose sum the switch completed
 
 
 def throughput(aggregators: int) -> float:
@@ -117,9 +118,12 @@ class History:
             value = self.rng.randrange(1, 1000)
             live.sent[psn][w] = value
             for port, frame in self.send(live, w, psn, value):
-                if port != PS_PORT:
+                if port == PS_PORT:
+                    self.piece(frame)
+                elif port in live.ports:
+                    self.result(live, frame)
+                else:
                     self.fail(f"job {live.job_id} psn {psn}: a packet out of port {port}")
-                self.piece(frame)
         self.log.append(f"use {live.job_id} psn {psn} by {workers}: {live.sent[psn]}")
 
     def send(self, live: Live, w: int, psn: int, value: int) -> list[tuple[int, bytes]]:
@@ -131,8 +135,18 @@ class History:
         frame = encapsulate(pack(h, values), MAC(port), MAC(PS_PORT), IP(port), IP(PS_PORT))
         return self.switch.server.switch.send(port, frame)
 
+    def result(self, live: Live, frame: bytes) -> None:
+        """A result the switch multicast to a worker: the sum of both workers' values."""
+        h, values = unpack(frame[42:])
+        sent = live.sent.get(h.psn, {})
+        if h.job_id != live.job_id or not h.flags & Flag.RESULT or len(sent) != 2:
+            self.fail(f"job {live.job_id}: to a worker, {h} (psn sent by {sorted(sent)})")
+        elif values.tolist() != [sum(sent.values())] * SLOTS:
+            self.fail(f"job {live.job_id} psn {h.psn}: result {values[0]} to a worker")
+
     def piece(self, frame: bytes) -> None:
-        """A piece reaching the PS: the exact sum of what its bitmap's workers sent."""
+        """A piece reaching the PS: the exact sum of what its bitmap's workers sent; a
+        RESULT is the sum the switch completed (again when the aggregator is taken over)."""
         h, values = unpack(frame[42:])
         live = self.live.get(h.job_id)
         if live is None or h.psn not in live.sent:
@@ -147,7 +161,10 @@ class History:
         want = sum(sent[w] for w in named)
         if values.tolist() != [want] * SLOTS:
             self.fail(f"job {h.job_id} psn {h.psn}: piece {named} sums {values[0]}, not {want}")
-        live.pieces.setdefault(h.psn, []).append((h.bitmap, int(values[0])))
+        if h.flags & Flag.RESULT:
+            live.whole.add(h.psn)
+        else:
+            live.pieces.setdefault(h.psn, []).append((h.bitmap, int(values[0])))
 
     def cancel(self, live: Live) -> None:
         self.check_whole(live)
@@ -171,7 +188,9 @@ class History:
                 if union & bm:
                     self.fail(f"job {live.job_id} psn {psn}: a worker in two pieces {bitmaps}")
                 union |= bm
-            if len(sent) == 2 and union != 0b11:
+            if psn in live.whole and bitmaps:
+                self.fail(f"job {live.job_id} psn {psn}: summed in the switch and in pieces")
+            if len(sent) == 2 and union != 0b11 and psn not in live.whole:
                 self.fail(f"job {live.job_id} psn {psn}: complete, pieces {bitmaps} only")
 
     # -- the generator -------------------------------------------------------------------

@@ -149,6 +149,17 @@ def inc(out: list[tuple[int, bytes]]) -> list[tuple[int, Header, np.ndarray]]:
     return [(p, *unpack(data[42:])) for p, data in out]
 
 
+def settle(net: Net, ps: AtpAggregator, out: list[tuple[int, bytes]]) -> list[tuple[int, bytes]]:
+    """The packets of ``out`` that go to the PS, through ``ps``; its answers (results,
+    ACKs) back into the switch. What the switch sends on."""
+    back = []
+    for port, h, v in inc(out):
+        if port == PS_PORT:
+            for payload, _ in ps.process(h, v):
+                back += net.from_ps(payload)
+    return back
+
+
 def ps_for(net: Net) -> AtpAggregator:
     return AtpAggregator({JOB1: AtpJobSpec(3, host_ip(1)), JOB2: AtpJobSpec(2, host_ip(4))})
 
@@ -172,22 +183,39 @@ def test_switch_hash_is_the_python_hash_and_a_wrong_index_is_dropped(net: Net) -
     assert net.events()["CLAIMED"] == 1 and net.drops()["OUT_OF_REGION"] == 1
 
 
-def test_completed_aggregate_goes_to_the_ps_and_its_result_releases_and_reaches_all(
+def test_completed_aggregate_goes_to_every_worker_and_the_ps_whose_ack_releases_it(
     net: Net,
 ) -> None:
+    """The switch multicasts a completed aggregate as the result: to each worker from the
+    aggregation address (the PS's), and to the PS, which remembers it and acknowledges;
+    the ACK releases the aggregator and goes no further."""
     rows = [vals(10 + w) for w in range(3)]
+    total = rows[0] + rows[1] + rows[2]
     assert net.contribution(JOB1, 0, 7, rows[0]) == []
     assert net.contribution(JOB1, 1, 7, rows[1]) == []
-    out = inc(net.contribution(JOB1, 2, 7, rows[2]))
-    assert [(p, h.bitmap, h.flags) for p, h, _ in out] == [(PS_PORT, 0b111, 0)]
-    assert np.array_equal(out[0][2], rows[0] + rows[1] + rows[2])
+    out = net.contribution(JOB1, 2, 7, rows[2])
+    res = inc(out)
+    assert sorted((p, h.bitmap, h.flags) for p, h, _ in res) == [
+        (p, 0b111, Flag.RESULT) for p in (1, 2, 3, PS_PORT)
+    ]
+    assert all(np.array_equal(v, total) for _, _, v in res)
+    workers = [(p, h, data) for (p, h, _), (_, data) in zip(res, out, strict=True) if p != PS_PORT]
+    assert sorted(h.worker_id for _, h, _ in workers) == [0, 1, 2]
+    for p, _, data in workers:  # IPv4 source and destination (bytes 26..33)
+        assert (data[26:30], data[30:34]) == (ip(PS_PORT), ip(p))
+    (_, to_ps), = [(p, d) for p, d in out if p == PS_PORT]  # fmt: skip
+    assert to_ps[26:30] == ip(3)  # the PS's copy as it came: from the last worker
     ps = ps_for(net)
-    (payload, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
-    res = inc(net.from_ps(payload))
-    assert sorted(p for p, _, _ in res) == [1, 2, 3]
-    assert all(np.array_equal(v, rows[0] + rows[1] + rows[2]) for _, _, v in res)
-    assert sorted(h.worker_id for _, h, _ in res) == [0, 1, 2]
+    assert net.events()["RELEASED"] == 0 and held_by(net, JOB1) == 1
+    assert settle(net, ps, out) == []  # the ACK ends at the switch
+    assert ps.stats.multicast == 1 and ps.stats.results == 1
     assert net.events()["RELEASED"] == 1 and net.events()["COMPLETED"] == 1
+    assert held_by(net, JOB1) == 0
+    # A worker that lost the result gets it again from the PS.
+    (_, h, v), = inc(net.contribution(JOB1, 1, 7, rows[1], flags=Flag.RETX))  # fmt: skip
+    (payload, _), = ps.process(h, v)  # fmt: skip
+    assert sorted(p for p, _, _ in inc(net.from_ps(payload))) == [1, 2, 3]
+    assert np.array_equal(unpack(payload)[1], total)
     # Released: the same use's late copy is stale; a new psn claims the aggregator.
     assert net.contribution(JOB1, 0, 7, rows[0]) == []
     assert net.drops()["STALE"] == 1
@@ -226,10 +254,51 @@ def test_retransmission_goes_to_the_ps_and_the_ps_merges_it_with_the_aggregate(n
     assert [(p, h.flags & Flag.FALLBACK, h.bitmap) for p, h, _ in out] == [(PS_PORT, 16, 1)]
     assert ps.process(out[0][1], out[0][2]) == []
     net.contribution(JOB1, 1, 9, rows[1])
-    out = inc(net.contribution(JOB1, 2, 9, rows[2]))  # the full aggregate contains worker 0
+    out = net.contribution(JOB1, 2, 9, rows[2])  # the full aggregate contains worker 0
+    assert settle(net, ps, out) == []  # its copy finishes the psn at the PS: ACK
+    assert ps.stats.results == 1 and ps.stats.aggregates == 1 and held_by(net, JOB1) == 0
+
+
+def test_a_lost_copy_to_the_ps_is_recovered_from_the_switch_by_a_retransmission(
+    net: Net,
+) -> None:
+    """The PS's copy of a completed aggregate is lost (no ACK: the aggregator stays held),
+    and so is worker 1's result. Its retransmission finds the complete use: the switch
+    sends the sum it holds to the PS, which answers with the result for every worker."""
+    rows = [vals(50 + w) for w in range(3)]
+    for w in range(3):
+        net.contribution(JOB1, w, 12, rows[w])  # completed: the copies are all lost
+    ps = ps_for(net)
+    out = inc(net.contribution(JOB1, 1, 12, rows[1], flags=Flag.RETX))
+    assert [(p, h.flags, h.bitmap) for p, h, _ in out] == [(PS_PORT, Flag.RETX, 0b111)]
     (payload, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
+    res = inc(net.from_ps(payload))
+    assert sorted(p for p, _, _ in res) == [1, 2, 3]
+    assert all(np.array_equal(v, rows[0] + rows[1] + rows[2]) for _, _, v in res)
+    assert held_by(net, JOB1) == 0
+
+
+def test_a_complete_use_reclaimed_before_its_ack_takes_its_sum_to_the_ps(net: Net) -> None:
+    """Psn 13 completes but its PS's copy is lost; psn 13 + 4 (the reclaim gap: the range)
+    of worker 0 reclaims the aggregator. The packet leaves its own values there and takes
+    psn 13's sum to the PS, so a worker that lost 13's result still gets it."""
+    rows = [vals(60 + w) for w in range(3)]
+    for w in range(3):
+        net.contribution(JOB1, w, 13, rows[w])
+    new = vals(64)
+    out = inc(net.contribution(JOB1, 0, 17, new))
+    assert [(p, h.flags, h.bitmap, h.psn) for p, h, _ in out] == [(PS_PORT, Flag.RESULT, 0b111, 13)]
+    assert np.array_equal(out[0][2], rows[0] + rows[1] + rows[2])
+    ps = ps_for(net)
+    (ack, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
+    assert net.from_ps(ack) == [] and net.events()["RELEASE_MISSED"] == 1
+    (_, h, v), = inc(net.contribution(JOB1, 2, 13, rows[2], flags=Flag.RETX))  # fmt: skip
+    (payload, _), = ps.process(h, v)  # fmt: skip
     assert np.array_equal(unpack(payload)[1], rows[0] + rows[1] + rows[2])
-    assert ps.stats.results == 1 and ps.stats.aggregates == 1
+    # Psn 17 goes on in the switch from worker 0's values.
+    net.contribution(JOB1, 1, 17, vals(65))
+    res = inc(net.contribution(JOB1, 2, 17, vals(66)))
+    assert np.array_equal(res[0][2], new + vals(65) + vals(66))
 
 
 def test_sum_that_would_overflow_int32_falls_back_and_the_ps_sums_in_64_bits(net: Net) -> None:
@@ -318,11 +387,11 @@ def test_a_window_of_psns_the_size_of_the_range_aggregates_in_the_switch_without
         assert len({atp_index(JOB1, p, POOL.offset, POOL.size) for p in psns}) == POOL.size
         for w in range(3):
             for psn in psns:
-                for _, h, v in inc(net.contribution(JOB1, w, psn, vals(100 * w + psn % 97))):
+                out = net.contribution(JOB1, w, psn, vals(100 * w + psn % 97))
+                for _, h, v in inc(out):
                     assert not h.flags & Flag.FALLBACK, net.events()
-                    for payload, _ in ps.process(h, v):
-                        results[psn] = unpack(payload)[1]
-                        net.from_ps(payload)  # the result releases the aggregator
+                    results[psn] = v
+                settle(net, ps, out)  # the PS's ACK releases the aggregator
         assert sorted(results) == sorted(psns), (net.events(), net.drops())
         for psn, got in results.items():
             assert np.array_equal(got, sum(vals(100 * w + psn % 97) for w in range(3)))
@@ -344,9 +413,7 @@ def test_a_psn_that_collided_for_one_worker_goes_to_the_ps_for_every_worker(net:
     assert [h.flags for _, h, _ in out] == [Flag.COLLISION | Flag.FALLBACK]
     results += ps.process(out[0][1], out[0][2])
     net.contribution(JOB1, 1, p, a[1])
-    (_, h1, v1), = inc(net.contribution(JOB1, 2, p, a[2]))  # fmt: skip
-    (r1, _), = ps.process(h1, v1)  # fmt: skip
-    net.from_ps(r1)  # job 1's result releases the aggregator
+    settle(net, ps_for(net), net.contribution(JOB1, 2, p, a[2]))  # job 1's ACK releases it
     assert held_by(net, JOB1) == 0
     out = inc(net.contribution(JOB2, 1, q, b[1]))  # free now, but q is at the PS
     assert [(port, h.flags, h.bitmap) for port, h, _ in out] == [
@@ -422,7 +489,8 @@ def test_a_job_holds_at_most_its_cap_of_the_shared_pool_the_rest_goes_to_its_ps(
     assert ev["CAPPED"] + ev["COLLISION"] + ev["CLAIMED"] == 64, ev
     # Job 2 still finds free aggregators: a psn of its own completes in the switch.
     completed = [h for w in range(2) for _, h, _ in inc(net.contribution(JOB2, w, 5, vals(5)))]
-    assert [h.bitmap for h in completed] == [0b11] and not completed[0].flags & Flag.FALLBACK
+    assert [h.bitmap for h in completed] == [0b11] * 3  # its two workers and its PS
+    assert not any(h.flags & Flag.FALLBACK for h in completed)
     # The PS's results of job 1's held psns release them, and the count with them.
     for psn in range(64):
         idx = atp_index(JOB1, psn, WIDE.offset, WIDE.size)
@@ -430,3 +498,41 @@ def test_a_job_holds_at_most_its_cap_of_the_shared_pool_the_rest_goes_to_its_ps(
         net.from_ps(pack(h, vals(psn)))
     assert held_by(net, JOB1) == 0
     assert net.sw.extern("IncIngress.atp.atp_held").values[JOB1] == 0
+
+
+def test_another_jobs_packet_takes_over_a_complete_use_and_carries_its_sum_to_its_ps(
+    net: Net,
+) -> None:
+    """Job 1's psn p completes (its members have the result) but the PS's ACK is not back.
+    Job 2's packet of psn q, hashed to the same aggregator, does not collide: it claims the
+    aggregator for (2, q), leaving its values there, and takes job 1's sum to job 1's PS
+    (routed by its address) as a RESULT of (1, p), which the PS remembers. Each job's
+    occupancy follows."""
+    p, q = psn_pair_colliding()
+    a = [vals(90 + w) for w in range(3)]
+    b = [vals(95 + w) for w in range(2)]
+    for w in range(3):
+        net.contribution(JOB1, w, p, a[w])  # complete: the copies (and the ACK) are lost
+    assert held_by(net, JOB1) == 1
+    out = inc(net.contribution(JOB2, 0, q, b[0]))
+    assert [(port, h.job_id, h.psn, h.flags, h.bitmap) for port, h, _ in out] == [
+        (PS_PORT, JOB1, p, Flag.RESULT, 0b111)
+    ]
+    assert np.array_equal(out[0][2], a[0] + a[1] + a[2])
+    ev = net.events()
+    assert ev["LENT"] == 1 and ev["COLLISION"] == 0, ev
+    assert held_by(net, JOB1) == 0 and held_by(net, JOB2) == 1
+    held = net.sw.extern("IncIngress.atp.atp_held").values
+    assert (held[JOB1], held[JOB2]) == (0, 1)
+    ps = ps_for(net)
+    (ack, _), = ps.process(out[0][1], out[0][2])  # fmt: skip
+    assert net.from_ps(ack) == [] and net.events()["RELEASE_MISSED"] == 1
+    # Job 2's psn completes from the values its first packet left.
+    res = inc(net.contribution(JOB2, 1, q, b[1]))
+    assert sorted(port for port, _, _ in res) == [4, 5, PS_PORT]
+    assert all(np.array_equal(v, b[0] + b[1]) for _, _, v in res)
+    # An incomplete use of another job is not taken over: that is a collision.
+    r, s = psn_pair_colliding()
+    net.contribution(JOB1, 0, r + 4, vals(1))  # job 1 takes job 2's complete use over
+    out = inc(net.contribution(JOB2, 0, s + 4, vals(2)))
+    assert [h.flags for _, h, _ in out] == [Flag.COLLISION | Flag.FALLBACK]

@@ -265,5 +265,9 @@ def test_two_rack_job_aggregates_at_the_leaves_and_the_spine_exactly(tmp_path: P
     assert exact(got, 80, size, calls, bits=24) == []
     psns = calls * -(-size // 32)
     for sw, ev in events.items():
-        assert ev["collision"] == 0 == ev["followed"] == ev["reclaimed"], (sw, ev)
+        assert ev["collision"] == 0 == ev["followed"] == ev["lent"], (sw, ev)
         assert ev["claimed"] == psns and ev["released"] > 0, (sw, ev)
+        # A leaf's use is released by the result before its workers can send the psn a
+        # window later; at the spine that psn may come before the PS's ACK of the sum the
+        # spine multicast: it takes the aggregator over and the sum to the PS (swap).
+        assert sw == "s1" or ev["reclaimed"] == 0, (sw, ev)

@@ -60,6 +60,7 @@ def expected_constants() -> dict[str, int]:
         "ATP_POOL_SIZE": protocol.ATP_POOL_SIZE,
         "ATP_EVENTS": protocol.ATP_EVENTS,
         "ATP_MARKS_PER_JOB": protocol.ATP_MARKS_PER_JOB,
+        "ATP_PS_RID": protocol.ATP_PS_RID,
         "ETHERTYPE_IPV4": protocol.IPV4_ETHERTYPE,
         "IP_PROTO_UDP": protocol.UDP_PROTO,
         "ASK_ROWS": protocol.ASK_ROWS,

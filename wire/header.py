@@ -54,6 +54,9 @@ ATP_POOL_SIZE = 4096  # aggregators of ATP's shared pool (p4src/atp.p4, register
 # Per job (cell job_id % JOB_TABLE_SIZE), the psns that fell back to the PS, psn % this: a
 # later packet of such a psn follows it to the PS instead of claiming (p4src/atp.p4).
 ATP_MARKS_PER_JOB = 128
+# Replication id of the PS's copy in an ATP job's multicast group: a completed aggregate
+# goes to the job's members and, with this rid, to its PS (p4src/atp.p4, AtpCopies).
+ATP_PS_RID = 0xFFFF
 VALUE_DTYPE = np.dtype(">i4")
 # Key-value aggregation (ASK, p4src/ask.p4): a rows x tuples array, two copies of each row.
 ASK_ROWS = 4096  # rows in the switch (the "ask" memory pool of the controller)
@@ -152,7 +155,7 @@ class AtpEvent(IntEnum):
 
     CLAIMED = 0  # a first packet took a free aggregator
     ADDED = 1  # a contribution was added to a held aggregator
-    COMPLETED = 2  # an aggregation reached its quorum and went to the PS (or up)
+    COMPLETED = 2  # an aggregation reached its quorum: multicast to members and PS (or up)
     COLLISION = 3  # the aggregator held another (job, psn): COLLISION|FALLBACK to the PS
     RETX_FALLBACK = 4  # a retransmission went to the PS unaggregated
     OVERFLOW = 5  # a sum would overflow int32: the contribution went to the PS
@@ -161,6 +164,7 @@ class AtpEvent(IntEnum):
     RECLAIMED = 8  # a finished use of the same job (psn older by >= window) was taken over
     CAPPED = 9  # the job held its cap of aggregators: the packet went to the PS instead
     FOLLOWED = 10  # its psn fell back earlier (another worker's packet): to the PS as well
+    LENT = 11  # another job's complete use, its ACK not back, taken over: its sum to its PS
 
 
 ATP_EVENTS = len(AtpEvent)

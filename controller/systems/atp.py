@@ -15,10 +15,13 @@ own pool (``ATP_POOL_SIZE`` aggregators, registers separate from NetReduce's, so
 never overlap); every job given the same range shares it, which is the point of ATP: the
 default is the whole pool. Workers address psn ``p`` at ``(Hash(job) + p) % size + offset``
 (``wire.header.atp_index``: consecutive psns on consecutive aggregators, so a job whose
-window fits its range never collides with itself); a collision falls back to the job's
-parameter server (the aggregation address ``agg_ip``, behind switch port ``ps_port``), which
-completes the sum and sends the result through the switch: that releases the aggregator and
-multicasts the result to the workers. Hashed addressing on an exclusive range is the same
+window fits its range never collides with itself). A sum the switch completes is multicast
+to the workers and, as a copy, to the job's parameter server (the aggregation address
+``agg_ip``, behind switch port ``ps_port``), whose ACK releases the aggregator; a collision
+falls back to the PS, which completes the sum and sends the result through the switch: that
+releases the aggregator and multicasts the result to the workers. Another job's packet may
+take over a complete use still waiting for its ACK (``atp_lenders``): the sum then goes to
+its PS in that packet. Hashed addressing on an exclusive range is the same
 job kind with a range no other job is given. A job submitted with a class (md/be) is
 *scheduled*: the scheduler (``controller/sched/scheduled_jobs.py``, one per switch and pool)
 gives it such a range and resizes it at epoch boundaries (the slot of ``job_region.p4`` sets
@@ -26,9 +29,10 @@ the range the switch hashes into for that epoch's packets). Shared-range jobs an
 ones do not hold the ATP pool of one switch at the same time (the shared jobs own all of
 it).
 
-Admission installs the result path (multicast group, ``result_dst``), the workers, the
-``atp_jobs`` entry (role, PS port), the job's meter if it has one (``job_meter.py``) and
-the ``jobs`` entry last, after freeing any use of the job id still held in the pool.
+Admission installs the result path (multicast group with the PS's copy, ``result_dst``),
+the workers, the ``atp_jobs`` entry (role, PS port), its ``atp_lenders`` entry, the job's
+meter if it has one (``job_meter.py``) and the ``jobs`` entry last, after freeing any use
+of the job id still held in the pool.
 Removal deletes them in the reverse order, then frees every aggregator of the whole pool
 that holds a use of the job (``free_held``: its ranges before re-plans too; other jobs'
 aggregators are left alone). A scheduled job's ranges are its own: they are cleared whole
@@ -52,12 +56,22 @@ from controller.jobs.job_kinds import JobKind, register
 from controller.jobs.memory_manager import MemoryManager, OutOfMemory, Region
 from controller.p4rt.p4runtime_client import SwitchConnection, table_entry
 from controller.systems import job_meter, job_region, result_guard, result_rewrite
-from wire.header import ATP_MARKS_PER_JOB, ATP_POOL_SIZE, MAX_WORKERS, SLOTS, AtpEvent, Flag, Op
+from wire.header import (
+    ATP_MARKS_PER_JOB,
+    ATP_POOL_SIZE,
+    ATP_PS_RID,
+    MAX_WORKERS,
+    SLOTS,
+    AtpEvent,
+    Flag,
+    Op,
+)
 
 ATP_POOL = "atp"  # ATP's shared pool (p4src/atp.p4, ATP_POOL_SIZE aggregators)
 SHARED = "atp-shared"  # owner of the whole ATP pool in the memory manager's view
 PREFIX = "IncIngress.atp."
 ATP_JOBS = PREFIX + "atp_jobs"
+ATP_LENDERS = PREFIX + "atp_lenders"
 ATP_EVENTS = PREFIX + "atp_events"
 ATP_JOB = PREFIX + "atp_job"
 ATP_PSN = PREFIX + "atp_psn"
@@ -240,8 +254,7 @@ class Atp(JobKind):
 
     async def install(self, sw: SwitchConnection, job: Job, idempotent: bool = False) -> None:
         job = on_wire(job)
-        group, replicas = result_rewrite.multicast_group(job)
-        await sw.set_multicast_group(group, replicas)
+        await sw.set_multicast_group(*multicast_group(job))
         write = sw.upsert if idempotent else sw.insert
         if job.params.get("role") != "spine":
             # At a spine the members are leaves: the copies go on unchanged, and each leaf
@@ -250,6 +263,7 @@ class Atp(JobKind):
         await write(job_region.worker_entries(job))
         await write(flag_entries(job))
         await write([atp_entry(job)])
+        await write(lender_entries(job))
         await write(job_meter.meter_entries(job))
         await free_held(sw, job.job_id)  # left by an earlier job with this id, if any
         await write([job_region.job_entry(job)])
@@ -258,6 +272,7 @@ class Atp(JobKind):
         job = on_wire(job)
         await sw.delete([job_region.job_key(job.job_id)], strict=False)
         await sw.delete([atp_key(job.job_id)], strict=False)
+        await sw.delete([lender_key(job.job_id)], strict=False)
         await sw.delete([job_meter.meter_key(job.job_id)], strict=False)
         await sw.delete(flag_entries(job), strict=False)
         await sw.delete(job_region.worker_entries(job), strict=False)
@@ -285,6 +300,16 @@ class Atp(JobKind):
         r = job.region
         state = {"pool": f"ATP [{r.offset}, {r.end}), PS port {job.params.get('ps_port')}"}
         return JobStats(tuple(figures), state)
+
+
+def multicast_group(job: Job) -> tuple[int, list[tuple[int, int]]]:
+    """The job's group: its members (``result_rewrite``'s replicas) and, where the switch
+    completes the job's aggregates (single switch, spine), its PS with ``ATP_PS_RID``: an
+    aggregate completed here goes to both at once (``p4src/atp.p4``, ``AtpCopies``)."""
+    group, replicas = result_rewrite.multicast_group(job)
+    if job.params.get("role", "single") != "leaf":
+        replicas = [*replicas, (int(job.params["ps_port"]), ATP_PS_RID)]
+    return group, replicas
 
 
 def wire_id(job: Job) -> int:
@@ -325,6 +350,28 @@ def atp_entry(job: Job, window: int | None = None) -> P4TableEntry:
         cap=CAP_WINDOWS * gap,
         mcast_grp=job.mcast_grp,
     )
+
+
+def lender_entries(job: Job) -> list[P4TableEntry]:
+    """``atp_lenders``: a single-switch job's complete uses may be taken over by another
+    job's packet, which then carries the sum to this job's PS (its address, worker bitmap
+    and quorum). Roles leaf and spine lend nothing (their sums are a rack's, or go up)."""
+    if job.params.get("role", "single") != "single":
+        return []
+    return [
+        table_entry(
+            ATP_LENDERS,
+            {"meta.atp_owner": job.job_id},
+            "IncIngress.atp.lend_to",
+            ps_ip=job.agg_ip,
+            workers=(1 << job.n_workers) - 1,
+            quorum=job.quorum,
+        )
+    ]
+
+
+def lender_key(job_id: int) -> P4TableEntry:
+    return P4TableEntry(ATP_LENDERS, match=P4TableMatch({"meta.atp_owner": job_id}))
 
 
 def flag_entries(job: Job) -> list[P4TableEntry]:

@@ -47,6 +47,8 @@ import numpy as np
 
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
+    _HEADER,
+    HEADER_LEN,
     INC_UDP_PORT,
     MAX_WORKERS,
     SLOTS,
@@ -89,6 +91,7 @@ class AtpPsStats:
     duplicates: int = 0  # covered already
     conflicts: int = 0  # overlapping without containing (cannot happen with our roles)
     results: int = 0  # psns completed
+    multicast: int = 0  # of those, completed and multicast by the switch (acknowledged)
     reserved: int = 0  # results sent again for a retransmission
     ignored: int = 0  # unknown job, bad slot count, results, other ops
     forged: int = 0  # pieces naming workers the job does not have
@@ -113,6 +116,8 @@ class AtpAggregator:
     def process(self, h: Header, values: np.ndarray) -> list[Datagram]:
         self.stats.packets += 1
         spec = self.jobs.get(h.job_id)
+        if spec is not None and h.flags & Flag.RESULT and h.bitmap == spec.full:
+            return self._multicast(spec, h, values)
         if (
             spec is None
             or h.op != Op.AGG_SYNC
@@ -161,6 +166,61 @@ class AtpAggregator:
         body = total.astype(np.int32).astype(">i4").tobytes()  # int32 wrap, as the host sum
         return [self._finish(spec, h, body)]
 
+    def process_payload(self, payload: bytes) -> list[Datagram]:
+        """``process`` of a datagram; the switch's copy of a result it multicast (the
+        common case, one per psn the switch summed) is taken from the bytes as they are."""
+        n = HEADER_LEN + 4 * self.slots
+        if len(payload) >= n and payload[0] == Op.AGG_SYNC and payload[1] == Flag.RESULT:
+            _, _, job, _, _, count, _, psn, idx, epoch, bitmap = _HEADER.unpack_from(payload)
+            spec = self.jobs.get(job)
+            if spec is not None and bitmap == spec.full and count == self.slots:
+                self.stats.packets += 1
+                return self._copy(spec, job, psn, idx, epoch, payload[HEADER_LEN:n])
+        try:
+            h, values = unpack(payload)
+        except ProtocolError:
+            self.stats.packets += 1
+            self.stats.ignored += 1
+            return []
+        return self.process(h, values)
+
+    def _multicast(self, spec: AtpJobSpec, h: Header, values: np.ndarray) -> list[Datagram]:
+        if (
+            h.op != Op.AGG_SYNC
+            or h.flags & ~(Flag.RESULT | Flag.RETX)
+            or h.slot_count != self.slots
+        ):
+            self.stats.ignored += 1
+            return []
+        body = values.astype(">i4").tobytes()
+        return self._copy(spec, h.job_id, h.psn, h.agg_idx, h.epoch, body)
+
+    def _copy(
+        self, spec: AtpJobSpec, job: int, psn: int, idx: int, epoch: int, body: bytes
+    ) -> list[Datagram]:
+        """The PS's copy of a result the switch completed and multicast to the members:
+        remembered (a retransmission gets it again), acknowledged (the ACK, no values,
+        releases the aggregator); a copy of a finished psn changes nothing."""
+        if psn in self._done[job]:
+            self.stats.duplicates += 1
+            return []
+        self._pending.pop((job, psn), None)
+        r = Header(op=Op.AGG_SYNC, flags=Flag.RESULT, job_id=job, psn=psn, agg_idx=idx,
+                   epoch=epoch, bitmap=spec.full)  # fmt: skip
+        self._remember(job, r, body)
+        self.stats.pieces += 1
+        self.stats.aggregates += 1
+        self.stats.multicast += 1
+        ack = _HEADER.pack(Op.AGG_SYNC, Flag.ACK, job, 0, 0, 0, 0, psn, idx, epoch, spec.full)
+        return [(ack, (spec.result_ip, spec.result_port))]
+
+    def _remember(self, job: int, r: Header, body: bytes) -> None:
+        done_jobs = self._done[job]
+        done_jobs[r.psn] = (r, body)
+        if len(done_jobs) > self.keep:
+            done_jobs.popitem(last=False)
+        self.stats.results += 1
+
     def _finish(self, spec: AtpJobSpec, h: Header, body: bytes) -> Datagram:
         """The result of ``h``'s psn (``body``: its values on the wire), remembered."""
         r = Header(
@@ -172,11 +232,7 @@ class AtpAggregator:
             epoch=h.epoch,
             bitmap=spec.full,
         )
-        done_jobs = self._done[h.job_id]
-        done_jobs[h.psn] = (r, body)
-        if len(done_jobs) > self.keep:
-            done_jobs.popitem(last=False)
-        self.stats.results += 1
+        self._remember(h.job_id, r, body)
         return self._datagram(spec, r, body)
 
     def _datagram(self, spec: AtpJobSpec, r: Header, body: bytes) -> Datagram:
@@ -214,12 +270,7 @@ class AtpParameterServer:
                 continue
             out: list[Datagram] = []
             for payload, _src in self.endpoint.recv_many():
-                try:
-                    h, values = unpack(payload)
-                except ProtocolError:
-                    self.aggregator.stats.ignored += 1
-                    continue
-                out.extend(self.aggregator.process(h, values))
+                out.extend(self.aggregator.process_payload(payload))
             if out:
                 self.endpoint.send_many(out)
 

@@ -18,10 +18,18 @@ Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protoco
   range ``(offset, size)`` may be shared with other jobs; a collision with another job is
   the switch's business (it falls back to the PS). The window is kept to the range's size,
   so the psns in flight occupy different aggregators and never collide with each other.
-- Packets go to the job's PS (the aggregation address); results come from it, through the
-  switch. A retransmission carries ``RETX`` and the switch sends it to the PS unaggregated.
+- Packets go to the job's PS (the aggregation address); results come from that address:
+  the switch multicasts a result it completed in the PS's name, the PS sends the others
+  through the switch. A retransmission carries ``RETX`` and the switch sends it to the PS
+  (unaggregated, or the sum it holds for the psn).
+- The packet loop is the C one of NetReduce's client (hosts/transport/native_window.c) with
+  ATP's addressing and the window below, by default; ``backend="python"`` (or
+  ``$INC_HOST_BACKEND``) keeps it in Python, which alone counts ECN marks. The C loop makes
+  no fast retransmission: the switch's results overtake the PS's as a matter of course.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
-  most once per timeout interval (multiplicative decrease), between 1 and ``window``; a
+  most once per timeout interval (multiplicative decrease; not before the call's first
+  result: a call with no result yet is stalled, by a partner not started or a paused
+  switch or PS, not congested), between 1 and ``window``; a
   decrease is taken back when the timeout proves spurious (``undone_cuts``: the results
   were late, not lost, ``_undo_if_spurious``). The socket is ECN-capable: a result that
   arrives marked Congestion Experienced (a switch egress queue above its threshold,
@@ -34,10 +42,20 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from hosts.netreduce.allreduce import AllReduceClient, ClientStats, _check_config, _Window
+import numpy as np
+
+from hosts.netreduce.allreduce import (
+    RTT_PROBE_EVERY,
+    AllReduceClient,
+    AllReduceTimeout,
+    ClientStats,
+    _check_config,
+    _Window,
+)
+from hosts.transport import native_window
 from hosts.transport.sliding_window import ResultAssembler
 from hosts.transport.udp import Endpoint
-from wire.header import atp_index
+from wire.header import atp_hash, atp_index
 
 UNDO_TIMEOUTS = 4  # how long after a retransmission its duplicate result undoes the decrease
 
@@ -94,9 +112,49 @@ class AtpClient(AllReduceClient):
     def _address(self, psn: int) -> tuple[int, int]:
         return atp_index(self.job_id, psn, self.region_offset, self.region_size), 0
 
+    def _native_applies(self) -> bool:
+        """The C loop (hosts/transport/native_window.c) with ATP's addressing and AIMD; not
+        on a test's impaired endpoint."""
+        return self.backend == "native" and type(self.endpoint) is Endpoint
+
+    def _run_native(self, first: int, count: int, wire: np.ndarray, length: int) -> np.ndarray:
+        """One call in C. No fast retransmission: results of psns the switch summed come
+        back over two links, those the PS summed over four, so results overtake each other
+        as a matter of course (a window of them would make a fast retransmission of every
+        psn that went to the PS)."""
+        assert isinstance(self.endpoint, Endpoint)
+        r = native_window.run_call(
+            self.endpoint.fileno(), self.dest, wire,
+            job_id=self.job_id, worker_id=self.worker_id, epoch=self.epoch, first_psn=first,
+            window=self.max_window, timeout=self.timeout, max_retries=self.max_retries,
+            fast_retx_results=1 << 62, rtt_probe_every=RTT_PROBE_EVERY,
+            total_timeout=self.total_timeout, offset=self.region_offset,
+            size=self.region_size, hashed=None, atp_start=atp_hash(self.job_id),
+            aimd=(self.cwnd, self._last_cut, self._undo, self._undo_until, self._rtt_floor),
+        )  # fmt: skip
+        native_window.fold_stats(r, self.stats, self.endpoint.stats)
+        c = r.stats
+        self.cwnd, self._last_cut, self._undo_until = c.cwnd, c.last_cut, c.undo_until
+        self._undo = c.undo if c.undo >= 0 else None
+        self._rtt_floor = c.rtt_floor if c.rtt_floor >= 0 else None
+        self._retx_at.clear()  # the C loop keeps its resends' times itself
+        self.stats.window_cuts += c.cuts
+        self.stats.undone_cuts += c.undone
+        if c.min_rtt >= 0:
+            self._min_rtt = c.min_rtt if self._min_rtt is None else min(self._min_rtt, c.min_rtt)
+        self.last_bitmaps = r.bitmaps
+        if r.status == native_window.RETRIES:
+            why = f"psn {c.fail_psn} got no result after {c.fail_tries} retransmissions"
+            raise AllReduceTimeout(self.job_id, self.worker_id, r.missing, why)
+        if r.status == native_window.DEADLINE:
+            why = f"no complete result within {self.total_timeout:g} s"
+            raise AllReduceTimeout(self.job_id, self.worker_id, r.missing, why)
+        flat = r.out.reshape(-1)
+        return flat if flat.size == length else flat[:length].copy()
+
     def _send(self, sends: list[tuple[int, bool]], window: _Window, wire: Any) -> None:
         resent = [psn for psn, retx in sends if retx]
-        if resent:
+        if resent and window._results:  # none yet: a stall (a partner not started), no cut
             before = self.cwnd
             if self._cut(window) and self._undo is None:
                 self._undo = before  # the window before this run of timeouts

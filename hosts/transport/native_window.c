@@ -20,7 +20,18 @@
  *     whole, AGG_SYNC of this job, the worker's flags plus a result's or WAIT (the masks come
  *     from wire/header.py through the call), the job's slot count; duplicates are counted,
  *     not used;
- *   - one first transmission in rtt_probe_every is timed until its result (min RTT).
+ *   - one first transmission in rtt_probe_every is timed until its result (min RTT);
+ *   - addressing: offset + psn % size, or hashed (1) offset + (hash_a * psn + hash_b) % size
+ *     with the copy (psn / size) & 1, or ATP's (2, hosts/atp/worker.py, wire.header.atp_index)
+ *     offset + (uint32)(hash_b + psn) % size, copy 0;
+ *   - with aimd (ATP's window, hosts/atp/worker.py): at most cwnd PSNs in flight, cwnd
+ *     + 1/cwnd per result up to `window`, halved (not below 1) when PSNs are resent after
+ *     the call's first result, at most once per `timeout` (last_cut carries the time of the
+ *     last decrease across calls);
+ *     a decrease is taken back when it proves spurious, as AtpClient._undo_if_spurious
+ *     does: a result arrives twice, or a resent PSN's result comes sooner than the smallest
+ *     round trip after the resend, within UNDO_TIMEOUTS timeouts of the last resend. The
+ *     Python loop's decrease on ECN marks is not done here (the C loop reads no TOS).
  * In-flight PSNs are a list ordered by last send time (a resend moves a PSN to the tail, a
  * fast retransmission to the head), so the next deadline is the head's.
  */
@@ -71,7 +82,12 @@ struct inc_call {
     int64_t received, received_bytes, fail_psn, fail_tries, err;
     double min_rtt; /* < 0: nothing timed */
     int64_t drops[HOST_DROP_CELLS]; /* by wire.header.HostDrop */
+    /* in and out: ATP's AIMD window (aimd != 0) */
+    int64_t aimd, cuts, undone;
+    double cwnd, last_cut;
+    double undo, undo_until, rtt_floor; /* < 0: none */
 };
+#define UNDO_TIMEOUTS 4 /* hosts/atp/worker.py's */
 
 int64_t inc_header_len(void) { return INC_HEADER_LEN; }
 int64_t inc_host_drops(void) { return N_HOST_DROPS; }
@@ -114,7 +130,14 @@ static void push_front(struct state *s, int64_t i) {
 
 static void address(const struct inc_call *c, uint64_t psn, uint32_t *idx, uint32_t *ver) {
     uint64_t size = (uint64_t)c->size;
-    uint64_t cell = c->hashed ? ((uint64_t)c->hash_a * psn + (uint64_t)c->hash_b) % size : psn % size;
+    uint64_t cell;
+    if (c->hashed == 2) {
+        cell = (uint64_t)(uint32_t)((uint64_t)c->hash_b + psn) % size;
+        *idx = (uint32_t)((uint64_t)c->offset + cell);
+        *ver = 0;
+        return;
+    }
+    cell = c->hashed ? ((uint64_t)c->hash_a * psn + (uint64_t)c->hash_b) % size : psn % size;
     *idx = (uint32_t)((uint64_t)c->offset + cell);
     *ver = (uint32_t)((psn / size) & 1);
 }
@@ -215,7 +238,20 @@ static int poll_window(struct state *s, double now) {
         queue(s, k++, i, 1);
     }
     c->retx += ndue;
-    limit = s->base + c->window < s->n ? s->base + c->window : s->n;
+    int64_t w = c->window;
+    if (c->aimd) {
+        /* multiplicative decrease; not before the call's first result: a window with no
+         * result at all is a stall (a partner not started yet), not congestion */
+        if (ndue && s->results > 0 && now - c->last_cut >= c->timeout) {
+            if (c->undo < 0) c->undo = c->cwnd; /* the window before this run of timeouts */
+            c->cwnd = c->cwnd / 2 < 1.0 ? 1.0 : c->cwnd / 2;
+            c->last_cut = now;
+            c->cuts++;
+        }
+        if (ndue && c->undo >= 0) c->undo_until = now + UNDO_TIMEOUTS * c->timeout;
+        w = (int64_t)c->cwnd;
+    }
+    limit = s->base + w < s->n ? s->base + w : s->n;
     while (s->next < limit) {
         i = s->next++;
         s->inflight[i] = 1;
@@ -245,6 +281,13 @@ static int refuse(const struct inc_call *c, const struct sockaddr_in *src, const
     return -1;
 }
 
+/* A decrease proved spurious: the window before it again. */
+static void undo_cut(struct inc_call *c) {
+    if (c->undo > c->cwnd) c->cwnd = c->undo;
+    c->undo = -1.0;
+    c->undone++;
+}
+
 /* One admitted answer: a hold-back (WAIT) or a result. */
 static void on_packet(struct state *s, const uint8_t *p) {
     struct inc_call *c = s->c;
@@ -256,6 +299,7 @@ static void on_packet(struct state *s, const uint8_t *p) {
     }
     if (i < 0 || i >= s->n || c->have[i]) {
         c->dups++;
+        if (c->aimd && c->undo >= 0) undo_cut(c); /* answered twice: it was late */
         return;
     }
     int32_t *row = c->out + (size_t)i * (size_t)c->slots;
@@ -265,10 +309,22 @@ static void on_packet(struct state *s, const uint8_t *p) {
     if (s->probe[i] >= 0) {
         double rtt = now_s() - s->probe[i];
         if (c->min_rtt < 0 || rtt < c->min_rtt) c->min_rtt = rtt;
+        if (c->rtt_floor < 0 || rtt < c->rtt_floor) c->rtt_floor = rtt;
         s->probe[i] = -1.0;
     }
     s->results++;
     c->results++;
+    if (c->aimd && c->undo >= 0) {
+        double now = now_s();
+        if (s->tries[i] > 0 && c->rtt_floor >= 0 && now - s->sent_at[i] < c->rtt_floor)
+            undo_cut(c); /* sooner than any round trip: it answers the original */
+        else if (now > c->undo_until)
+            c->undo = -1.0; /* no sign the resent packets' originals were answered */
+    }
+    if (c->aimd) { /* additive increase: + 1 per window of results */
+        c->cwnd += 1.0 / c->cwnd;
+        if (c->cwnd > (double)c->window) c->cwnd = (double)c->window;
+    }
     if (s->inflight[i]) { /* SendWindow.ack */
         s->inflight[i] = 0;
         unlink_(s, i);

@@ -10,9 +10,9 @@ Example (a worker against a parameter server in this process)::
 end per client: ``backend="native"|"python"``, by default ``$INC_HOST_BACKEND`` or
 native. Native is used where the C loop does what the Python one would: a plain
 ``Endpoint`` (not a test's ``ImpairedEndpoint``, not ECN-counting) and a client whose
-addressing and packet handling are the base class's (ATP's client overrides them and
-stays in Python). Without a C compiler the native back end falls back to Python with one
-line on stderr.
+addressing and packet handling are the base class's; ATP's client (hosts/atp/worker.py)
+runs it with ATP's addressing and AIMD window (``atp_start``, ``aimd``). Without a C
+compiler the native back end falls back to Python with one line on stderr.
 
 The library is cached by its source's hash under ``$INC_NATIVE_CACHE`` (default
 ``~/.cache/inc/native``), built by ``cbuild.shared_library`` like p4sim's native back end.
@@ -83,6 +83,10 @@ class _Call(ctypes.Structure):
         ),  # fmt: skip
         ("min_rtt", ctypes.c_double),
         ("drops", _I64 * HOST_DROP_CELLS),
+        ("aimd", _I64),
+        ("cuts", _I64),
+        ("undone", _I64),
+        *((n, ctypes.c_double) for n in ("cwnd", "last_cut", "undo", "undo_until", "rtt_floor")),
     ]
 
 
@@ -176,8 +180,15 @@ def run_call(
     offset: int,
     size: int,
     hashed: tuple[int, int] | None,
+    atp_start: int | None = None,
+    aimd: tuple[float, float, float | None, float, float | None] | None = None,
 ) -> CallResult:
-    """One all-reduce call on socket ``fd``: ``wire`` is (packets, slots) big-endian int32."""
+    """One all-reduce call on socket ``fd``: ``wire`` is (packets, slots) big-endian int32.
+    ``atp_start``: ATP's addressing (``wire.header.atp_index``, the job's hash), instead of
+    ``hashed``; ``aimd``: ATP's window state (cwnd, time of the last decrease, the window
+    before the decreases that may be undone or None, until when, the smallest round trip
+    or None), read back from the result's ``stats`` (``cwnd``, ``last_cut``, ``undo`` and
+    ``rtt_floor`` < 0 for None, ``undo_until``; ``cuts``, ``undone``: counts)."""
     lib = load()
     data = np.ascontiguousarray(wire, dtype=">i4")
     count, slots = data.shape
@@ -195,6 +206,13 @@ def run_call(
     c.offset, c.size = offset, size
     c.hashed = hashed is not None
     c.hash_a, c.hash_b = hashed if hashed is not None else (0, 0)
+    if atp_start is not None:
+        c.hashed, c.hash_a, c.hash_b = 2, 0, atp_start
+    c.undo = c.rtt_floor = -1.0
+    if aimd is not None:
+        c.aimd, (c.cwnd, c.last_cut, undo, c.undo_until, floor) = 1, aimd
+        c.undo = -1.0 if undo is None else undo
+        c.rtt_floor = -1.0 if floor is None else floor
     c.worker_flags, c.result_flags = int(WORKER_FLAGS), int(RESULT_FLAGS)
     c.wire, c.out = data.ctypes.data, out.ctypes.data
     c.bitmaps, c.have = bitmaps.ctypes.data, have.ctypes.data
@@ -204,3 +222,22 @@ def run_call(
     if status == SOCKET_ERROR:
         raise OSError(int(c.err), f"native all-reduce: {os.strerror(int(c.err))}")
     return CallResult(status, out, bitmaps, have, c)
+
+
+def fold_stats(r: CallResult, st: Any, ep: Any) -> None:
+    """Add a call's counters to a client's ``ClientStats`` ``st`` and its endpoint's
+    ``EndpointStats`` ``ep``."""
+    c = r.stats
+    st.packets_sent += c.queued
+    st.retransmissions += c.retx
+    st.fast_retransmissions += c.fast_retx
+    st.results += c.results
+    st.duplicate_results += c.dups
+    for i in range(len(st.drops)):
+        st.drops[i] += int(c.drops[i])
+    st.waits += c.waits
+    ep.sent += c.sent
+    ep.sent_bytes += c.sent_bytes
+    ep.send_drops += c.send_drops
+    ep.received += c.received
+    ep.received_bytes += c.received_bytes

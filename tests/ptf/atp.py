@@ -1,4 +1,4 @@
-"""ATP on p4src/inc.p4: the shared pool, fallback to the PS, release by the PS's result.
+"""ATP on p4src/inc.p4: the shared pool, results multicast by the switch, fallback to the PS.
 
 Black-box, one test per behaviour of docs/protocol.md ("ATP"): packets in on PTF ports,
 packets out, ``inc_drops`` read over P4Runtime. ATP job 1 has workers on ports 1, 2, 3 and
@@ -55,6 +55,22 @@ class AtpTest(IncTest):
                    bitmap=(1 << job.n_workers) - 1, values=list(values)) | fields  # fmt: skip
         return self.inc_packet(host(PS_PORT), host(job.workers[0].port), **inc)
 
+    def direct(self, job, last, values: list[int]):
+        """What the switch sends when ``last`` completes a sum: the result to every worker
+        from the PS's address, and to the PS as it came; (packets, ports)."""
+        out = []
+        for w in job.workers:
+            c = last.copy()
+            c[Ether].dst, c["IP"].src, c["IP"].dst = w.mac, host(PS_PORT).ip, w.ip
+            c[INC].worker_id = w.worker_id
+            out.append(c)
+        out.append(last.copy())
+        for c in out:
+            c[INC].values, c[INC].bitmap = list(values), (1 << job.n_workers) - 1
+            c[INC].flags = Flag.RESULT
+            del c["IP"].chksum
+        return [Ether(bytes(c)) for c in out], [*(w.port for w in job.workers), PS_PORT]
+
     def copies(self, job, result):
         """The multicast copies of ``result``, one per worker, addressed by egress."""
         out = []
@@ -66,9 +82,10 @@ class AtpTest(IncTest):
         return out
 
 
-class CompletedAggregateGoesToThePsAndItsResultReachesEveryWorker(AtpTest):
-    """The last contribution carries the sum to the PS with every worker's bit; the PS's
-    result, entering from the PS port, is multicast to the job's workers."""
+class CompletedAggregateGoesToEveryWorkerAndThePs(AtpTest):
+    """The last contribution makes the sum the result: multicast to the job's workers from
+    the PS's address, and to the PS, with every worker's bit; the PS's ACK ends at the
+    switch. A result the PS sends (a psn it summed) reaches the workers, not the PS."""
 
     def runTest(self) -> None:
         self.send(1, self.packet(self.job1, 0, 0, A))
@@ -77,10 +94,13 @@ class CompletedAggregateGoesToThePsAndItsResultReachesEveryWorker(AtpTest):
         last = self.packet(self.job1, 2, 0, C)
         self.send(3, last)
         total = int32_sum(A, B, C)
-        testutils.verify_packet(self, self.to_ps(last, total, 0b111), PS_PORT)
-        result = self.ps_result(self.job1, 0, total)
+        testutils.verify_each_packet_on_each_port(self, *self.direct(self.job1, last, total))
+        self.send(PS_PORT, self.ps_result(self.job1, 0, [], flags=Flag.ACK))
+        self.assert_nothing_out(1, 2, 3, PS_PORT)
+        result = self.ps_result(self.job1, 1, total)
         self.send(PS_PORT, result)
         testutils.verify_each_packet_on_each_port(self, self.copies(self.job1, result), [1, 2, 3])
+        self.assert_nothing_out(PS_PORT)
         self.assert_no_drops()
 
 
@@ -98,7 +118,8 @@ class CollidingPacketFallsBackToThePsUnaggregated(AtpTest):
         self.send(2, self.packet(self.job1, 1, 0, B))
         last = self.packet(self.job1, 2, 0, C)
         self.send(3, last)
-        testutils.verify_packet(self, self.to_ps(last, int32_sum(A, B, C), 0b111), PS_PORT)
+        total = int32_sum(A, B, C)
+        testutils.verify_each_packet_on_each_port(self, *self.direct(self.job1, last, total))
 
 
 class ResultFromAPortNotTowardsThePsIsDropped(AtpTest):
@@ -136,7 +157,7 @@ class PacketsBeyondTheJobsMeterAreDroppedAndCounted(AtpTest):
         sent = [self.packet(job3, 0, psn, A) for psn in range(6)]
         for pkt in sent[:2]:
             self.send(5, pkt)
-            testutils.verify_packet(self, self.to_ps(pkt, A, 0b1), PS_PORT)
+            testutils.verify_each_packet_on_each_port(self, *self.direct(job3, pkt, A))
         for pkt in sent[2:]:
             self.send(5, pkt)
         metered = DropReason.METERED
@@ -146,4 +167,5 @@ class PacketsBeyondTheJobsMeterAreDroppedAndCounted(AtpTest):
         self.send(2, self.packet(self.job1, 1, 9, B))
         last = self.packet(self.job1, 2, 9, C)
         self.send(3, last)
-        testutils.verify_packet(self, self.to_ps(last, int32_sum(A, B, C), 0b111), PS_PORT)
+        total = int32_sum(A, B, C)
+        testutils.verify_each_packet_on_each_port(self, *self.direct(self.job1, last, total))
