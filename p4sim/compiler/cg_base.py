@@ -37,12 +37,30 @@ class Fn:
     ret: str = "return"
     ret_type: T | None = None
     names: itertools.count = field(default_factory=lambda: itertools.count(1))
+    #: the l-values (by their Python code) that hold a constant here, as p4c's BMv2 mid
+    #: end (LocalCopyPropagation, constant folding) knows them; only the BMv2 check of
+    #: ``/`` and ``%`` reads it. Value → (constant, a token naming the assignment).
+    known: dict[str, tuple[int, object]] = field(default_factory=dict)
 
     def emit(self, s: str) -> None:
         self.lines.append("    " * self.ind + s)
 
     def new(self, base: str) -> str:
         return f"{base}_{next(self.names)}"
+
+    def forget(self, code: str) -> None:
+        """``code`` (an l-value) is written: it and its fields hold no known constant."""
+        if "(" in code or "[" in code:  # an element chosen at run time: could be any
+            self.known.clear()
+            return
+        for k in [k for k in self.known if k == code or k.startswith(code + ".")]:
+            del self.known[k]
+
+    def forget_shared(self) -> None:
+        """A call ran: an action or a table's actions may have written any field or
+        control-level variable; only this body's own locals (``v_x_N``) keep theirs
+        (arguments to out/inout parameters are forgotten where they are written back)."""
+        self.known = {k: v for k, v in self.known.items() if k.startswith("v_") and "." not in k}
 
 
 @dataclass

@@ -367,6 +367,7 @@ class CallMixin(CompilerBase):
             if a is None or p.type.name in bound:
                 continue
             scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+            scratch.known = dict(fn.known)
             at = self.expr(a, scratch).type  # only the type: the scratch code is dropped
             if not isinstance(at, (TInfInt, TDontCare)):
                 bound[p.type.name] = at
@@ -666,6 +667,7 @@ class CallMixin(CompilerBase):
         """Type-check arguments against the non-generic parameters of an extern."""
 
         scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl)  # its lines are dropped
+        scratch.known = dict(fn.known)
         for p, a in zip(d.params, e.args, strict=False):
             if _mentions(p.type, set(d.type_params)):
                 continue
