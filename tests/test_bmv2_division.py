@@ -1,8 +1,9 @@
 """Which ``/`` and ``%`` p4sim's BMv2 check accepts: exactly those p4c's BMv2 back end
-accepts. p4c has no run-time division; its mid end (LocalCopyPropagation, ConstantFolding,
-StrengthReduction) first turns a power-of-two divisor into a shift or a mask, a zero
-dividend into 0, and a local known to hold a constant into that constant; whatever
-division is left, CompileTimeOperations refuses. Each case below was compiled by hand with
+accepts. p4c has no run-time division; its front end inlines functions and actions called
+by name, then its mid end (LocalCopyPropagation, ConstantFolding, StrengthReduction) turns
+a power-of-two divisor into a shift or a mask, a zero dividend into 0, and a local known to
+hold a constant into that constant; whatever division is left, CompileTimeOperations
+refuses. Each case below was compiled by hand with
 p4c-bm2-ss 1.2.5.16; the last test compares with p4c again wherever it is installed."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ control C(inout headers_t hdr, inout meta_t meta) { apply { } }
 control D(packet_out pkt, in headers_t hdr) { apply { pkt.emit(hdr.h); } }
 bit<8> bump(inout bit<8> v) { v = v + 1; return v; }
 const bit<8> FOUR = 4;
+bit<8> quarter(in bit<8> v, in bit<8> d) { return v / d; }
+bit<8> outer(in bit<8> v, in bit<8> d) { return quarter(v, d); }
 control Ig(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm) {
     action nop() { }
     table t { key = { hdr.h.a: exact; } actions = { nop; } }
@@ -40,8 +43,8 @@ control Ig(inout headers_t hdr, inout meta_t meta, inout standard_metadata_t sm)
 V1Switch(P(), V(), Ig(), Eg(), C(), D()) main;
 """
 
-TABLE_ACTION = "action div(bit<8> d) { hdr.h.c = hdr.h.a / d; }\n"
-TABLE_ACTION += "table u { key = { hdr.h.b: exact; } actions = { div; } }"
+DIV = "action div(bit<8> d) { hdr.h.c = hdr.h.a / d; }\n"
+TABLE_ACTION = DIV + "table u { key = { hdr.h.b: exact; } actions = { div; } }"
 
 # (name, ingress body, control declarations, parser statements, what p4c says or None)
 CASES = [
@@ -66,6 +69,23 @@ CASES = [
     ("same_arms", "hdr.h.c = hdr.h.a / (hdr.h.b == 1 ? 8w4 : 8w4);", "", "", None),
     ("wide", "bit<128> w = (bit<128>)hdr.h.a; hdr.h.c = (bit<8>)(w / 128w1024);", "", "", None),
     ("signed_constants", "hdr.h.s = 8s7 / 8s2;", "", "", None),
+    # p4c inlines functions and actions called by name: the arguments decide
+    ("function_by_four", "hdr.h.c = quarter(hdr.h.a, 4);", "", "", None),
+    ("function_through_function", "hdr.h.c = outer(hdr.h.a, 8);", "", "", None),
+    ("function_zero_dividend", "hdr.h.c = quarter(0, hdr.h.b);", "", "", None),
+    ("function_local_argument", "bit<8> q = 16; hdr.h.c = quarter(hdr.h.a, q);", "", "", None),
+    ("action_by_four", "div(4);", DIV, "", None),
+    ("action_by_a_constant", "div(FOUR);", DIV, "", None),
+    ("action_unused", "hdr.h.c = 1;", DIV, "", None),
+    ("function_by_three", "hdr.h.c = quarter(hdr.h.a, 3);", "", "", "could not evaluate"),
+    ("function_by_four_and_three", "hdr.h.c = quarter(hdr.h.a, 4); "
+     "hdr.h.b = quarter(hdr.h.b, 3);", "", "", "could not evaluate"),
+    ("function_through_function_by_six", "hdr.h.c = outer(hdr.h.a, 6);", "", "",
+     "could not evaluate"),
+    ("action_by_a_field", "div(hdr.h.b);", DIV, "", "could not evaluate"),
+    ("action_by_a_local", "bit<8> q = 16; div(q);", DIV, "", "could not evaluate"),
+    ("action_called_and_in_a_table", "div(4); u.apply();", TABLE_ACTION, "",
+     "could not evaluate"),
     ("runtime", "hdr.h.c = hdr.h.a / hdr.h.b;", "", "", "could not evaluate"),
     ("not_a_power_of_two", "hdr.h.c = hdr.h.a / 3;", "", "", "could not evaluate"),
     ("mod_not_a_power_of_two", "hdr.h.c = hdr.h.a % 6;", "", "", "could not evaluate"),

@@ -95,6 +95,13 @@ class CompilerBase:
     #: what p4sim runs but p4c refuses for BMv2, found while generating code; raised by
     #: ``compile_program`` for target bmv2 (``bmv2_target``), ignored for target p4sim
     beyond_bmv2: list[P4Error]
+    #: / and % that p4c accepts or refuses depending on what a parameter is bound to at
+    #: the call sites (p4c inlines functions, actions called by name and sub-controls):
+    #: ([(id of the ast.Param, "power of two" | "zero"), ...] any of which will do, error)
+    param_divisions: list[tuple[list[tuple[int, str]], P4Error]]
+    #: what each call passes to each in-parameter (by id of the ast.Param): ("value",
+    #: the constant p4c knows or NOCONST) or ("param", id of the caller's ast.Param)
+    call_arguments: dict[int, list[tuple[str, Any]]]
 
     def expr(self, e: ast.Expr, fn: Fn, expect: T | None = None) -> EV:
         raise NotImplementedError

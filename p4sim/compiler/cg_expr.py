@@ -89,6 +89,18 @@ def p4c_value(ev: EV, fn: Fn) -> Any:
     return known[0] if known is not None else NOCONST
 
 
+def power_of_two(v: Any) -> bool:
+    return isinstance(v, int) and v > 0 and v & (v - 1) == 0
+
+
+def _in_param(ev: EV) -> list[int]:
+    """[id of the ast.Param] when ``ev`` is an in (or directionless) parameter, else []."""
+    sym = ev.sym
+    if getattr(sym, "kind", None) != "param" or not isinstance(sym.decl, ast.Param):
+        return []
+    return [] if sym.decl.direction in ("out", "inout") else [id(sym.decl)]
+
+
 def mask(w: int) -> int:
     return (1 << w) - 1
 
@@ -422,17 +434,21 @@ class ExprMixin(CompilerBase):
             return
         elif x == 0 or x is not NOCONST and y is not NOCONST:
             return
-        elif isinstance(y, int) and y > 0 and y & (y - 1) == 0:
+        elif power_of_two(y):
             return
         else:
             said = "could not evaluate expression at compilation time"
-        self.beyond_bmv2.append(
-            P4Error(
-                e.loc,
-                f"'{op}' of values known only at run time (p4c: \"{said}\"): p4c divides "
-                "only constants, by a power of two, or zero",
-            )
+        error = P4Error(
+            e.loc,
+            f"'{op}' of values known only at run time (p4c: \"{said}\"): p4c divides "
+            "only constants, by a power of two, or zero",
         )
+        alts = [] if t.signed else [(p, "power of two") for p in _in_param(b)]
+        alts += [] if t.signed else [(p, "zero") for p in _in_param(a)]
+        if alts:  # p4c inlines the callee: what the calls pass decides
+            self.param_divisions.append((alts, error))
+        else:
+            self.beyond_bmv2.append(error)
 
     def fold_infint(self, e: ast.Binary, a: EV, b: EV) -> EV:
         if not (a.is_const and b.is_const):

@@ -24,7 +24,7 @@ from typing import Any
 
 from p4sim.compiler.cg_base import CtlInst, Fn, fq_name
 from p4sim.compiler.cg_call import CallMixin
-from p4sim.compiler.cg_expr import EV, ExprMixin, lit, pyname
+from p4sim.compiler.cg_expr import EV, NOCONST, ExprMixin, lit, power_of_two, pyname
 from p4sim.compiler.cg_stmt import StmtMixin
 from p4sim.compiler.cg_table import TableMixin
 from p4sim.compiler.cg_types import TypeClasses
@@ -63,6 +63,8 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
         self.program = program
         self.trace = trace
         self.beyond_bmv2: list[P4Error] = []
+        self.param_divisions: list[tuple[list[tuple[int, str]], P4Error]] = []
+        self.call_arguments: dict[int, list[tuple[str, Any]]] = {}
         self.genv = GlobalEnv(program)
         self.types = TypeClasses()
         self.src: list[str] = []
@@ -304,6 +306,35 @@ class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
                 raise P4Error(d.loc, "functions inside controls are not supported")
             else:
                 raise P4Error(d.loc, f"unexpected declaration {type(d).__name__}")
+
+    def resolve_param_divisions(self) -> None:
+        """The / and % by a parameter: p4c accepts one when every call binds the
+        parameter to what it needs (a power-of-two divisor, a zero dividend), through
+        calls that pass their own parameters on, and the callee is no table's action
+        (whose parameters are control-plane data); an action never used it removes."""
+        tabled = {
+            id(p)
+            for ti in self.tables
+            for name in ti.actions
+            if (info := self.actions.get(name)) is not None and info.decl is not None
+            for p in info.decl.params
+        }
+
+        def holds(param: int, want: str, seen: frozenset[int]) -> bool:
+            if param in tabled or param in seen:
+                return False
+            for kind, v in self.call_arguments.get(param, []):
+                if kind == "param":
+                    ok = holds(v, want, seen | {param})
+                else:
+                    ok = power_of_two(v) if want == "power of two" else v is not NOCONST and v == 0
+                if not ok:
+                    return False
+            return True
+
+        for alts, error in self.param_divisions:
+            if not any(holds(p, want, frozenset()) for p, want in alts):
+                self.beyond_bmv2.append(error)
 
     def declare_var(self, d: ast.VarDecl, init: Fn, inst: CtlInst) -> None:
         t = self.genv.resolve(d.type)
@@ -740,6 +771,7 @@ def compile_program(
     compiled = compiler.compile()
     if target == "bmv2":
         blocks = [decl for decl, _ in compiler.main_blocks(compiler.find_main())]
+        compiler.resolve_param_divisions()
         check_bmv2(program, blocks, (compiler.hdr_type, compiler.meta_type), compiler.beyond_bmv2)
     return compiled
 
