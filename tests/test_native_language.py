@@ -350,3 +350,11 @@ def test_untyped_constants_compared_and_declared_locally_run_native() -> None:
     py = Switch.from_source(CONSTANT_INTS)
     run_both(py, nat, [(0, bytes([b, 7])) for b in (0, 0xC0, 0x55)])
     assert nat.send(0, bytes([0x00, 7])) == [(1, bytes([0x80, 10]))]
+
+
+def test_extract_into_a_full_stack_at_the_end_of_the_packet_is_stack_out_of_bounds() -> None:
+    """StackOutOfBounds (``.next`` of a full stack) before PacketTooShort, as on Python and
+    on BMv2 (simple_switch answers 01 for this frame); found by tests/test_native_mutants.py."""
+    py, nat = both("tests/p4/conformance/parser/stack_errors.p4")
+    frame = bytes.fromhex("000100d70003")  # three items without bottom-of-stack, then nothing
+    assert nat.send(0, frame) == py.send(0, frame) == [(1, bytes([1, 3]) + frame)]
