@@ -1136,16 +1136,16 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
                     raise Unsupported("extract of a non-header")
                 a = args[0]
-                pre = ""
+                at = ""
                 if "p4n_stkerr()" in h.code:  # stack.next: StackOutOfBounds comes before
                     hp = self.new("hp")  # PacketTooShort, as on Python and BMv2
-                    pre = f"{self.ctype(h.type)} *{hp} = &{h.code}; "
+                    at = f"{self.ctype(h.type)} *{hp} = &{h.code}; "
                     h = V(f"(*{hp})", h.type)
                 if len(args) == 2:
                     ext = self.extract_varbit(h, self.value(args[1], TBit(32)).code)
                 else:
                     ext = self.extract(h)
-                ext = f"{{ {pre}{ext} }}" if pre else ext
+                ext = f"{{ {at}{ext} }}" if at else ext
                 sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(a))
                 nxt = a.expr if sibs and isinstance(a, ast.Member) else a  # stack.next.member
                 if isinstance(nxt, ast.Member) and nxt.name == "next":
