@@ -358,3 +358,39 @@ def test_extract_into_a_full_stack_at_the_end_of_the_packet_is_stack_out_of_boun
     py, nat = both("tests/p4/conformance/parser/stack_errors.p4")
     frame = bytes.fromhex("000100d70003")  # three items without bottom-of-stack, then nothing
     assert nat.send(0, frame) == py.send(0, frame) == [(1, bytes([1, 3]) + frame)]
+
+
+SINGLE_STATEMENT_BRANCHES = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+struct hs { h_t h; }
+struct ms { }
+bit<8> bump(inout bit<8> v) { v = v + 1; return v; }
+parser P(packet_in pk, out hs h, inout ms m, inout standard_metadata_t sm) {
+    state start { pk.extract(h.h); transition accept; }
+}
+control VC(inout hs h, inout ms m) { apply { } }
+control I(inout hs h, inout ms m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (h.h.a == 1) bump(h.h.b); else h.h.c = 3;
+        if (h.h.a == 2) h.h.c = bump(h.h.b) + bump(h.h.b);
+    }
+}
+control E(inout hs h, inout ms m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs h, inout ms m) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_an_if_branch_of_one_statement_that_becomes_several_in_c_runs_natively() -> None:
+    """A call with an inout argument, as the only statement of an if branch, is several C
+    statements: the branch is braced (else the C compiler failed and the switch fell back)."""
+    py = Switch.from_source(SINGLE_STATEMENT_BRANCHES)
+    nat = Switch.from_source(SINGLE_STATEMENT_BRANCHES, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    run_both(py, nat, [(0, bytes([a, 5, 0])) for a in (0, 1, 2, 3)])
+    assert nat.send(0, bytes([1, 5, 0])) == [(1, bytes([1, 6, 0]))]
+    assert nat.send(0, bytes([2, 5, 0])) == [(1, bytes([2, 7, 13]))]

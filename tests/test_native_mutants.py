@@ -93,6 +93,8 @@ def sites(program: ast.Program) -> list[Site]:
             found.append(Site("branches", node))
         if isinstance(node, ast.Block):
             found.extend(Site("swap", node, i) for i in range(len(node.stmts) - 1))
+        if isinstance(node, ast.Call) and getattr(node.func, "name", "") == "random":
+            return  # random(x, lo, hi) with lo < hi: each back end draws its own numbers
         for child in _children(node):
             walk(child)
 

@@ -695,11 +695,11 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     # -- statements -----------------------------------------------------------------
 
     def block(self, b: ast.Stmt) -> list[str]:
-        if not isinstance(b, ast.Block):
-            return self.stmt(b)
+        """A block, or a branch's single statement, as one braced C statement (a P4
+        statement can become several C ones, and a nested ``if`` must keep its ``else``)."""
         self.locals.append({})
         out = []
-        for s in b.stmts:
+        for s in b.stmts if isinstance(b, ast.Block) else [b]:
             out.extend(self.stmt(s))
         self.locals.pop()
         return ["{"] + ["    " + x for x in out] + ["}"]
