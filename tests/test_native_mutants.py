@@ -2,12 +2,13 @@
 
 tests/test_native.py runs every program of the repository on both back ends; this one
 runs programs the repository never had: each mutant is one of the repository's programs
-that have an STF script (and call no random()), with one small systematic change to its syntax tree (a constant
-changed, an operator swapped for another, two adjacent statements swapped, the branches
-of an ``if`` swapped). Only mutants that p4sim compiles and that the native back end
-covers are run (with ``target="p4sim"``: a mutant need not be a BMv2 program); for each,
-the STF script's control-plane commands and packets, then fuzzed frames, go through both
-back ends, which must give the same outputs, registers and counters.
+that have an STF script (and call no random()), with one small systematic change to its
+syntax tree (a constant changed, an operator swapped for another, two adjacent statements
+swapped, the branches of an ``if`` swapped). Only mutants that p4sim compiles and that
+the native back end covers are run (with ``target="p4sim"``: a mutant need not be a BMv2
+program); for each, the STF script's control-plane commands and packets, then fuzzed
+frames, go through both back ends, which must give the same outputs, registers and
+counters.
 
 The choice is fixed (``random.Random(SEED)``). ``make test`` runs ``DEFAULT_MUTANTS`` of
 them (a few seconds once the native builds are cached); a larger run, by hand::
