@@ -252,15 +252,69 @@ V1Switch(P(), VC(), I(), E(), CC(), D()) main;
 """
 
 
-def test_values_wider_than_128_bits_fall_back_to_python_with_a_one_line_notice() -> None:
+def test_values_wider_than_128_bits_read_as_numbers_fall_back_to_python_in_one_line() -> None:
     sw = Switch.from_source(WIDER_THAN_128, backend="native")
     assert sw.backend == "python"
     assert sw.backend_notice == (
         "p4sim: native back end unavailable (not covered by the C generator: type bit<256> "
-        "(wider than 128 bits)); running on the Python back end"
+        "(wider than 128 bits) in an expression); running on the Python back end"
     )
     ((port, out),) = sw.send(0, (2**256 - 1).to_bytes(32))
     assert port == 2 and out == bytes(32)
+
+
+WIDE_FIELDS = """
+#include <core.p4>
+#include <v1model.p4>
+header w_t { bit<4> a; bit<336> x; bit<4> b; bit<200> y; bit<8> k; }
+header t_t { bit<8> v; }
+struct hs { t_t t; w_t w; w_t c; }
+struct ms { }
+parser P(pkt_in pk, out hs h, inout ms m, inout standard_metadata_t sm) {
+    state start { pk.extract(h.t); transition select(h.t.v) { 0: skip; default: wide; } }
+    state skip { pk.advance(4); transition wide; }
+    state wide { pk.extract(h.w); transition accept; }
+}
+control VC(inout hs h, inout ms m) { apply { } }
+control I(inout hs h, inout ms m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (h.t.v == 1) { h.c = h.w; h.c.k = h.c.k + 1; }
+        else if (h.t.v == 2) { h.c = h.w; h.w.setInvalid(); }
+        else if (h.t.v == 3) { h.c = h.w; }
+        h.t.v = h.c == h.w ? 8w0xee : 8w0x11;
+    }
+}
+control E(inout hs h, inout ms m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs h, inout ms m) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.t); pk.emit(h.c); pk.emit(h.w); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+""".replace("pkt_in", "packet_in")
+
+
+def test_header_fields_wider_than_128_bits_are_parsed_copied_compared_and_emitted_natively() -> (
+    None
+):
+    """bit<336> and bit<200> fields (p4c's issue1879 sample has one), at odd bit offsets:
+    C keeps them as 64-bit chunks; header copies and == carry them."""
+    py = Switch.from_source(WIDE_FIELDS)
+    nat = Switch.from_source(WIDE_FIELDS, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    rng = random.Random(1879)
+    frames = []
+    for _ in range(300):
+        body = rng.randbytes(rng.choice([69, 70, 74, 80, 30]))
+        frames.append((0, bytes([rng.choice([0, 1, 2, 3, 4])]) + body))
+    run_both(py, nat, frames)
+    w = bytes(range(69))
+    ((_, out),) = nat.send(0, bytes([1]) + w)
+    assert out == bytes([0x11]) + w[:-1] + bytes([w[-1] + 1]) + w  # c differs in k only
+    ((_, out),) = nat.send(0, bytes([2]) + w)
+    assert out == bytes([0x11]) + w  # c, a copy of w; w invalid, not emitted
+    ((_, out),) = nat.send(0, bytes([3]) + w)
+    assert out == bytes([0xEE]) + w + w  # an exact copy: equal
+    ((_, out),) = nat.send(0, bytes([4]) + w)
+    assert out == bytes([0x11]) + w  # c invalid, w valid
 
 
 CONSTANT_INTS = """
@@ -296,3 +350,47 @@ def test_untyped_constants_compared_and_declared_locally_run_native() -> None:
     py = Switch.from_source(CONSTANT_INTS)
     run_both(py, nat, [(0, bytes([b, 7])) for b in (0, 0xC0, 0x55)])
     assert nat.send(0, bytes([0x00, 7])) == [(1, bytes([0x80, 10]))]
+
+
+def test_extract_into_a_full_stack_at_the_end_of_the_packet_is_stack_out_of_bounds() -> None:
+    """StackOutOfBounds (``.next`` of a full stack) before PacketTooShort, as on Python and
+    on BMv2 (simple_switch answers 01 for this frame); found by tests/test_native_mutants.py."""
+    py, nat = both("tests/p4/conformance/parser/stack_errors.p4")
+    frame = bytes.fromhex("000100d70003")  # three items without bottom-of-stack, then nothing
+    assert nat.send(0, frame) == py.send(0, frame) == [(1, bytes([1, 3]) + frame)]
+
+
+SINGLE_STATEMENT_BRANCHES = """
+#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> a; bit<8> b; bit<8> c; }
+struct hs { h_t h; }
+struct ms { }
+bit<8> bump(inout bit<8> v) { v = v + 1; return v; }
+parser P(packet_in pk, out hs h, inout ms m, inout standard_metadata_t sm) {
+    state start { pk.extract(h.h); transition accept; }
+}
+control VC(inout hs h, inout ms m) { apply { } }
+control I(inout hs h, inout ms m, inout standard_metadata_t sm) {
+    apply {
+        sm.egress_spec = 1;
+        if (h.h.a == 1) bump(h.h.b); else h.h.c = 3;
+        if (h.h.a == 2) h.h.c = bump(h.h.b) + bump(h.h.b);
+    }
+}
+control E(inout hs h, inout ms m, inout standard_metadata_t sm) { apply { } }
+control CC(inout hs h, inout ms m) { apply { } }
+control D(packet_out pk, in hs h) { apply { pk.emit(h.h); } }
+V1Switch(P(), VC(), I(), E(), CC(), D()) main;
+"""
+
+
+def test_an_if_branch_of_one_statement_that_becomes_several_in_c_runs_natively() -> None:
+    """A call with an inout argument, as the only statement of an if branch, is several C
+    statements: the branch is braced (else the C compiler failed and the switch fell back)."""
+    py = Switch.from_source(SINGLE_STATEMENT_BRANCHES)
+    nat = Switch.from_source(SINGLE_STATEMENT_BRANCHES, backend="native")
+    assert nat.backend == "native", nat.backend_notice
+    run_both(py, nat, [(0, bytes([a, 5, 0])) for a in (0, 1, 2, 3)])
+    assert nat.send(0, bytes([1, 5, 0])) == [(1, bytes([1, 6, 0]))]
+    assert nat.send(0, bytes([2, 5, 0])) == [(1, bytes([2, 7, 13]))]

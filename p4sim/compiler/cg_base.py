@@ -35,6 +35,9 @@ class EV:
     lval: bool = False
     sym: Any = None  # for names of non-values (tables, actions, instances)
     owner: str | None = None  # validity flag code of the header owning this field
+    #: the value p4c's BMv2 mid end reduces a non-constant expression to (``x - x``,
+    #: ``x * 0``, a local known to hold a constant ...); only its check of / and % reads it
+    p4c_const: Any = NOCONST
 
     @property
     def is_const(self) -> bool:
@@ -54,12 +57,30 @@ class Fn:
     ret: str = "return"
     ret_type: T | None = None
     names: itertools.count = field(default_factory=lambda: itertools.count(1))
+    #: the l-values (by their Python code) that hold a constant here, as p4c's BMv2 mid
+    #: end (LocalCopyPropagation, constant folding) knows them; only the BMv2 check of
+    #: ``/`` and ``%`` reads it. Value → (constant, a token naming the assignment).
+    known: dict[str, tuple[int, object]] = field(default_factory=dict)
 
     def emit(self, s: str) -> None:
         self.lines.append("    " * self.ind + s)
 
     def new(self, base: str) -> str:
         return f"{base}_{next(self.names)}"
+
+    def forget(self, code: str) -> None:
+        """``code`` (an l-value) is written: it and its fields hold no known constant."""
+        if "(" in code or "[" in code:  # an element chosen at run time: could be any
+            self.known.clear()
+            return
+        for k in [k for k in self.known if k == code or k.startswith(code + ".")]:
+            del self.known[k]
+
+    def forget_shared(self) -> None:
+        """A call ran: an action or a table's actions may have written any field or
+        control-level variable; only this body's own locals (``v_x_N``) keep theirs
+        (arguments to out/inout parameters are forgotten where they are written back)."""
+        self.known = {k: v for k, v in self.known.items() if k.startswith("v_") and "." not in k}
 
 
 @dataclass
@@ -94,6 +115,13 @@ class CompilerBase:
     #: what p4sim runs but p4c refuses for BMv2, found while generating code; raised by
     #: ``compile_program`` for target bmv2 (``bmv2_target``), ignored for target p4sim
     beyond_bmv2: list[P4Error]
+    #: / and % that p4c accepts or refuses depending on what a parameter is bound to at
+    #: the call sites (p4c inlines functions, actions called by name and sub-controls):
+    #: ([(id of the ast.Param, "power of two" | "zero"), ...] any of which will do, error)
+    param_divisions: list[tuple[list[tuple[int, str]], P4Error]]
+    #: what each call passes to each in-parameter (by id of the ast.Param): ("value",
+    #: the constant p4c knows or NOCONST) or ("param", id of the caller's ast.Param)
+    call_arguments: dict[int, list[tuple[str, Any]]]
 
     def expr(self, e: ast.Expr, fn: Fn, expect: T | None = None) -> EV:
         raise NotImplementedError

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from p4sim.compiler.cg_base import CompilerBase, CtlInst, Fn, fq_name
-from p4sim.compiler.cg_expr import EV, lit, mask, pyname
+from p4sim.compiler.cg_expr import EV, lit, mask, p4c_value, pyname
 from p4sim.compiler.cg_types import byte_codes, header_pad
 from p4sim.compiler.program import ExternInfo, ValueSetInfo
 from p4sim.compiler.typecheck import (
@@ -224,6 +224,7 @@ class CallMixin(CompilerBase):
         see it under a second name (the same variable passed twice, or used by the action
         directly): then it gets a copy, so that the parameter stays a copy of the value at
         the call and the copy-out overwrites the direct writes, as the spec says."""
+        self.note_arguments(params, ptypes, args, fn, constants_only=exits)
         codes = list(first)
         outs: list[tuple[EV, ast.Expr]] = []
         roots = [_root_name(a) for a in args]
@@ -318,6 +319,35 @@ class CallMixin(CompilerBase):
             py, d.params, ptypes, args, fn, ["F"], VOID, stmt, e.loc, True, self.reach(d, fn.ctl)
         )
 
+    def note_arguments(
+        self,
+        params: list[ast.Param],
+        ptypes: list[T],
+        args: list[ast.Expr | None],
+        fn: Fn,
+        constants_only: bool,
+    ) -> None:
+        """Record what this call binds to each integer in-parameter, for the BMv2 check of
+        / and % by a parameter (``resolve_param_divisions``). ``constants_only``: an
+        action's call, whose argument p4c propagates only when it is a constant (not a
+        local known to hold one, as it does for functions)."""
+        for p, t, a in zip(params, ptypes, args, strict=False):
+            if a is None or isinstance(a, ast.DontCare) or p.direction in ("out", "inout"):
+                continue
+            if not isinstance(t, TBit):
+                continue
+            scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+            scratch.known = dict(fn.known)
+            errors = len(self.beyond_bmv2)
+            ev = self.value(a, scratch, t)  # its code is dropped
+            del self.beyond_bmv2[errors:]  # the call itself reports those
+            facts = self.call_arguments.setdefault(id(p), [])
+            sym = ev.sym
+            if getattr(sym, "kind", None) == "param" and isinstance(sym.decl, ast.Param):
+                facts.append(("param", id(sym.decl)))
+            else:
+                facts.append(("value", ev.const if constants_only else p4c_value(ev, scratch)))
+
     def reach(self, d: ast.ActionDecl, inst: Any) -> frozenset[str]:
         """Every name the body of action ``d`` uses, through the actions it calls too
         (a superset of the control's variables it can read or write)."""
@@ -367,6 +397,7 @@ class CallMixin(CompilerBase):
             if a is None or p.type.name in bound:
                 continue
             scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+            scratch.known = dict(fn.known)
             at = self.expr(a, scratch).type  # only the type: the scratch code is dropped
             if not isinstance(at, (TInfInt, TDontCare)):
                 bound[p.type.name] = at
@@ -666,6 +697,7 @@ class CallMixin(CompilerBase):
         """Type-check arguments against the non-generic parameters of an extern."""
 
         scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl)  # its lines are dropped
+        scratch.known = dict(fn.known)
         for p, a in zip(d.params, e.args, strict=False):
             if _mentions(p.type, set(d.type_params)):
                 continue

@@ -43,13 +43,41 @@ from p4sim.compiler.typecheck import (
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 
-_FOLD_NS: dict[str, Any] = {"signed": rt.signed, "sat_add": rt.sat_add, "sat_sub": rt.sat_sub}
+_FOLD_NS: dict[str, Any] = {
+    "signed": rt.signed,
+    "sat_add": rt.sat_add,
+    "sat_sub": rt.sat_sub,
+    "_sdiv": rt.sdiv,
+    "_smod": rt.smod,
+}
 
 
 def _is_value(ev: EV) -> bool:
     """A run-time value (a variable or parameter included), not the name of a table,
     action, instance or type."""
     return ev.sym is None or getattr(ev.sym, "kind", None) in ("var", "param")
+
+
+def p4c_value(ev: EV, fn: Fn) -> Any:
+    """The constant p4c's BMv2 mid end knows ``ev`` to be, else NOCONST."""
+    if ev.is_const:
+        return ev.const
+    if ev.p4c_const is not NOCONST:
+        return ev.p4c_const
+    known = fn.known.get(ev.code)
+    return known[0] if known is not None else NOCONST
+
+
+def power_of_two(v: Any) -> bool:
+    return isinstance(v, int) and v > 0 and v & (v - 1) == 0
+
+
+def _in_param(ev: EV) -> list[int]:
+    """[id of the ast.Param] when ``ev`` is an in (or directionless) parameter, else []."""
+    sym = ev.sym
+    if getattr(sym, "kind", None) != "param" or not isinstance(sym.decl, ast.Param):
+        return []
+    return [] if sym.decl.direction in ("out", "inout") else [id(sym.decl)]
 
 
 def mask(w: int) -> int:
@@ -350,7 +378,56 @@ class ExprMixin(CompilerBase):
             return self.fold(EV(f"({a.code} {op} {b.code})", BOOL), [a, b])
         if not isinstance(t, TBit):
             raise P4Error(e.loc, f"operator '{op}' needs integer operands, got {t.show()}")
-        return self.fold(self.arith(op, a, b, t, e), [a, b])
+        ev = self.arith(op, a, b, t, e, fn)
+        return self.fold(dataclasses.replace(ev, p4c_const=self.reduced(op, a, b, t, fn)), [a, b])
+
+    def reduced(self, op: str, a: EV, b: EV, t: TBit, fn: Fn) -> Any:
+        """What p4c's BMv2 mid end reduces ``a op b`` to, when it knows (else NOCONST):
+        its LocalCopyPropagation, ConstantFolding and StrengthReduction run before the
+        check of / and %, so what they remove p4c accepts."""
+        x, y = p4c_value(a, fn), p4c_value(b, fn)
+        if x is not NOCONST and y is not NOCONST:
+            if op in ("/", "%") and (not y or t.signed):
+                return NOCONST
+            ca, cb = lit(x, t), lit(y, t)
+            return self.fold(self.arith(op, ca, cb, t, ast.Node()), [ca, cb]).const
+        if op in ("*", "&") and 0 in (x, y) or op in ("/", "%") and x == 0:
+            return 0
+        if op in ("-", "^") and a.code == b.code:
+            return 0
+        return NOCONST
+
+    def check_bmv2_division(self, op: str, a: EV, b: EV, t: TBit, e: ast.Node, fn: Fn) -> None:
+        """p4c's BMv2 back end divides only what its mid end turns into something else:
+        constants, a power-of-two divisor (a shift, a mask), a zero dividend; the rest
+        it refuses ("could not evaluate expression at compilation time"). Its type
+        checker, before any of that, refuses signed operands that are not constants."""
+        if a.is_const and b.is_const:
+            return
+        x, y = p4c_value(a, fn), p4c_value(b, fn)
+        if t.signed:
+            said = "Cannot operate on signed values"
+        elif y == 0 and y is not NOCONST:
+            said = "Division by zero" if op == "/" else "Modulo by zero"
+            self.beyond_bmv2.append(P4Error(e.loc, f"'{op}' by zero (p4c: \"{said}\")"))
+            return
+        elif x == 0 or x is not NOCONST and y is not NOCONST:
+            return
+        elif power_of_two(y):
+            return
+        else:
+            said = "could not evaluate expression at compilation time"
+        error = P4Error(
+            e.loc,
+            f"'{op}' of values known only at run time (p4c: \"{said}\"): p4c divides "
+            "only constants, by a power of two, or zero",
+        )
+        alts = [] if t.signed else [(p, "power of two") for p in _in_param(b)]
+        alts += [] if t.signed else [(p, "zero") for p in _in_param(a)]
+        if alts:  # p4c inlines the callee: what the calls pass decides
+            self.param_divisions.append((alts, error))
+        else:
+            self.beyond_bmv2.append(error)
 
     def fold_infint(self, e: ast.Binary, a: EV, b: EV) -> EV:
         if not (a.is_const and b.is_const):
@@ -360,18 +437,11 @@ class ExprMixin(CompilerBase):
         v = _fold_binary(e, a.const, b.const)
         return lit(v, BOOL if isinstance(v, bool) else INFINT)
 
-    def arith(self, op: str, a: EV, b: EV, t: TBit, e: ast.Node) -> EV:
+    def arith(self, op: str, a: EV, b: EV, t: TBit, e: ast.Node, fn: Fn | None = None) -> EV:
+        """``a op b`` for operands of type ``t``; with ``fn``, checks / and % for BMv2."""
         m, w = mask(t.width), t.width
-        if op in ("/", "%") and not (a.is_const and b.is_const):
-            said = ("Cannot operate on signed values" if t.signed
-                    else "could not evaluate expression at compilation time")  # fmt: skip
-            self.beyond_bmv2.append(
-                P4Error(
-                    e.loc,
-                    f"'{op}' of values known only at run time (p4c: \"{said}\"): "
-                    "p4c divides only constants",
-                )
-            )
+        if op in ("/", "%") and fn is not None:
+            self.check_bmv2_division(op, a, b, t, e, fn)
         x, y = a.code, b.code
         if t.signed and op in ("<", ">", "<=", ">=", "/", "%"):
             x, y = f"signed({x}, {w})", f"signed({y}, {w})"
@@ -463,7 +533,9 @@ class ExprMixin(CompilerBase):
             fn.lines += pre_a if c.const else pre_b
             return a if c.const else b
         if not (pre_a or pre_b):
-            return EV(f"({a.code} if {c.code} else {b.code})", a.type)
+            x = p4c_value(a, fn)  # p4c reduces c ? x : x to x
+            same = x if x is not NOCONST and p4c_value(b, fn) == x else NOCONST
+            return EV(f"({a.code} if {c.code} else {b.code})", a.type, p4c_const=same)
         # a branch has side effects (out/inout calls): only the chosen one may run
         r = fn.new("tv")
         fn.emit(f"if {c.code}:")

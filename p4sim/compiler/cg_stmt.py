@@ -98,6 +98,10 @@ class StmtMixin(CompilerBase):
         else:
             val = self.default(t)
         fn.emit(f"{code} = {val}")
+        if d.init is not None and _calls(d.init):
+            fn.forget_shared()
+        if d.init is not None and v.is_const and isinstance(t, TBit):
+            fn.known[code] = (v.const, object())
         fn.scope.declare(d.name, Sym("var", t, code, decl=d), d.loc)
 
     def _s_ConstDeclStmt(self, s: ast.ConstDeclStmt, fn: Fn) -> None:
@@ -110,17 +114,29 @@ class StmtMixin(CompilerBase):
 
     def _s_If(self, s: ast.If, fn: Fn) -> None:
         fn.emit(f"if {self.condition(s.cond, fn)}:")
+        if _calls(s.cond):
+            fn.forget_shared()
+        before, ends = dict(fn.known), []
         self.body(s.then, fn)
+        ends.append(fn.known)
         other = s.other
         # `else if` chains become `elif` (Python limits indentation depth to 100) when
         # the condition needs no statements of its own before it
         while isinstance(other, ast.If) and self.is_pure(other.cond, fn):
+            fn.known = dict(before)
             fn.emit(f"elif {self.condition(other.cond, fn)}:")
+            if _calls(other.cond):
+                fn.forget_shared()
+                before = {k: v for k, v in before.items() if k in fn.known}
             self.body(other.then, fn)
+            ends.append(fn.known)
             other = other.other
+        fn.known = dict(before)
         if other is not None:
             fn.emit("else:")
             self.body(other, fn)
+        ends.append(fn.known)
+        fn.known = _joined(before, ends)
 
     def _s_For(self, s: ast.For, fn: Fn) -> None:
         """``for (init; cond; update)`` as ``while True:``; the update runs at the top of
@@ -129,6 +145,7 @@ class StmtMixin(CompilerBase):
         fn.scope = outer.child()
         for st in s.init:
             self.stmt(st, fn)
+        fn.known.clear()  # the condition and the body see each pass's values
         flag = fn.new("lp") if s.update else None
         if flag:
             fn.emit(f"{flag} = False")
@@ -192,10 +209,12 @@ class StmtMixin(CompilerBase):
         """The body of a loop; ``break``/``continue`` are allowed inside it."""
         depth = getattr(fn, "loop_depth", 0)
         fn.loop_depth = depth + 1  # type: ignore[attr-defined]
+        fn.known.clear()
         try:
             self.body(body, fn)
         finally:
             fn.loop_depth = depth  # type: ignore[attr-defined]
+            fn.known.clear()
 
     def _s_Break(self, s: ast.Break, fn: Fn) -> None:
         if not getattr(fn, "loop_depth", 0):
@@ -217,6 +236,7 @@ class StmtMixin(CompilerBase):
         """True when compiling ``e`` emits no statement (no out-argument calls ...)."""
 
         scratch = Fn(fn.scope, fn.kind, fn.path, ctl=fn.ctl, ret=fn.ret, ret_type=fn.ret_type)
+        scratch.known = dict(fn.known)
         self.expr(e, scratch)
         return not scratch.lines
 
@@ -224,6 +244,7 @@ class StmtMixin(CompilerBase):
         ev = self.call(s.call, fn, stmt=True)
         if ev is not None and ev.code:
             fn.emit(ev.code)
+        fn.forget_shared()
 
     def _s_Assign(self, s: ast.Assign, fn: Fn) -> None:
         if isinstance(s.target, ast.Slice):
@@ -254,10 +275,15 @@ class StmtMixin(CompilerBase):
             fn.lines[mark:mark] = [ind + line for line in pre]
             lv = dataclasses.replace(lv, code=code)
         fn.emit(self.assign_code(lv, self.fresh(v.code, lv.type, s.value), s.target, fn))
+        if _calls(s.value):
+            fn.forget_shared()
+        if v.is_const and isinstance(lv.type, TBit):
+            fn.known[lv.code] = (v.const, object())
 
     def assign_code(self, lv: EV, val: str, target: ast.Expr, fn: Fn) -> str:
         """A Python statement storing ``val`` into the l-value ``lv``."""
         code = lv.code
+        fn.forget(code)
         m = re.match(r"^(_stack_\w+)\((.*)\)$", code)
         if m and _balanced(code[len(m.group(1)) :]):
             fname, inner = m.group(1), m.group(2)
@@ -294,6 +320,9 @@ class StmtMixin(CompilerBase):
 
     def _s_Switch(self, s: ast.Switch, fn: Fn) -> None:
         e = self.expr(s.expr, fn)
+        if _calls(s.expr):
+            fn.forget_shared()
+        before, ends = dict(fn.known), []
         var = fn.new("sw")
         fn.emit(f"{var} = {e.code}")
         is_action = isinstance(e.type, TObject) and e.type.kind == "action_run"
@@ -330,8 +359,13 @@ class StmtMixin(CompilerBase):
                 fn.emit("else:" if not first else "if True:")
             else:
                 fn.emit(f"{'if' if first else 'elif'} {' or '.join(conds) or 'False'}:")
+            fn.known = dict(before)
             self.body(case.body, fn)
+            ends.append(fn.known)
             first = False
+        if not had_default:
+            ends.append(before)
+        fn.known = _joined(before, ends)
 
     def action_label(self, lab: ast.Expr, e: EV, fn: Fn) -> str:
         if not isinstance(lab, ast.Name):
@@ -391,3 +425,21 @@ def _balanced(s: str) -> bool:
 
 
 __all__ = ["StmtMixin", "TComposite", "TStack"]
+
+
+def _calls(e: ast.Node) -> bool:
+    """Whether evaluating ``e`` calls something (which may write any l-value)."""
+    if isinstance(e, ast.Call):
+        return True
+    return any(
+        _calls(item)
+        for value in vars(e).values()
+        for item in (value if isinstance(value, list) else [value])
+        if isinstance(item, ast.Node)
+    )
+
+
+def _joined(before: dict[str, tuple[int, object]], ends: list[dict]) -> dict:
+    """What is known after branches that started knowing ``before``: what no branch
+    wrote (p4c does not merge equal constants assigned in two branches)."""
+    return {k: v for k, v in before.items() if all(end.get(k) is v for end in ends)}

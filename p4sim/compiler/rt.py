@@ -177,6 +177,21 @@ def sat_sub(a: int, b: int, width: int, is_signed: bool) -> int:
     return max(a - b, 0)
 
 
+def sdiv(a: int, b: int) -> int:
+    """Signed division truncating toward zero (P4's), 0 for a zero divisor."""
+    if b == 0:
+        return 0
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def smod(a: int, b: int) -> int:
+    """The remainder that goes with ``sdiv``."""
+    if b == 0:
+        return 0
+    return a - b * sdiv(a, b)
+
+
 def csum16_int(v: int) -> int:
     """The internet checksum (RFC 1071, BMv2 ``csum16``) of ``v``'s 16-bit words, ``v``
     left-aligned on a word boundary. The ones'-complement sum of the words is ``v``

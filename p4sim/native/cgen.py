@@ -6,7 +6,8 @@ Example::
     src = gen.generate()                   # Unsupported("...") for constructs not covered
 
 Covers what the repository's aggregation and forwarding programs use: fixed-width headers
-(fields of up to 128 bits), header stacks and structs, parsers with extract/select/verify,
+(values of up to 128 bits; header fields wider than that only parsed, copied, compared
+and emitted, as 64-bit chunks), header stacks and structs, parsers with extract/select/verify,
 controls with locals, actions, exact/lpm/ternary/optional/range tables (direct counters),
 registers, indexed
 counters, sub-control instances (constructor parameters too), mark_to_drop, checksums
@@ -198,6 +199,9 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         self.types[id(t)] = name
         lines = [f"typedef struct {name} {{"]
         for n, ft in t.fields:
+            if t.kind == "header" and _chunked(ft):  # only extracted, emitted and copied
+                lines += [f"    u64 {c};" for c, _ in _field_leaves("", n, ft)]
+                continue
             lines.append(f"    {self.ctype(ft)} f_{n};")
         if t.kind == "header":
             fixed = [ft for _, ft in t.fields if not isinstance(ft, TVarbit)]
@@ -691,11 +695,11 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     # -- statements -----------------------------------------------------------------
 
     def block(self, b: ast.Stmt) -> list[str]:
-        if not isinstance(b, ast.Block):
-            return self.stmt(b)
+        """A block, or a branch's single statement, as one braced C statement (a P4
+        statement can become several C ones, and a nested ``if`` must keep its ``else``)."""
         self.locals.append({})
         out = []
-        for s in b.stmts:
+        for s in b.stmts if isinstance(b, ast.Block) else [b]:
             out.extend(self.stmt(s))
         self.locals.pop()
         return ["{"] + ["    " + x for x in out] + ["}"]
@@ -1132,10 +1136,16 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 if not (isinstance(h.type, TComposite) and h.type.kind == "header"):
                     raise Unsupported("extract of a non-header")
                 a = args[0]
+                at = ""
+                if "p4n_stkerr()" in h.code:  # stack.next: StackOutOfBounds comes before
+                    hp = self.new("hp")  # PacketTooShort, as on Python and BMv2
+                    at = f"{self.ctype(h.type)} *{hp} = &{h.code}; "
+                    h = V(f"(*{hp})", h.type)
                 if len(args) == 2:
                     ext = self.extract_varbit(h, self.value(args[1], TBit(32)).code)
                 else:
                     ext = self.extract(h)
+                ext = f"{{ {at}{ext} }}" if at else ext
                 sibs = "".join(f" {x}.valid_ = 0;" for x in self.union_siblings(a))
                 nxt = a.expr if sibs and isinstance(a, ast.Member) else a  # stack.next.member
                 if isinstance(nxt, ast.Member) and nxt.name == "next":
@@ -1259,7 +1269,7 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 parts.append(self.varbit_extract(f"{h.code}.f_{n}", "n_", "o_") + " o_ += n_;")
                 continue
             for leaf, lt in (
-                _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
+                _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else _field_leaves("", n, ft)
             ):
                 w = _width(lt)
                 parts.append(f"{h.code}.{leaf} = {_get_bits('o_', w)}; o_ += {w};")
@@ -1327,7 +1337,9 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                     parts.append(f"{self.varbit_emit(vb, 'o_')} o_ += {vb}.n;")
                     continue
                 for leaf, lt in (
-                    _leaves(ft, f"f_{n}.") if isinstance(ft, TComposite) else [(f"f_{n}", ft)]
+                    _leaves(ft, f"f_{n}.")
+                    if isinstance(ft, TComposite)
+                    else _field_leaves("", n, ft)
                 ):
                     w = _width(lt)
                     parts.append(f"{_put_bits('o_', f'{h.code}.{leaf}', w)}; o_ += {w};")
@@ -1500,6 +1512,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
                 raise Unsupported(f"field {e.name}")
             if isinstance(ft, TEnum) and ft.underlying is not None:
                 ft = ft.underlying
+            if _chunked(ft):
+                raise Unsupported(f"type {ft.show()} (wider than {WIDE} bits) in an expression")
             return V(f"{b.code}.f_{e.name}", ft)
         raise Unsupported(f"member {e.name} of {b.type}")
 
@@ -1564,6 +1578,8 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
     def unpack(self, t: T, dst: str, off: int, out: list[str]) -> None:
         """C statements setting ``dst`` (of type ``t``) from the packet bits at the
         parser's position + ``off``, as the Python back end's lookahead unpacks them."""
+        if _chunked(t):
+            raise Unsupported(f"lookahead of {t.show()} (wider than {WIDE} bits)")
         if isinstance(t, (TBit, TBool)) or (isinstance(t, TEnum) and t.underlying is not None):
             out.append(f"{dst} = {_get_bits(f'p4n_off + {off}', _width(t))};")
             return
@@ -1778,7 +1794,11 @@ class CGen(FunctionsMixin, LoopsMixin, ProfilesMixin, ReplicationMixin, Stateful
         both valid with equal fields; stacks by their elements, structs, unions and tuples
         member by member."""
         if isinstance(t, TComposite):
-            parts = [self.equal(f"{a}.f_{n}", f"{b}.f_{n}", ft) for n, ft in t.fields]
+            parts = [
+                self.equal(f"{a}.{c}", f"{b}.{c}", ct)
+                for n, ft in t.fields
+                for c, ct in (_field_leaves("", n, ft) if _chunked(ft) else [(f"f_{n}", ft)])
+            ]
             same = " && ".join(parts) or "1"
             if t.kind == "header":
                 return f"{a}.valid_ == {b}.valid_ && (!{a}.valid_ || ({same}))"
@@ -1955,8 +1975,25 @@ def _leaves(t: TComposite, prefix: str = "") -> list[tuple[str, T]]:
         if isinstance(ft, TComposite) and ft.kind == "struct":
             out += _leaves(ft, f"{prefix}f_{n}.")
         else:
-            out.append((f"{prefix}f_{n}", ft))
+            out += _field_leaves(prefix, n, ft)
     return out
+
+
+def _chunked(t: T) -> bool:
+    """A header field wider than ``WIDE`` bits: C holds it as 64-bit chunks, which the
+    parser and deparser move and header copies and comparisons carry; an expression that
+    reads it as a number is not covered."""
+    return isinstance(t, TBit) and t.width > WIDE and not t.signed
+
+
+def _field_leaves(prefix: str, name: str, t: T) -> list[tuple[str, T]]:
+    """(C member path, type) of a header field in wire order: the field itself, or for a
+    chunked one its chunks, most significant first (the first holds the odd bits)."""
+    if not _chunked(t):
+        return [(f"{prefix}f_{name}", t)]
+    w: int = t.width  # type: ignore[attr-defined]
+    sizes = ([w % 64] if w % 64 else []) + [64] * (w // 64)
+    return [(f"{prefix}w{i}_{name}", TBit(cw)) for i, cw in enumerate(sizes)]
 
 
 def _walk(n: Any) -> Any:
