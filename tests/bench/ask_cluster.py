@@ -163,9 +163,11 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
         console.print(note)
     console.print(
         f"cluster up in {rec['cluster_start_s']:.1f} s; ASK mappers: long-lived processes on the"
-        " executors' hosts, timed from the job given to them (their configuration and"
-        " connections inside), their one-time start apart; switch paths: the run, then (+) the"
-        " job's admission and its reducer's start; Spark: warm session. Java processes left"
+        " executors' hosts and a long-lived reducer on the driver's, timed from the job given"
+        " to the mappers (their configuration and connections inside), then (+) the job's"
+        " admission and the reducer taking it, their one-time start apart; switch paths: the"
+        " run, then (+) the job's admission and its reducer's start; Spark: warm session."
+        " Java processes left"
         f" running after the cluster stopped: {rec['left_running'] or 'none'}"
     )
     return code
