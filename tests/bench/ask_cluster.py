@@ -24,7 +24,7 @@ from topologies.ask_cluster import (
     fastest,
 )
 
-__all__ = ["GOAL_CLUSTER", "GOAL_LOCAL", "bench_cluster", "mapper_split", "why"]
+__all__ = ["GOAL_CLUSTER", "GOAL_LOCAL", "bench_cluster", "mapper_split", "timeline", "why"]
 WC_PATHS = {
     "spark_rdd": "Spark RDD reduceByKey",
     "spark_df": "Spark DataFrame groupBy",
@@ -41,6 +41,23 @@ def mapper_split(stats: dict[str, Any]) -> tuple[float, float]:
     worst = max(stats["mappers"], key=lambda m: m["seconds"])
     inp = float(worst["phases"].get("input", 0.0))
     return inp, float(worst["seconds"]) - inp
+
+
+def timeline(stats: dict[str, Any], total: float) -> str:
+    """Where a switch run's ``total`` seconds went, from its figures: until its first task
+    started (Spark's job launch, the Python workers), the slowest mapper's set-up, input
+    (Spark's side and the combine) and the rest (the switch, the reducer's drain and
+    result), and what is left (the driver before and after the tasks)."""
+    worst = max(stats["mappers"], key=lambda m: m["seconds"])
+    launch = min(m["task_started"] for m in stats["mappers"]) - stats["submitted"]
+    inp, rest = mapper_split(stats)
+    setup = float(worst.get("setup_s", 0.0))
+    other = total - launch - setup - inp - rest
+    return (f"of its {total:.2f} s, {launch:.2f} s until its tasks started, {setup:.2f} s the"
+            f" mapper's set-up, {inp:.2f} s taking the pairs from Spark and combining them,"
+            f" {rest:.2f} s the switch, the reducer's drain and result, {other:.2f} s the"
+            " rest (the driver before and after the tasks: subscribing to the reducer, Spark's"
+            " job end, the result's RDD)")  # fmt: skip
 
 
 def why(spark_s: float, switch_s: float, stats: dict[str, Any], goal: float,
