@@ -203,7 +203,7 @@ class Session:
         return send_pairs(to, pairs, self.total_timeout)
 
     def _ask_mapper(self, pairs: Iterable[tuple[Hashable, int]]) -> int:
-        from hosts.ask.run import send_partition
+        from hosts.ask.mapper_process import send_partition
 
         plan = self.plan
         assert plan.job_id is not None
@@ -258,7 +258,7 @@ class ReducerSession:
     def collect(self, timeout: float = 600.0) -> dict[Hashable, int]:
         """Wait for every mapper and return key -> sum of its values; prints a line with
         "reducer ready" once mappers can connect. Through the switch (ASK:
-        ``hosts/ask/run.py``'s reducer, which drains the switch's array; its mappers are
+        ``hosts/ask/reducer_process.py``, which drains the switch's array; its mappers are
         ``send_partition``) as on the hosts, keys come back as they were sent
         (``hosts/ask/keys.py``); ``timeout`` bounds the host path."""
         if self._host is not None:

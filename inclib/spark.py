@@ -9,10 +9,12 @@ Example (the driver; an ASK job admitted with one mapper per partition, its redu
 
     counts = inclib.spark.count_words(spark.read.text(path), plan)   # DataFrame (word, count)
     table = inclib.spark.group_by_sum_count(df, "k", "v", plan)  # k, sum(v), count(1)
+    table = inclib.spark.group_by_sum_count_csv(spark.read.text(csv), plan, header="k,v")
 
 On the switch path each partition is one ASK mapper: an RDD's pairs are combined per chunk
 and sent by the executors' tasks (``hosts/ask/spark.py``); a DataFrame's rows reach Python
-only as Arrow batches, combined in Arrow (``hosts/ask/spark_arrow.py``). The driver waits
+only as Arrow batches, combined in Arrow (``hosts/ask/spark_arrow.py``); a CSV table's lines
+leave it unparsed and are parsed in Arrow (``group_by_sum_count_csv``). The driver waits
 for the reducer's record. The plan's peers are the mappers' hosts (one per executor core on
 a cluster: tasks then find their mapper by host; a barrier stage where a host has several).
 Keys are str, bytes, int or tuples of them (``hosts/ask/keys.py``), values int32 per
@@ -97,6 +99,30 @@ def group_by_sum_count(df: Any, key: str, value: str, plan: Plan | str, hot: int
     assert p.job_id is not None
     return group_by_sum_count_via_switch(df, key, value, p.controller, p.job_id, _ip(p.reducer),
                                          hot, [_ip(a) for a in p.peers])  # fmt: skip
+
+
+def group_by_sum_count_csv(
+    lines: Any, plan: Plan | str, key: str = "k", value: str = "v", header: str | None = None,
+    sep: str = ",", hot: int = 0,
+) -> Any:  # fmt: skip
+    """``GROUP BY key SUM(value), COUNT(*)`` over the lines of a CSV table of two integer
+    columns (``lines``: ``spark.read.text(path)``; ``header``: the header line, skipped), in
+    the switch when ``plan`` has it: the lines move in Arrow batches as read and are parsed
+    in Arrow; on a host-only plan Spark parses them and aggregates them with its own
+    shuffle. A DataFrame ``key`` (long), ``sum(value)``, ``count(1)``."""
+    from pyspark.sql import functions as F
+
+    from hosts.ask.spark import group_by_sum_count_csv_via_switch, parsed_lines
+
+    p = _switch_plan(plan, "GROUP BY")
+    if p is None:
+        table = parsed_lines(lines, key, value, header, sep)
+        return table.groupBy(key).agg(F.sum(value), F.count("*"))
+    assert p.job_id is not None
+    return group_by_sum_count_csv_via_switch(
+        lines, p.controller, p.job_id, _ip(p.reducer), key, value, header, sep, hot,
+        [_ip(a) for a in p.peers],
+    )  # fmt: skip
 
 
 def _word_frame(spark: Any, result: dict[Any, int]) -> Any:

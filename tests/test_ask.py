@@ -240,6 +240,32 @@ def test_arrow_sum_counts_give_sum_and_count_per_key_combined_across_batches() -
         assert total == expect  # key 2's sum leaves int32: its tuples are cut by the mapper
 
 
+def test_csv_lines_parsed_in_arrow_give_the_same_sums_and_counts_as_the_host() -> None:
+    pa = pytest.importorskip("pyarrow", reason="pyarrow is in the test extra: make setup-test")
+    from hosts.ask.spark_arrow import csv_sum_counts
+
+    rng = random.Random(9)
+    rows = [(rng.randrange(-5, 40), rng.randrange(-1000, 1001)) for _ in range(700)]
+    lines = ["k,v", *(f"{k},{v}" for k, v in rows), ""]
+    expect: Counter[object] = Counter()
+    for k, v in rows:
+        expect[f"s{k}"] += v
+        expect[f"c{k}"] += 1
+    by_line = [pa.RecordBatch.from_pydict({"value": lines[i : i + 97]}) for i in range(0, 702, 97)]
+    whole = [
+        pa.RecordBatch.from_pydict({"value": ["\n".join(lines[:300]), "\n".join(lines[300:])]})
+    ]
+    for batches, limit in ((by_line, 1 << 18), (whole, 1 << 18), (by_line, 8)):
+        total: Counter[object] = Counter()
+        for keys, values in csv_sum_counts(iter(batches), header="k,v", limit=limit):
+            assert len(set(keys)) == len(keys), "each tuple key once per chunk"
+            total.update(dict(zip(keys, values.tolist(), strict=True)))
+        assert dict(total) == dict(expect)  # a line per row or whole texts: the host's sums
+    bad = [pa.RecordBatch.from_pydict({"value": ["1,2", "3;4"]})]
+    with pytest.raises(ValueError, match="not two integers"):
+        list(csv_sum_counts(iter(bad)))
+
+
 def test_values_beyond_int32_go_as_several_tuples_that_add_up() -> None:
     np = pytest.importorskip("numpy")
     from hosts.ask.mapper import MapperConfig
@@ -276,7 +302,7 @@ def test_arrow_word_counts_equal_counter_of_str_split() -> None:
 def test_splits_of_a_file_hold_every_line_once_and_count_its_words(
     tmp_path: Path, parts: int
 ) -> None:
-    from hosts.ask.run import chunk_counts_of, split_blocks
+    from hosts.ask.text_splits import chunk_counts_of, split_blocks
 
     rng = random.Random(parts)
     lines = [" ".join(zipf_words(rng, rng.randrange(0, 12))) + "\n" for _ in range(300)]

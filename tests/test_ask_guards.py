@@ -311,7 +311,7 @@ def test_reducer_control_channel_survives_strangers_and_takes_only_its_mappers(
     token (the mappers and the reducer hold it, ``$INC_TOKEN``), a hello from a mapper's
     own address that is unsigned, signed with another key or for another connection is
     refused too: only the job's hosts speak for its mappers."""
-    from hosts.ask import run
+    from hosts.ask import control, run
 
     monkeypatch.setenv("INC_TOKEN_DIR", str(tmp_path))  # no token files but the test's
     if token is None:
@@ -320,8 +320,8 @@ def test_reducer_control_channel_survives_strangers_and_takes_only_its_mappers(
         monkeypatch.setenv("INC_TOKEN", token)
 
     udp, tcp = _free_port(socket.SOCK_DGRAM), _free_port(socket.SOCK_STREAM)
-    monkeypatch.setattr(run, "INC_UDP_PORT", udp)
-    monkeypatch.setattr(run, "CONTROL_PORT", tcp)
+    monkeypatch.setattr(control, "INC_UDP_PORT", udp)
+    monkeypatch.setattr(control, "CONTROL_PORT", tcp)
     monkeypatch.setattr(ControllerApi, "job", lambda self, job_id: {
         "n_workers": 2, "region": {"offset": 0, "size": 0},
         "workers": [{"worker_id": w, "ip": "127.0.0.1"} for w in range(2)],

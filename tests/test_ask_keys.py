@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from controller.api_client import ControllerApi
-from hosts.ask import run
+from hosts.ask import control, run
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from inclib.host_reduce import HostReducer, send_pairs
 
@@ -50,8 +50,8 @@ def free_port(kind: socket.SocketKind) -> int:
 def test_keys_of_every_type_cross_the_network_exactly(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(run, "INC_UDP_PORT", free_port(socket.SOCK_DGRAM))
-    monkeypatch.setattr(run, "CONTROL_PORT", free_port(socket.SOCK_STREAM))
+    monkeypatch.setattr(control, "INC_UDP_PORT", free_port(socket.SOCK_DGRAM))
+    monkeypatch.setattr(control, "CONTROL_PORT", free_port(socket.SOCK_STREAM))
     monkeypatch.setattr(
         ControllerApi,
         "job",

@@ -3,8 +3,11 @@ a Worker (one executor) on each of two mapper hosts, the driver on its own host;
 through Spark's shuffle (RDD ``reduceByKey``, DataFrame ``groupBy().count()``), through the
 switch (``inclib.spark.reduce_by_key``, and ``inclib.spark.count_words`` in Arrow batches)
 and by ASK's own mappers on the executors' hosts; ``GROUP BY k SUM(v), COUNT(*)`` by the
-DataFrame and through the switch. Every result equals ``collections.Counter`` (the host's
-sums), Spark's own result, and nothing the cluster started is left running."""
+DataFrame (CSV reader, and the lines split in the JVM), by the lines parsed in Arrow with
+Spark's shuffle, and through the switch (the CSV reader's rows in Arrow; the lines parsed
+in Arrow: ``inclib.spark.group_by_sum_count_csv``). Every result equals
+``collections.Counter`` (the host's sums), Spark's own result, and nothing the cluster
+started is left running."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(900)]
 def test_cluster_word_count_and_group_by_through_the_switch_equal_spark_and_counter() -> None:
     pytest.importorskip("pyspark", reason="pyspark is in the test extra: make setup-test")
     assert shutil.which("java"), "Java is installed by make setup-test (openjdk-17-jre-headless)"
-    from topologies.ask_cluster import run_cluster
+    from topologies.ask_cluster import GROUPBY_PATHS, run_cluster
     from topologies.spark_cluster import still_running
 
     rec = run_cluster(executors=2, sizes=(6000,), hot=2, run_dir=Path("run/ask-cluster-test"),
@@ -27,10 +30,12 @@ def test_cluster_word_count_and_group_by_through_the_switch_equal_spark_and_coun
     (wc,), (gb,) = rec["wordcount"], rec["groupby"]
     for path in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
         assert wc[f"{path}_exact"], f"word count {path} differs from Counter"
-    for path in ("spark_df", "switch_arrow"):
+    for path in GROUPBY_PATHS:
         assert gb[f"{path}_exact"], f"GROUP BY {path} differs from the host's sums"
     assert gb["switch_columns"] == gb["spark_columns"] == ["k", "sum(v)", "count(1)"]
-    for job, path in ((wc, "switch_rdd"), (wc, "switch_arrow"), (gb, "switch_arrow")):
+    assert gb["switch_lines_columns"] == gb["spark_columns"]
+    for job, path in ((wc, "switch_rdd"), (wc, "switch_arrow"), (gb, "switch_arrow"),
+                      (gb, "switch_lines")):  # fmt: skip
         stats = job[f"{path}_stats"]
         assert stats["reducer"]["drained_tuples"] > 0, f"{path}: nothing in the switch"
         mappers = stats["mappers"]

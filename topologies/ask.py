@@ -31,7 +31,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from hosts.ask.run import read_record
+from hosts.ask.control import read_record
 from topologies.ask_mappers import ServingMappers, licence_text, zipf_table, zipf_text
 from topologies.experiment import (
     Experiment,
@@ -131,15 +131,16 @@ def run_spark(
     rows per partition, Spark's DataFrame ``groupBy().agg()`` beside the same DataFrame
     through the switch.
 
-    ``standalone`` (word count): then, in the same network, the ASK word count on its own:
-    ``partitions`` long-lived mapper processes on ``h1`` (``hosts/ask/run.py mapper
+    ``standalone`` (word count): then, in the same network, the ASK word count on its own
+    (``topologies/ask_mappers.py``, ``ServingMappers``): ``partitions`` long-lived mapper
+    processes on ``h1`` and a long-lived reducer on ``h2`` (``hosts.ask.run mapper|reducer
     --serve``), mapper ``i`` reading split ``i`` of the same file (Spark's byte ranges) and
-    combining about ``ask_chunk`` words at a time, a new reducer on ``h2`` with
-    ``ask_rows`` rows; timed, as Spark's jobs in its running session, from giving the
-    job to the running mappers (each then fetches its configuration and connects: the
-    job's start-up is inside) until each says it is done, which is once the reducer holds
-    the result (``ask_s``, ``ask_exact``); the processes' own start (interpreter, imports),
-    paid once as a Spark session's is, is ``ask_startup_s``."""
+    combining about ``ask_chunk`` words at a time, the job with ``ask_rows`` rows; its
+    admission and the reducer taking it (``ask_setup_s``), then timed, as Spark's jobs in
+    its running session, from giving the job to the running mappers (each then fetches its
+    configuration and connects) until each says it is done, once the reducer holds the
+    result (``ask_s``, ``ask_exact``); the processes' own start (interpreters, imports),
+    paid once as a Spark session's is (``session_s``), is ``ask_startup_s``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     text = corpus or run_dir / ("table.csv" if query == "groupby" else "words.txt")
     if corpus is None and query == "groupby":
@@ -189,8 +190,8 @@ def _standalone(
     run_dir: Path, timeout: float,
 ) -> dict[str, Any]:  # fmt: skip
     """``run_spark``'s standalone ASK word count (see there), in experiment ``ex``."""
-    with ServingMappers(ex, ["h1"] * mappers) as serving:
-        return serving.word_count(text, rows, window, chunk, run_dir, reducer_host=2)
+    with ServingMappers(ex, ["h1"] * mappers, reducer_host=2) as serving:
+        return serving.word_count(text, rows, window, chunk, run_dir)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,15 +19,20 @@ small file (Python workers, JIT):
   DataFrame ``explode(split(...)).groupBy("word").count()``, both through Spark's shuffle
   across the links; the same RDD reduced through the switch (``inclib.spark.reduce_by_key``);
   the lines through the switch in Arrow batches (``inclib.spark.count_words``);
-- ``GROUP BY k SUM(v), COUNT(*)``: Spark's DataFrame ``groupBy("k").agg(sum, count)`` and
-  the same through the switch (``inclib.spark.group_by_sum_count``).
+- ``GROUP BY k SUM(v), COUNT(*)`` (``GROUPBY_PATHS``): Spark's DataFrame over its CSV reader
+  and over the table's lines split in the JVM (``spark.read.text``), both with its
+  ``groupBy("k").agg(sum, count)``; the CSV reader's rows through the switch in Arrow
+  batches (``inclib.spark.group_by_sum_count``); the lines through the switch, parsed in
+  Arrow (``inclib.spark.group_by_sum_count_csv``); and, as a control, the same lines parsed
+  and summed in Arrow with Spark's own shuffle after (what the switch itself saves).
 
 Each switch run admits its own ASK job (one mapper per executor, listed by host: a task is
 its host's mapper) and starts its reducer on the driver's host. Every result is
 checked against ``collections.Counter`` (the host's sums for GROUP BY) and against Spark's
-own. Then ASK's own word count (``hosts/ask/run.py``): a mapper process on each executor
-host reading its split of the same file, started and connected first, timed from "go"
-(start-up reported apart). The record goes to ``results/ask_cluster.json``.
+own. Then ASK's own word count (``topologies/ask_mappers.py``): a long-lived mapper process
+on each executor host reading its split of the same file and a long-lived reducer on the
+driver's host, timed from giving them the job (its admission, and their start, apart).
+The record goes to ``results/ask_cluster.json``.
 """
 
 from __future__ import annotations
@@ -57,6 +62,13 @@ from topologies.experiment import (
 RUN_DIR = Path("run/ask-cluster")
 GOAL_CLUSTER = 1.5  # issue 24: through the switch >= 1.5x Spark's own shuffle, both jobs
 GOAL_LOCAL = 2.0  # local mode: ASK's word count >= 2x the faster Spark
+GROUPBY_PATHS = {  # GROUP BY's paths (driver_group_by): Spark's own, the control, the switch's
+    "spark_df": "Spark DataFrame, CSV reader",
+    "spark_text": "Spark DataFrame, lines split in the JVM",
+    "arrow_shuffle": "lines parsed in Arrow + Spark's shuffle",
+    "switch_arrow": "CSV rows in Arrow via switch",
+    "switch_lines": "lines parsed in Arrow via switch",
+}
 EXECUTOR_MEMORY = "512m"
 
 
@@ -238,7 +250,11 @@ def driver_word_count(
         yield pa.RecordBatch.from_pydict({"n": [n]})
 
     if warm:  # the switch paths' Spark parts once (rows into Python; Arrow in the workers)
-        rdd_pairs(a.warm).count()
+        from hosts.ask.spark import chunk_pairs
+
+        rdd_pairs(a.warm).mapPartitions(
+            lambda it: [sum(len(keys) for keys, _ in chunk_pairs(it))]
+        ).collect()
         lines_df(a.warm).mapInArrow(arrow_counts, "n long").collect()
     for name, f in (("switch_rdd", switch_rdd), ("switch_arrow", switch_arrow)):
         use = Usage()
@@ -254,54 +270,90 @@ def driver_word_count(
 def driver_group_by(
     spark: Any, a: argparse.Namespace, jobs: SwitchJobs, csv: str, warm: bool
 ) -> dict[str, Any]:
-    """GROUP BY over the table ``csv`` by both paths; ``warm`` as for the word count."""
+    """GROUP BY over the table ``csv`` by every path (``GROUPBY_PATHS``); ``warm`` as for
+    the word count."""
     from pyspark.sql import functions as F
 
     import inclib.spark
-    from hosts.ask.spark import read_table
-    from hosts.ask.spark_arrow import sum_counts
+    from hosts.ask.spark import parsed_lines, read_table
+    from hosts.ask.spark_arrow import csv_rows, csv_sum_counts, sum_counts
 
     path = Path(csv).resolve()
     ref = read_table(path)
     out: dict[str, Any] = {"rows": sum(c for _, c in ref.values()), "keys": len(ref)}
+    header = Path(path).open().readline().rstrip("\n")
 
     def table(p: Path) -> Any:
         split_bytes(spark, p, a.executors)
         return spark.read.csv(str(p), schema="k INT, v INT", header=True)
 
-    def spark_df(p: Path) -> Any:
-        return table(p).groupBy("k").agg(F.sum("v"), F.count("*"))
+    def lines(p: Path) -> Any:
+        split_bytes(spark, p, a.executors)
+        return spark.read.text(str(p))
 
-    if warm:
-        spark_df(Path(a.warm_table)).collect()
-    use = Usage()
-    rows, out["spark_df_s"] = _timed(lambda: spark_df(path).collect())
-    use.record(out, "spark_df")
-    progress(f"{path.name}: spark_df {out['spark_df_s']:.2f} s")
-    got = {r[0]: (r[1], r[2]) for r in rows}
-    out["spark_df_exact"] = got == ref
-    out["spark_columns"] = spark_df(path).columns
+    def partial_sums(batches: Any) -> Any:  # the lines parsed and summed in Arrow
+        for t in csv_rows(batches, header):
+            agg = t.group_by("k").aggregate([("v", "sum"), ("v", "count")])
+            yield from agg.rename_columns(["k", "s", "c"]).to_batches()
 
-    def switch(plan: Any) -> dict[str, Any]:  # timed to the rows in the driver, as Spark's
+    spark_paths = {
+        # Spark's DataFrame over its CSV reader, and over the lines parsed in the JVM
+        "spark_df": lambda p: table(p).groupBy("k").agg(F.sum("v"), F.count("*")),
+        "spark_text": lambda p: (
+            parsed_lines(lines(p), header=header).groupBy("k").agg(F.sum("v"), F.count("*"))
+        ),
+        # the switch paths' map side (the lines parsed and summed in Arrow) with Spark's own
+        # shuffle: what the switch itself saves
+        "arrow_shuffle": lambda p: (
+            lines(p)
+            .mapInArrow(partial_sums, "k long, s long, c long")
+            .groupBy("k")
+            .agg(F.sum("s"), F.sum("c"))
+        ),
+    }
+    for name, query in spark_paths.items():
+        if warm:
+            query(Path(a.warm_table)).collect()  # warm: Python workers, JIT, code generation
+        use = Usage()
+        rows, out[f"{name}_s"] = _timed(lambda q=query: q(path).collect())  # type: ignore[misc]
+        use.record(out, name)
+        progress(f"{path.name}: {name} {out[f'{name}_s']:.2f} s")
+        out[f"{name}_exact"] = {r[0]: (r[1], r[2]) for r in rows} == ref
+    out["spark_columns"] = spark_paths["spark_df"](path).columns
+
+    # timed to the rows in the driver, as Spark's
+    def switch_arrow(plan: Any) -> dict[str, Any]:
         via = inclib.spark.group_by_sum_count(table(path), "k", "v", plan, hot=a.hot)
         return {"rows": via.ask_rows, "via": via, "stats": via.ask_stats}
 
-    def sum_count_rows(batches: Any) -> Any:
-        import pyarrow as pa
+    def switch_lines(plan: Any) -> dict[str, Any]:
+        via = inclib.spark.group_by_sum_count_csv(lines(path), plan, header=header, hot=a.hot)
+        return {"rows": via.ask_rows, "via": via, "stats": via.ask_stats}
 
-        n = sum(len(c[0]) for c in sum_counts(batches))
-        yield pa.RecordBatch.from_pydict({"n": [n]})
+    def rows_of(chunker: Any) -> Any:
+        def count(batches: Any) -> Any:
+            import pyarrow as pa
 
-    if warm:
-        table(Path(a.warm_table)).mapInArrow(sum_count_rows, "n long").collect()
-    use = Usage()
-    rec, out["switch_arrow_setup_s"], out["switch_arrow_s"] = jobs.run(switch)
-    use.record(out, "switch_arrow")
-    progress(f"{path.name}: switch_arrow {out['switch_arrow_s']:.2f} s")
-    collected = {r[0]: (r[1], r[2]) for r in rec["via"].collect()}
-    out["switch_arrow_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == got == collected
-    out["switch_columns"] = rec["via"].columns
-    out["switch_arrow_stats"] = rec["stats"]
+            n = sum(len(c[0]) for c in chunker(batches))
+            yield pa.RecordBatch.from_pydict({"n": [n]})
+
+        return count
+
+    if warm:  # the switch paths' Spark parts once (Arrow in the Python workers)
+        table(Path(a.warm_table)).mapInArrow(rows_of(sum_counts), "n long").collect()
+        lines(Path(a.warm_table)).mapInArrow(
+            rows_of(lambda b: csv_sum_counts(b, header)), "n long"
+        ).collect()
+    for name, f in (("switch_arrow", switch_arrow), ("switch_lines", switch_lines)):
+        use = Usage()
+        rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
+        use.record(out, name)
+        progress(f"{path.name}: {name} {out[f'{name}_s']:.2f} s")
+        collected = {r[0]: (r[1], r[2]) for r in rec["via"].collect()}
+        out[f"{name}_exact"] = {r[0]: (r[1], r[2]) for r in rec["rows"]} == ref == collected
+        out[f"{name}_columns"] = rec["via"].columns
+        out[f"{name}_stats"] = rec["stats"]
+    out["switch_columns"] = out["switch_arrow_columns"]
     return out
 
 
@@ -455,10 +507,10 @@ def run_cluster(
                 raise ExperimentError(f"the Spark driver failed ({code}): {' | '.join(tail)}")
             record.update(json.loads(out.read_text()))
         record["left_running"] = cluster.alive() + driver_procs.alive()
-        with ServingMappers(ex, workers) as serving:  # ASK's own, on the executors' hosts
+        with ServingMappers(ex, workers, driver) as serving:  # ASK's own, executors' hosts
             for text, rec in zip(texts, record["wordcount"], strict=True):
                 t_ask = time.time()
-                rec.update(serving.word_count(text, ask_rows, window, 1 << 20, run_dir, driver))
+                rec.update(serving.word_count(text, ask_rows, window, 1 << 20, run_dir))
                 rec["ask_span"] = [t_ask, time.time()]
     for text, rec in zip(texts, record["wordcount"], strict=True):
         rec["corpus"] = text.name.split("-")[0]
@@ -520,13 +572,24 @@ def summary(rec: dict[str, Any]) -> str:
                      f" {goal(spark / switch, GOAL_CLUSTER)}")  # fmt: skip
     for gb in rec["groupby"]:
         lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys):")
-        for k in ("spark_df", "switch_arrow"):
+        for k in GROUPBY_PATHS:
             setup = f"  (+{gb[f'{k}_setup_s']:.2f} s set-up)" if f"{k}_setup_s" in gb else ""
             lines.append(f"  {k:13s} {gb[f'{k}_s']:8.2f} s  exact={gb[f'{k}_exact']}{setup}")
-        ratio = gb["spark_df_s"] / gb["switch_arrow_s"]
-        lines.append(f"  DataFrame / Arrow via switch {goal(ratio, GOAL_CLUSTER)}")
+        spark, switch = fastest(gb, "spark_df", "spark_text"), fastest(gb, *SWITCH_GROUPBY)
+        lines.append(f"  faster Spark ({spark}) / faster switch ({switch})"
+                     f" {goal(gb[f'{spark}_s'] / gb[f'{switch}_s'], GOAL_CLUSTER)};"
+                     f" the same Arrow map side with Spark's shuffle / via switch"
+                     f" {gb['arrow_shuffle_s'] / gb['switch_lines_s']:.2f}x")  # fmt: skip
     lines.append(f"left running: {rec['left_running'] or 'nothing'}")
     return "\n".join(lines)
+
+
+SWITCH_GROUPBY = ("switch_arrow", "switch_lines")
+
+
+def fastest(rec: dict[str, Any], *paths: str) -> str:
+    """The path of ``paths`` with the least time in ``rec`` (``{path}_s``)."""
+    return min(paths, key=lambda k: float(rec[f"{k}_s"]))
 
 
 def goal(ratio: float, target: float) -> str:

@@ -16,7 +16,7 @@ itself, so each form belongs to one type: 1 and "1" stay two keys, a tuple comes
 tuple, bytes come back bytes. Anything else is refused: bool and float (``True == 1`` and
 ``1.0 == 1`` in Python, so they would merge with int keys), None, lists, sets and other
 objects. The mappers' vocabularies and exact counts, and the reducer's result
-(``hosts/ask/run.py``), carry keys in this form; so does the host-only path
+(``hosts/ask/control.py``), carry keys in this form; so does the host-only path
 (``inclib/host_reduce.py``). A result is a list of ``[key, total]`` pairs: a JSON object's
 names would be strings only.
 """

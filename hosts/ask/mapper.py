@@ -12,7 +12,7 @@ Example (no network: what the mapper would send, and its acknowledgement):
     True
     0
 
-``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask/run.py`` over UDP,
+``MapperFlow`` holds no socket (the caller moves payloads: ``hosts/ask/mapper_process.py`` over UDP,
 ``topologies/ask_local.py`` through an in-process switch). Each key's tuple goes to the slot of
 its row that its fingerprint names (``hosts/ask/wire.py``); a row's packets are built in
 up to ``layers`` buffers: a tuple goes to the first buffer whose slot holds its key (added
@@ -25,7 +25,7 @@ Hot keys first: ``add_counts`` takes a chunk's counts (a bounded map-side combin
 counts are the frequency sketch); with ``hot_threshold`` n, keys counted fewer than n times
 in the chunk bypass the switch: they travel in FALLBACK packets the switch forwards to the
 reducer untouched (or, with ``cold_to_host``, as exact sums by key the caller hands the
-reducer over its control connection: ``hosts/ask/run.py``), so that switch cells go to
+reducer over its control connection: ``hosts/ask/mapper_process.py``), so that switch cells go to
 frequent keys.
 
 Reliability: psns count the flow's packets; at most ``window`` are unacknowledged (the

@@ -12,7 +12,7 @@ combined in Arrow's C++ kernels (``word_counts``: split on whitespace and ``valu
 successive batches are merged in Arrow up to ``COMBINE_KEYS`` keys (``combined``, the
 bounded map-side combine Spark's own aggregation does), so only a partition's distinct keys
 reach Python, with their values as one numpy array, which the task's mapper
-(``hosts.ask.run.send_partition``, ``MapperFlow.add_columns``) packs into packets with
+(``hosts.ask.mapper_process.send_partition``, ``MapperFlow.add_columns``) packs into packets with
 numpy. No row is ever a Python object.
 
 Which mapper a task is: the job binds mapper ``w`` to the switch port of ``mapper_ips[w]``
@@ -39,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from hosts.ask.run import RecordWatch, send_partition
+from hosts.ask.control import RecordWatch
+from hosts.ask.mapper_process import send_partition
 
 Columns = tuple[list[Hashable], Any]  # a chunk: distinct keys and a numpy array of values
 Chunker = Callable[[Iterator[Any]], Iterator[Columns]]
@@ -71,17 +72,60 @@ def sum_counts(batches: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Co
     across batches (``combined``): ``"s" + json(key)`` the sum of its values, ``"c" +
     json(key)`` its number of rows (a sum beyond int32 goes as several tuples:
     ``MapperFlow.add_columns``)."""
+    return _sum_count_columns((b for b in batches if b.num_rows), limit)
+
+
+def csv_sum_counts(
+    batches: Iterator[Any], header: str | None = None, sep: str = ",", limit: int = COMBINE_KEYS
+) -> Iterator[Columns]:
+    """As ``sum_counts``, for the lines of a CSV table of two integer columns, key and value
+    (each batch's first column: a line per row, ``spark.read.text``, or whole texts), parsed
+    in Arrow's kernels (split on newlines and on the first ``sep``, cast to int64): no row
+    is parsed in the JVM, none is a Python object. Empty lines and lines equal to
+    ``header`` are skipped; any other line that is not two integers is a ``ValueError``.
+
+    >>> import pyarrow as pa
+    >>> [(k, v.tolist()) for k, v in csv_sum_counts(iter([pa.RecordBatch.from_pydict(
+    ...     {"value": ["k,v", "1,5", "2,-3", "1,7", ""]})]), header="k,v")]
+    [(['s1', 's2', 'c1', 'c2'], [12, -3, 2, 1])]
+    """
+    return _sum_count_columns(csv_rows(batches, header, sep), limit)
+
+
+def csv_rows(batches: Iterator[Any], header: str | None = None, sep: str = ",") -> Iterator[Any]:
+    """Each batch's lines (``csv_sum_counts``) as an Arrow table of int64 ``k``, ``v``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for batch in batches:
+        lines = pc.list_flatten(pc.split_pattern(batch.column(0), "\n"))
+        keep = pc.not_equal(lines, "")
+        if header is not None:
+            keep = pc.and_(keep, pc.not_equal(lines, header))
+        lines = lines.filter(keep)
+        if not len(lines):
+            continue
+        fields = pc.split_pattern(lines, sep, max_splits=1)
+        try:
+            k = pc.cast(pc.list_element(fields, 0), pa.int64())
+            v = pc.cast(pc.list_element(fields, 1), pa.int64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise ValueError(f"a line that is not two integers separated by {sep!r}: {e}") from None
+        yield pa.table({"k": k, "v": v})
+
+
+def _sum_count_columns(tables: Iterator[Any], limit: int) -> Iterator[Columns]:
+    """Tables or batches of rows (key, value: their first two columns) summed per key in
+    Arrow, combined across them, as the ``"s"``/``"c"`` tuples of ``sum_counts``."""
     import pyarrow as pa
 
     def summed() -> Iterator[Any]:
-        for batch in batches:
-            if batch.num_rows:
-                k, v = batch.schema.names[:2]
-                agg = (
-                    pa.Table.from_batches([batch]).group_by(k).aggregate([(v, "sum"), (v, "count")])
-                )
-                yield pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
-                                "c": agg.column(f"{v}_count")})  # fmt: skip
+        for batch in tables:
+            k, v = batch.schema.names[:2]
+            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+            agg = table.group_by(k).aggregate([(v, "sum"), (v, "count")])
+            yield pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
+                            "c": agg.column(f"{v}_count")})  # fmt: skip
 
     for t in combined(summed(), limit):
         names = json_names(t.column("k"))
@@ -130,6 +174,24 @@ def _merge(tables: list[Any]) -> Any:
     values = [c for c in t.column_names if c != "k"]
     agg = t.group_by("k").aggregate([(c, "sum") for c in values])
     return pa.table({"k": agg.column("k"), **{c: agg.column(f"{c}_sum") for c in values}})
+
+
+def timed(items: Iterator[Any], waited: list[Any]) -> Iterator[Any]:
+    """``items``, adding the seconds spent waiting for each (Spark's side: its scan and its
+    rows into Arrow, or its pairs) to ``waited[0]`` and the rows (Arrow batches' rows, else
+    items) to ``waited[1]``: the figures' ``busy["spark"]`` and ``rows_in``, the rest of a
+    mapper's ``input`` being its own combine."""
+    it = iter(items)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            item = next(it)
+        except StopIteration:
+            waited[0] += time.perf_counter() - t0
+            return
+        waited[0] += time.perf_counter() - t0
+        waited[1] += getattr(item, "num_rows", 1)
+        yield item
 
 
 def own_ip(toward: str) -> str:
@@ -204,11 +266,14 @@ def through_switch(
         assert ctx is not None
         w, claim = task_flow(mapper_ips, ctx.partitionId(), reducer_ip, job_id)
         found = time.time()
+        waited = [0.0, 0]
         try:
-            stats = send_partition(controller, job_id, w, chunker(batches), hot=hot)
+            stats = send_partition(controller, job_id, w, chunker(timed(batches, waited)),
+                                   hot=hot)  # fmt: skip
         finally:
             if claim is not None:
                 claim.close()
+        stats["busy"]["spark"], stats["rows_in"] = waited
         stats.update(worker_id=w, task_started=started, flow_found=found)
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
 
