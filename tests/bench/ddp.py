@@ -101,21 +101,30 @@ def table(recs: dict[str, dict[str, dict[str, Any]]], target: float, model: str)
         title=f"PyTorch DDP, 4 workers on Mininet, {describe_model(model)}: switch hook vs "
         f"gloo (target {target})"
     )
-    for col in ("links", "all-reduce", "slots", "ms / iteration", "time to accuracy, s",
-                "final accuracy", "replicas identical"):  # fmt: skip
+    for col in ("links", "regime", "all-reduce", "slots", "ms / iteration",
+                "time to accuracy, s", "final accuracy", "replicas identical"):  # fmt: skip
         t.add_column(col, justify="right")
     for links, by_comm in recs.items():
         for comm, r in by_comm.items():
             mbps = r["links_mbps"]
             hit = time_to(r, target)
             t.add_row(
-                links if mbps is None else f"{links} ({mbps:g} Mbit/s)", comm,
+                links if mbps is None else f"{links} ({mbps:g} Mbit/s)", regime(model, mbps), comm,
                 str(r.get("slots") or "-") if r["on_switch"] or comm == "gloo" else "on hosts",
                 f"{1000 * r['time_per_iter_s']:.1f}",
                 f"{hit:.2f}" if hit is not None else "not reached",
                 f"{r['epochs'][-1]['accuracy']:.3f}", str(r["replicas_identical"]),
             )  # fmt: skip
     return t
+
+
+def regime(model: str, mbps: float | None) -> str:
+    """What bounds an iteration in a row: the model's regime (``hosts/mlp.py``) on shaped
+    links; on unshaped veths the CPU of the hosts and the software switch (the veths carry
+    more than 4 workers and p4sim on 2 cores produce)."""
+    from hosts.mlp import REGIME
+
+    return REGIME[model] if mbps is not None else "CPU-bound (hosts, p4sim)"
 
 
 def goal_lines(recs: dict[str, dict[str, dict[str, Any]]], target: float) -> list[str]:
