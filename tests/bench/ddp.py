@@ -23,7 +23,11 @@ loaded cores, not by the links); large model unshaped 0.51 / 1.49 / 4.38 s per i
 aggregation's bound there is 1.5 x 1,514/1,448 (ring's bytes per link in TCP frames) /
 (578/512 x 1.016, the frames and the block bounds and flags) = 1.37x. Before (a whole
 bucket sent twice when one block outgrew its bounds), the large model shaped took 3.6 s
-against gloo's 3.0.
+against gloo's 3.0. A later run of the small model on a quieter machine (load average 3-4):
+unshaped 5.1 / 4.6 / 7.9 ms, shaped 10.9 / 10.1 / 11.4 ms, time to 0.9 0.28 / 0.25 / 0.28 s
+(1.15x). With ~5 ms of compute per iteration, the bytes bound the small model's gain at
+about (5 + 4.6) / (5 + 3.5) = 1.13x plus ring's 6 steps' latency: 14.5 KB per link for
+ring, 11 KB (19 frames of 578 bytes) for the switch, at 25.2 Mbit/s.
 Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
