@@ -111,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     digest = hashlib.sha256(params.tobytes()).hexdigest()
     hit = [e["train_s"] for e in rec["epochs"] if e["accuracy"] >= a.target]
     rec.update(params_sha256=digest, time_per_iter_s=float(np.median(iters)), iterations=len(iters))
+    rec["iteration_s"] = [round(t, 6) for t in iters]  # where a time to accuracy went
     rec["time_to_accuracy_s"] = hit[0] if hit else None
     rec["max_error_bound"] = hook.max_error_bound if hook else 0.0
     digests: list = [None] * a.world

@@ -98,8 +98,9 @@ def session_for_ddp(
     group: Any = None,
     **request: Any,
 ) -> Session:
-    """One session per rank of the (initialised) default process group or ``group``. A
-    netreduce job sends ``DDP_SLOTS`` values per packet unless ``request`` says ``slots``."""
+    """One session per rank of the (initialised) default process group or ``group``, its
+    transport open and every rank past it (a barrier). A netreduce job sends ``DDP_SLOTS``
+    values per packet unless ``request`` says ``slots``."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     if request.get("kind", "netreduce") == "netreduce":
         request.setdefault("slots", DDP_SLOTS)
@@ -107,7 +108,12 @@ def session_for_ddp(
     if rank == 0:
         box[0] = admit(controller, world, name=name, peers=peers, **request).to_json()
     dist.broadcast_object_list(box, src=0, group=group)
-    return join(Plan.from_json(box[0]), rank)
+    session = join(Plan.from_json(box[0]), rank)
+    # One-time set-up outside the training loop, as gloo's: each rank opens its transport,
+    # and the ranks leave together, so the first bucket does not wait for a late join.
+    session.prepare_allreduce()
+    dist.barrier(group)
+    return session
 
 
 def release_ddp_session(session: Session, group: Any = None) -> None:

@@ -123,3 +123,25 @@ def test_a_burst_comes_back_complete_and_in_order_and_own_frames_are_not_read_ba
     # the frames p4sim sent on the same interface were not received again as input
     assert ports.ports[3].counters.rx_packets == n
     assert ports.ports[3].counters.tx_packets == n
+
+
+def test_a_burst_into_a_slow_link_waits_in_its_queue_instead_of_being_refused(veth_pair):
+    # A frame stays charged to the switch's socket until the shaped link carried it: the
+    # socket's send buffer must hold what the link's queue holds (p4sim.ports.SOCKET_BUFFER).
+    switch_side, host_side = veth_pair
+    subprocess.run(
+        ["tc", "qdisc", "add", "dev", switch_side, "root", "tbf", "rate", "10mbit",
+         "burst", "1600", "limit", "2000000"],
+        check=True,
+    )  # fmt: skip
+    ports = PortSet({1: switch_side})
+    host = open_raw_socket(host_side)
+    n = 400  # 231 KB of 578-byte frames: more than a default send buffer holds in flight
+    try:
+        taken = [ports.transmit(1, _frame(b"s%05d" % i).ljust(578, b"\0")) for i in range(n)]
+        got = [_recv(host)[14:20] for _ in range(n)]
+    finally:
+        ports.close()
+        host.close()
+    assert all(taken) and ports.ports[1].counters.tx_errors == 0
+    assert got == [b"s%05d" % i for i in range(n)]

@@ -12,11 +12,23 @@ each, four DDP processes on h1..h4 train the digits MLP of ``examples/training.p
 same seeds, data shards and batches, with gloo's all-reduce, with the switch hook at its
 default of 128 values per packet (``inclib.torch_ddp.DDP_SLOTS``, 578-byte frames) and with
 the hook at 32 (194-byte frames), one after the other; the goals use the default row.
-Measured on the shared 2-core machine (load average 10-19), rows of one run: small model,
-shaped, 17.1 ms per iteration for gloo, 19.2 for the hook at 128 slots, 29.3 at 32;
-unshaped 14.4 / 15.7 / 19.3 (a second run: shaped 14.4 / 22.4 / 31.9, unshaped 8.7 / 6.9
-/ 12.2); large model (one epoch), shaped 3.0 s / 3.6 s / 7.6 s, unshaped 0.58 s / 2.6 s /
-5.1 s. Figures per run (rank 0): median time per iteration (forward,
+Each row names its regime: on shaped links the model's (``hosts/mlp.py``), on unshaped
+veths the CPU of the hosts and p4sim. One run on the shared 2-core machine (load average
+12-24; ``--ddp-epochs 4 --ddp-models small,large``), gloo / switch 128 / switch 32: small
+model unshaped 10.6 / 12.0 / 23.7 ms per iteration, shaped 14.7 / 16.1 / 24.5 ms, time to
+0.9 0.46 / 0.42 / 0.85 s (1.10x: the iterations are set by the 4 processes' CPU on the
+loaded cores, not by the links); large model unshaped 0.51 / 1.49 / 4.38 s per iteration
+(likely p4sim's packet rate, 8,800 packets per worker per iteration; not profiled), shaped
+2.89 / 2.28 / 5.96 s, time to 0.9 106.7 / 81.6 / 216.9 s (1.31x). In-network
+aggregation's bound there is 1.5 x 1,514/1,448 (ring's bytes per link in TCP frames) /
+(578/512 x 1.016, the frames and the block bounds and flags) = 1.37x. Before (a whole
+bucket sent twice when one block outgrew its bounds), the large model shaped took 3.6 s
+against gloo's 3.0. A later run of the small model on a quieter machine (load average 3-4):
+unshaped 5.1 / 4.6 / 7.9 ms, shaped 10.9 / 10.1 / 11.4 ms, time to 0.9 0.28 / 0.25 / 0.28 s
+(1.15x). With ~5 ms of compute per iteration, the bytes bound the small model's gain at
+about (5 + 4.6) / (5 + 3.5) = 1.13x plus ring's 6 steps' latency: 14.5 KB per link for
+ring, 11 KB (19 frames of 578 bytes) for the switch, at 25.2 Mbit/s.
+Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
 ended bit-identical.
@@ -101,21 +113,30 @@ def table(recs: dict[str, dict[str, dict[str, Any]]], target: float, model: str)
         title=f"PyTorch DDP, 4 workers on Mininet, {describe_model(model)}: switch hook vs "
         f"gloo (target {target})"
     )
-    for col in ("links", "all-reduce", "slots", "ms / iteration", "time to accuracy, s",
-                "final accuracy", "replicas identical"):  # fmt: skip
+    for col in ("links", "regime", "all-reduce", "slots", "ms / iteration",
+                "time to accuracy, s", "final accuracy", "replicas identical"):  # fmt: skip
         t.add_column(col, justify="right")
     for links, by_comm in recs.items():
         for comm, r in by_comm.items():
             mbps = r["links_mbps"]
             hit = time_to(r, target)
             t.add_row(
-                links if mbps is None else f"{links} ({mbps:g} Mbit/s)", comm,
+                links if mbps is None else f"{links} ({mbps:g} Mbit/s)", regime(model, mbps), comm,
                 str(r.get("slots") or "-") if r["on_switch"] or comm == "gloo" else "on hosts",
                 f"{1000 * r['time_per_iter_s']:.1f}",
                 f"{hit:.2f}" if hit is not None else "not reached",
                 f"{r['epochs'][-1]['accuracy']:.3f}", str(r["replicas_identical"]),
             )  # fmt: skip
     return t
+
+
+def regime(model: str, mbps: float | None) -> str:
+    """What bounds an iteration in a row: the model's regime (``hosts/mlp.py``) on shaped
+    links; on unshaped veths the CPU of the hosts and the software switch (the veths carry
+    more than 4 workers and p4sim on 2 cores produce)."""
+    from hosts.mlp import REGIME
+
+    return REGIME[model] if mbps is not None else "CPU-bound (hosts, p4sim)"
 
 
 def goal_lines(recs: dict[str, dict[str, dict[str, Any]]], target: float) -> list[str]:

@@ -20,12 +20,13 @@ send packets of the job's slots too.
 Links of 25 Mbit/s (``make run``'s rate on p4sim with 4 workers) and vectors of 256 KiB and
 1 MiB: the bandwidth-bound regime, where a call takes tens of round trips' worth of
 packets. The window is 128 packets at 32 slots (about 8 ms of one link's packets) and the
-same bytes at wider packets (32 at 128 slots). Why bytes: with a window of 128 frames of
-578 bytes 10 % of the switch path's packets were retransmitted (goodput 0.55-0.64 of the
-limit), with 32 none (0.83-0.92; both with 4 workers on a shared machine). The likely place
-of the loss: the switch's frames toward a worker wait in that link's shaper charged to
-p4sim's non-blocking send socket (212 KB of buffer, ~2.3 KB of kernel memory per 578-byte
-frame by our estimate, so fewer than 128 fit), and p4sim drops a frame the socket refuses.
+same bytes at wider packets (32 at 128 slots). The switch's results toward the workers
+wait in the links' shapers charged to p4sim's one sending socket; with its default 212 KB
+send buffer (~90 frames of 578 bytes in all) 8 workers lost 1.5-2.5 % of their results to
+refused sends and retransmitted them (goodput 0.59-0.72 of the limit); p4sim's ports now
+take 4 MiB (``p4sim.ports.SOCKET_BUFFER``) and none are lost. With that, 8 workers at 128
+slots (1 MiB calls, shared machine, no idle CPU): window 32 took 0.46 s per call, 64 took
+0.59 s and 128 took 0.65 s, so the window stays at 32.
 Goal (issue 22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit. The last
 column shows the share of each method's packets that were retransmissions.
 """
