@@ -299,20 +299,8 @@ class AllReduceClient:
             total_timeout=self.total_timeout, offset=self.region_offset,
             size=self.region_size, hashed=self._hash,
         )  # fmt: skip
-        c, st, ep = r.stats, self.stats, self.endpoint.stats
-        st.packets_sent += c.queued
-        st.retransmissions += c.retx
-        st.fast_retransmissions += c.fast_retx
-        st.results += c.results
-        st.duplicate_results += c.dups
-        for i in range(HOST_DROPS):
-            st.drops[i] += int(c.drops[i])
-        st.waits += c.waits
-        ep.sent += c.sent
-        ep.sent_bytes += c.sent_bytes
-        ep.send_drops += c.send_drops
-        ep.received += c.received
-        ep.received_bytes += c.received_bytes
+        native_window.fold_stats(r, self.stats, self.endpoint.stats)
+        c = r.stats
         if c.min_rtt >= 0:
             self._min_rtt = c.min_rtt if self._min_rtt is None else min(self._min_rtt, c.min_rtt)
         self.last_bitmaps = r.bitmaps
