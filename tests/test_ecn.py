@@ -15,6 +15,7 @@ import socket
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from hosts.atp.ps import AtpJobSpec, AtpParameterServer
 from hosts.atp.worker import AtpClient
@@ -65,8 +66,8 @@ def test_the_switch_marks_ecn_capable_packets_that_find_a_deep_queue() -> None:
             assert tos[i] == (0b11 if i - 1 >= THRESHOLD else 0b10), (i, tos[i])
 
 
-def run_worker(mark: bool) -> tuple[AtpClient, np.ndarray]:
-    c = AtpClient(5, 0, 1, 0, 64, 16, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0))
+def run_worker(mark: bool, backend: str) -> tuple[AtpClient, np.ndarray]:
+    c = AtpClient(5, 0, 1, 0, 64, 16, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0), backend=backend)
     spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
     ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0))
     if mark:  # every result leaves the PS marked CE, as a congested switch would mark it
@@ -81,10 +82,12 @@ def run_worker(mark: bool) -> tuple[AtpClient, np.ndarray]:
         ps.stop()
 
 
-def test_a_worker_halves_its_window_on_results_marked_ce() -> None:
-    marked, got = run_worker(mark=True)
+@pytest.mark.parametrize("backend", ["native", "python"])
+def test_a_worker_halves_its_window_on_results_marked_ce(backend: str) -> None:
+    marked, got = run_worker(mark=True, backend=backend)
     assert got.tolist() == list(range(32 * 200))
     assert marked.stats.ecn_cuts >= 1 and marked.stats.window_cuts >= 1
-    plain, got = run_worker(mark=False)
+    assert marked.endpoint.stats.ce_marked > 0
+    plain, got = run_worker(mark=False, backend=backend)
     assert got.tolist() == list(range(32 * 200))
     assert plain.stats.ecn_cuts == 0

@@ -24,7 +24,7 @@ Differences from NetReduce's client (hosts/netreduce/allreduce.py), docs/protoco
   (unaggregated, or the sum it holds for the psn).
 - The packet loop is the C one of NetReduce's client (hosts/transport/native_window.c) with
   ATP's addressing and the window below, by default; ``backend="python"`` (or
-  ``$INC_HOST_BACKEND``) keeps it in Python, which alone counts ECN marks. The C loop makes
+  ``$INC_HOST_BACKEND``) keeps it in Python; both read ECN marks. The C loop makes
   no fast retransmission: the switch's results overtake the PS's as a matter of course.
 - The window adapts: +1 per window of results (additive increase), halved on a timeout at
   most once per timeout interval (multiplicative decrease; not before the call's first
@@ -131,6 +131,7 @@ class AtpClient(AllReduceClient):
             total_timeout=self.total_timeout, offset=self.region_offset,
             size=self.region_size, hashed=None, atp_start=atp_hash(self.job_id),
             aimd=(self.cwnd, self._last_cut, self._undo, self._undo_until, self._rtt_floor),
+            ecn=self._ecn is not None,
         )  # fmt: skip
         native_window.fold_stats(r, self.stats, self.endpoint.stats)
         c = r.stats
@@ -139,6 +140,7 @@ class AtpClient(AllReduceClient):
         self._rtt_floor = c.rtt_floor if c.rtt_floor >= 0 else None
         self._retx_at.clear()  # the C loop keeps its resends' times itself
         self.stats.window_cuts += c.cuts
+        self.stats.ecn_cuts += c.ecn_cuts
         self.stats.undone_cuts += c.undone
         if c.min_rtt >= 0:
             self._min_rtt = c.min_rtt if self._min_rtt is None else min(self._min_rtt, c.min_rtt)

@@ -30,8 +30,11 @@
  *     last decrease across calls);
  *     a decrease is taken back when it proves spurious, as AtpClient._undo_if_spurious
  *     does: a result arrives twice, or a resent PSN's result comes sooner than the smallest
- *     round trip after the resend, within UNDO_TIMEOUTS timeouts of the last resend. The
- *     Python loop's decrease on ECN marks is not done here (the C loop reads no TOS).
+ *     round trip after the resend, within UNDO_TIMEOUTS timeouts of the last resend;
+ *   - with ecn (the socket has IP_RECVTOS on, hosts/transport/udp.py's enable_ecn): every
+ *     datagram's TOS is read, those marked Congestion Experienced are counted (ce_marked)
+ *     and, with aimd, halve the window as a timeout does (at most once per `timeout`,
+ *     ecn_cuts), a decrease no later result takes back, as AtpClient._receive does.
  * In-flight PSNs are a list ordered by last send time (a resend moves a PSN to the tail, a
  * fast retransmission to the head), so the next deadline is the head's.
  */
@@ -86,7 +89,10 @@ struct inc_call {
     int64_t aimd, cuts, undone;
     double cwnd, last_cut;
     double undo, undo_until, rtt_floor; /* < 0: none */
+    /* in: read received datagrams' TOS (ECN); out: CE-marked datagrams, cuts they made */
+    int64_t ecn, ce_marked, ecn_cuts;
 };
+#define CMSG_SLOT CMSG_SPACE(sizeof(int)) /* one IP_TOS control message */
 #define UNDO_TIMEOUTS 4 /* hosts/atp/worker.py's */
 
 int64_t inc_header_len(void) { return INC_HEADER_LEN; }
@@ -333,9 +339,22 @@ static void on_packet(struct state *s, const uint8_t *p) {
 }
 
 /* Drain the socket; then the fast retransmission of a base that holds the window. */
+/* Whether datagram `h` (received with IP_RECVTOS on) is marked Congestion Experienced. */
+static int ce_marked(struct msghdr *h) {
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm))
+        if (cm->cmsg_level == IPPROTO_IP && cm->cmsg_type == IP_TOS)
+            return (*(const uint8_t *)CMSG_DATA(cm) & 3) == 3;
+    return 0;
+}
+
 static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m,
                    struct iovec *iov, struct sockaddr_in *src) {
     struct inc_call *c = s->c;
+    union {
+        struct cmsghdr aligned;
+        uint8_t b[CMSG_SLOT];
+    } ctl[RECV_BATCH];
+    int marked = 0;
     for (;;) {
         for (int k = 0; k < RECV_BATCH; k++) {
             iov[k].iov_base = buf[k];
@@ -345,6 +364,10 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
             m[k].msg_hdr.msg_iovlen = 1;
             m[k].msg_hdr.msg_name = &src[k];
             m[k].msg_hdr.msg_namelen = sizeof src[k];
+            if (c->ecn) {
+                m[k].msg_hdr.msg_control = ctl[k].b;
+                m[k].msg_hdr.msg_controllen = sizeof ctl[k].b;
+            }
         }
         int r = recvmmsg((int)c->fd, m, RECV_BATCH, MSG_DONTWAIT, NULL);
         if (r < 0) {
@@ -356,6 +379,10 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
         for (int k = 0; k < r; k++) {
             c->received++;
             c->received_bytes += m[k].msg_len;
+            if (c->ecn && ce_marked(&m[k].msg_hdr)) {
+                c->ce_marked++;
+                marked = 1;
+            }
             int why = refuse(c, &src[k], buf[k], m[k].msg_len);
             if (why >= 0) {
                 c->drops[why]++;
@@ -364,6 +391,14 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
             on_packet(s, buf[k]);
         }
         if (r < RECV_BATCH) break;
+    }
+    double now = now_s();
+    if (marked && c->aimd && now - c->last_cut >= c->timeout) {
+        c->cwnd = c->cwnd / 2 < 1.0 ? 1.0 : c->cwnd / 2;
+        c->last_cut = now;
+        c->cuts++;
+        c->ecn_cuts++;
+        c->undo = -1.0; /* congestion the switch saw: no timeout to take back */
     }
     if (s->base < s->n && s->base < s->next && s->inflight[s->base]) {
         int64_t b = s->base, above = s->results - b;

@@ -87,6 +87,7 @@ class _Call(ctypes.Structure):
         ("cuts", _I64),
         ("undone", _I64),
         *((n, ctypes.c_double) for n in ("cwnd", "last_cut", "undo", "undo_until", "rtt_floor")),
+        *((n, _I64) for n in ("ecn", "ce_marked", "ecn_cuts")),
     ]
 
 
@@ -182,13 +183,16 @@ def run_call(
     hashed: tuple[int, int] | None,
     atp_start: int | None = None,
     aimd: tuple[float, float, float | None, float, float | None] | None = None,
+    ecn: bool = False,
 ) -> CallResult:
     """One all-reduce call on socket ``fd``: ``wire`` is (packets, slots) big-endian int32.
     ``atp_start``: ATP's addressing (``wire.header.atp_index``, the job's hash), instead of
     ``hashed``; ``aimd``: ATP's window state (cwnd, time of the last decrease, the window
     before the decreases that may be undone or None, until when, the smallest round trip
     or None), read back from the result's ``stats`` (``cwnd``, ``last_cut``, ``undo`` and
-    ``rtt_floor`` < 0 for None, ``undo_until``; ``cuts``, ``undone``: counts)."""
+    ``rtt_floor`` < 0 for None, ``undo_until``; ``cuts``, ``undone``: counts); ``ecn``: the
+    socket reads TOS (``Endpoint.enable_ecn``): CE marks are counted (``ce_marked``) and,
+    with ``aimd``, cut the window (``ecn_cuts``, also in ``cuts``)."""
     lib = load()
     data = np.ascontiguousarray(wire, dtype=">i4")
     count, slots = data.shape
@@ -213,6 +217,7 @@ def run_call(
         c.aimd, (c.cwnd, c.last_cut, undo, c.undo_until, floor) = 1, aimd
         c.undo = -1.0 if undo is None else undo
         c.rtt_floor = -1.0 if floor is None else floor
+    c.ecn = ecn
     c.worker_flags, c.result_flags = int(WORKER_FLAGS), int(RESULT_FLAGS)
     c.wire, c.out = data.ctypes.data, out.ctypes.data
     c.bitmaps, c.have = bitmaps.ctypes.data, have.ctypes.data
@@ -241,3 +246,4 @@ def fold_stats(r: CallResult, st: Any, ep: Any) -> None:
     ep.send_drops += c.send_drops
     ep.received += c.received
     ep.received_bytes += c.received_bytes
+    ep.ce_marked += c.ce_marked
