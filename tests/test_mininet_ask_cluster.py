@@ -26,7 +26,7 @@ def test_cluster_word_count_and_group_by_through_the_switch_equal_spark_and_coun
     from topologies.spark_cluster import still_running
 
     rec = run_cluster(executors=2, sizes=(6000,), hot=2, run_dir=Path("run/ask-cluster-test"),
-                      timeout=600, log=lambda s: None)  # fmt: skip
+                      timeout=600, log=lambda s: None, warm=False)  # fmt: skip
     (wc,), (gb,) = rec["wordcount"], rec["groupby"]
     for path in ("spark_rdd", "spark_df", "switch_rdd", "switch_arrow", "ask"):
         assert wc[f"{path}_exact"], f"word count {path} differs from Counter"

@@ -367,6 +367,7 @@ def driver_main(argv: list[str]) -> int:
     ap.add_argument("--warm", required=True)
     ap.add_argument("--tables", required=True, help="CSV files k,v, comma-separated")
     ap.add_argument("--warm-table", required=True)
+    ap.add_argument("--no-warm", action="store_true", help="no warm-up runs (results only)")
     ap.add_argument("--rows", type=int, default=1024)
     ap.add_argument("--window", type=int, default=64)
     ap.add_argument("--hot", type=int, default=0)
@@ -384,9 +385,13 @@ def driver_main(argv: list[str]) -> int:
         jobs = SwitchJobs(a)
         texts, tables = a.inputs.split(","), a.tables.split(",")
         out["wordcount"] = [
-            driver_word_count(spark, a, jobs, t, i == 0) for i, t in enumerate(texts)
+            driver_word_count(spark, a, jobs, t, i == 0 and not a.no_warm)
+            for i, t in enumerate(texts)
         ]
-        out["groupby"] = [driver_group_by(spark, a, jobs, t, i == 0) for i, t in enumerate(tables)]
+        out["groupby"] = [
+            driver_group_by(spark, a, jobs, t, i == 0 and not a.no_warm)
+            for i, t in enumerate(tables)
+        ]
     finally:
         spark.stop()
     Path(a.out).write_text(json.dumps(out, indent=1))
@@ -453,12 +458,14 @@ class LinkSampler:
 def run_cluster(
     executors: int = 2, sizes: tuple[int, ...] = (20000,), corpora: tuple[str, ...] = ("zipf",),
     bw_mbps: float = 100.0, hot: int = 0, run_dir: Path = RUN_DIR, ask_rows: int = 1024,
-    window: int | None = None, timeout: float = 3600.0, log: Any = print,
+    window: int | None = None, timeout: float = 3600.0, log: Any = print, warm: bool = True,
 ) -> dict[str, Any]:  # fmt: skip
     """The cluster, the driver's jobs and ASK's own mappers (module doc) on a corpus of each
     kind and size (words; the GROUP BY tables have as many rows); the record. ``window``:
     packets in flight per mapper, by default 64 (or the most the rows allow): more only
-    queues packets at the reducer, a Python process, past the mappers' timeouts."""
+    queues packets at the reducer, a Python process, past the mappers' timeouts. ``warm``:
+    each path's Spark part runs once before it is timed (False: results only, no timing
+    worth comparing, as in a test)."""
     if window is None:  # a power of two; the mappers' seen entries take window x executors rows
         window = min(64, 1 << ((ask_rows // executors).bit_length() - 1))
     from topologies.ask_mappers import ServingMappers, zipf_table
@@ -474,8 +481,8 @@ def run_cluster(
     for n in sizes:
         tables.append(run_dir / f"table-{n}.csv")
         zipf_table(tables[-1], n, seed=12)
-    warm, warm_table = run_dir / "warm.txt", run_dir / "warm.csv"
-    write_corpus(warm, "zipf", 20000)
+    warm_text, warm_table = run_dir / "warm.txt", run_dir / "warm.csv"
+    write_corpus(warm_text, "zipf", 20000)
     zipf_table(warm_table, 5000, seed=13)
     master, driver = executors + 1, executors + 2
     cfg = ExperimentConfig(star(driver), bw_mbps=bw_mbps, run_dir=run_dir, log=log)
@@ -493,7 +500,7 @@ def run_cluster(
                    "--master", cluster.url, "--controller", ex.controller_url,
                    "--executors", str(executors), "--driver-host", str(driver),
                    "--inputs", ",".join(str(t.resolve()) for t in texts),
-                   "--warm", str(warm.resolve()),
+                   "--warm", str(warm_text.resolve()), *([] if warm else ["--no-warm"]),
                    "--tables", ",".join(str(t.resolve()) for t in tables),
                    "--warm-table", str(warm_table.resolve()),
                    "--rows", str(ask_rows), "--window", str(window), "--hot", str(hot),
