@@ -24,6 +24,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         # turn; the in-process tests run beside it, each file whole and in order in one
         # worker (some share a module-scoped switch whose state one test leaves to the next)
         network = item.get_closest_marker("root") or item.get_closest_marker("mininet")
+        if item.get_closest_marker("own_network"):  # names and ports of its own: beside them
+            network = None
         item.add_marker(pytest.mark.xdist_group("network" if network else item.path.name))
     if os.geteuid() == 0:
         return

@@ -27,9 +27,16 @@ from pathlib import Path
 
 import pytest
 
-from topologies.p4switch import SWITCH_KINDS, CompiledProgram, compile_program, switch_command
+from topologies.p4switch import (
+    GRPC_BASE_PORT,
+    SWITCH_KINDS,
+    THRIFT_BASE_PORT,
+    CompiledProgram,
+    compile_program,
+    switch_command,
+)
 
-pytestmark = pytest.mark.root
+pytestmark = [pytest.mark.root, pytest.mark.own_network]
 
 ROOT = Path(__file__).resolve().parents[1]
 PTF_DIR = ROOT / "tests" / "ptf"
@@ -71,9 +78,14 @@ class Dut:
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free TCP port outside the Mininet switches' ranges (``topologies/p4switch.py``), so
+    that a network started beside this test can take its switches' ports."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+        if not any(base <= port < base + 256 for base in (GRPC_BASE_PORT, THRIFT_BASE_PORT)):
+            return port
 
 
 def _listening(port: int) -> bool:
