@@ -86,6 +86,19 @@ class Port:
 #: each in flight on 25 Mbit/s links lost 1.5-2.5 % of them (tests/bench/netreduce.py). 4 MiB
 #: (doubled by the kernel) holds thousands (tests/test_ports.py: 400 at once into one link).
 SOCKET_BUFFER = 4 * 1024 * 1024
+# Linux's <asm/socket.h>; Python's socket module does not name them. As root they set a
+# buffer past net.core.rmem_max / wmem_max (212,992 bytes unless raised by hand).
+SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
+
+
+def set_buffers(sock: socket.socket, size: int = SOCKET_BUFFER) -> None:
+    """Receive and send buffers of ``size`` bytes each: past the system's limits where we
+    may (root, as a switch or a relay under Mininet), else as deep as they allow."""
+    for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, force, size)
+        except PermissionError:
+            sock.setsockopt(socket.SOL_SOCKET, plain, size)
 
 
 def open_raw_socket(iface: str) -> socket.socket:
@@ -96,8 +109,7 @@ def open_raw_socket(iface: str) -> socket.socket:
     except OSError as e:
         sock.close()
         raise OSError(e.errno, f"cannot open interface {iface!r}: {e.strerror}") from None
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
+    set_buffers(sock)
     sock.setblocking(False)
     return sock
 

@@ -24,7 +24,6 @@ import math
 import random
 import select
 import signal
-import socket
 import sys
 import time
 from collections import deque
@@ -90,25 +89,10 @@ class Direction:
     reordered: int = 0
 
 
-RELAY_BUFFER = 16 * 1024 * 1024  # bytes of frames queued for the relay (a few 10k frames)
-SO_RCVBUFFORCE = 33  # Linux's <asm/socket.h>; Python's socket module does not name it
-
-
-def _deep_receive_buffer(sock: socket.socket) -> None:
-    """A receive buffer of RELAY_BUFFER bytes, past net.core.rmem_max when the relay may
-    (root, as under Mininet), else as deep as that limit allows."""
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RELAY_BUFFER)
-    except PermissionError:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RELAY_BUFFER)
-
-
 def relay(a: str, b: str, imp: Impairment, stop_after: float | None = None) -> dict[str, int]:
     """Copy frames between interfaces ``a`` and ``b`` until SIGTERM (or ``stop_after`` s)."""
     rng = random.Random(imp.seed)
-    sa, sb = open_raw_socket(a), open_raw_socket(b)
-    for sock in (sa, sb):  # the relay loses only what it chooses, also while descheduled
-        _deep_receive_buffer(sock)
+    sa, sb = open_raw_socket(a), open_raw_socket(b)  # deep buffers: it loses only what it chooses
     print("impair_relay: ready", flush=True)  # the sockets see every frame from here on
     dirs = {
         sa.fileno(): Direction(sa, sb, deque()),
