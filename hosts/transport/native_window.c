@@ -392,7 +392,7 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
         }
         if (r < RECV_BATCH) break;
     }
-    double now = now_s();
+    double now = marked && c->aimd ? now_s() : 0.0; /* the clock only for a mark */
     if (marked && c->aimd && now - c->last_cut >= c->timeout) {
         c->cwnd = c->cwnd / 2 < 1.0 ? 1.0 : c->cwnd / 2;
         c->last_cut = now;

@@ -27,11 +27,13 @@ plane keeps using the same Python objects:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import os
 import socket
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -200,6 +202,17 @@ class NativeCounter(Counter):
 METER_FIELDS = ("configured", "cir", "cburst", "ctok", "clast", "pir", "pburst", "ptok", "plast")
 
 
+@contextlib.contextmanager
+def holding(lib: Any) -> Iterator[None]:
+    """C's lock (``p4n_lock``) of native library ``lib`` for the ``with`` block: the
+    packet loop in C and the Python side never change the pipeline's state at once."""
+    lib.p4n_lock()
+    try:
+        yield
+    finally:
+        lib.p4n_unlock()
+
+
 def _meter_field(k: int, kind: Any) -> property:
     def get(self: NativeMeterState) -> Any:
         return kind(self.row[k])
@@ -242,11 +255,8 @@ class NativeMeter(Meter):
         self.origin[0] = int(v)
 
     def _locked(self, fn: Any, *args: Any) -> Any:
-        self.native_lib.p4n_lock()
-        try:
+        with holding(self.native_lib):
             return fn(self, *args)
-        finally:
-            self.native_lib.p4n_unlock()
 
     def set_rates(self, i: int, committed: tuple[float, int], peak: tuple[float, int]) -> None:
         self._locked(Meter.set_rates, i, committed, peak)
@@ -266,11 +276,10 @@ class NativeDirectMeter(DirectMeter):
     native_lib: Any
 
     def _locked(self, fn: Any, *args: Any) -> Any:
-        self.native_lib.p4n_lock()
         try:
-            return fn(self, *args)
+            with holding(self.native_lib):
+                return fn(self, *args)
         finally:
-            self.native_lib.p4n_unlock()
             self.table._changed()  # type: ignore[attr-defined]
 
     def set_rates(self, handle: int, committed: tuple[float, int], peak: tuple[float, int]) -> None:
@@ -751,8 +760,7 @@ class NativePipeline(Pipeline):
     def process(self, port: int, data: bytes) -> list[tuple[int, bytes]]:
         lib = self.native.lib
         data = bytes(data)
-        lib.p4n_lock()
-        try:
+        with holding(lib):
             self.sync()
             n = lib.p4n_process(
                 port, data, len(data), self.now_us(), self.out, self._op, self._ol, MAXOUT
@@ -764,8 +772,6 @@ class NativePipeline(Pipeline):
                 (int(self.oports[i]), ctypes.string_at(base + i * MAXPKT, int(self.olens[i])))
                 for i in range(n)
             ]
-        finally:
-            lib.p4n_unlock()
 
     def _take_digests(self) -> None:
         """The digests C queued for this packet into ``ctx.digests`` (Switch.digests) as
@@ -842,12 +848,8 @@ class NativeLoop:
         pipe: NativePipeline = sw.pipeline
         lib = pipe.native.lib
         _WAKE.value = 0
-        with sw.lock:
-            lib.p4n_lock()
-            try:
-                pipe.sync()
-            finally:
-                lib.p4n_unlock()
+        with sw.lock, holding(lib):
+            pipe.sync()
         if self.switch() is not sw:
             return 2  # replaced meanwhile
         rc = lib.p4n_serve(
