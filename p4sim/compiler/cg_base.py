@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from p4sim.compiler.typecheck import Scope, T, name_annotation
+from p4sim.compiler.typecheck import Scope, T, TExtern, name_annotation
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 
@@ -172,4 +172,18 @@ class CompilerBase:
         raise NotImplementedError
 
     def flat_fields(self, ev: EV, e: ast.Node) -> list[tuple[str, str, str | None]]:
+        raise NotImplementedError
+
+    def nargs(self, e: ast.Call, *counts: int) -> None:
+        raise NotImplementedError
+
+    def union_siblings(self, hexpr: ast.Expr, fn: Fn) -> list[str]:
+        raise NotImplementedError
+
+    def extern_method(self, base: EV, t: TExtern, name: str, e: ast.Call, fn: Fn, stmt: bool) -> EV:
+        raise NotImplementedError
+
+    def extern_function(
+        self, name: str, decls: list[ast.FunctionDecl], e: ast.Call, fn: Fn, stmt: bool
+    ) -> EV:
         raise NotImplementedError

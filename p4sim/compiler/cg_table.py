@@ -22,6 +22,7 @@ from typing import Any
 from p4sim.compiler.cg_base import CompilerBase, CtlInst, Fn, fq_name
 from p4sim.compiler.cg_call import expr_text
 from p4sim.compiler.cg_expr import lit, pyname
+from p4sim.compiler.cg_extern import profile_info
 from p4sim.compiler.program import TableInfo
 from p4sim.compiler.typecheck import VOID, Sym, TBit, TBool, TEnum, TError, TObject, annotation
 from p4sim.frontend import ast
@@ -176,7 +177,6 @@ class TableMixin(CompilerBase):
         """The ExternInfo of ``implementation = <instance>`` or of an anonymous
         ``implementation = action_selector(...)``/``action_profile(...)``, which is named
         by the property's ``@name`` or else after the table."""
-        from p4sim.compiler.cg_call import profile_info
 
         v = p.value
         kinds = ("action_profile", "action_selector")

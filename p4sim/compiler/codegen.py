@@ -25,6 +25,7 @@ from typing import Any
 from p4sim.compiler.cg_base import CtlInst, Fn, fq_name
 from p4sim.compiler.cg_call import CallMixin
 from p4sim.compiler.cg_expr import EV, NOCONST, ExprMixin, lit, power_of_two, pyname
+from p4sim.compiler.cg_extern import ExternMixin
 from p4sim.compiler.cg_stmt import StmtMixin
 from p4sim.compiler.cg_table import TableMixin
 from p4sim.compiler.cg_types import TypeClasses
@@ -56,7 +57,7 @@ from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 
 
-class Compiler(ExprMixin, StmtMixin, CallMixin, TableMixin):
+class Compiler(ExprMixin, StmtMixin, CallMixin, ExternMixin, TableMixin):
     """Compiles a whole ``V1Switch`` program (see the module docstring)."""
 
     def __init__(self, program: ast.Program, trace: bool = False) -> None:
