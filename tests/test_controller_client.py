@@ -168,6 +168,39 @@ def test_registers_are_filled_and_read_and_counters_read(
     assert sorted(drops) == list(range(DROP_REASONS)) and all(v == (0, 0) for v in drops.values())
 
 
+def test_reads_and_writes_carry_our_deadline_not_finsys(
+    switch: LocalSwitch, pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every RPC carries RPC_TIMEOUT (finsy's own calls fix 10 s): while the switch's
+    control plane is held, a Read and a Write each fail after RPC_TIMEOUT as a one-line
+    DEADLINE_EXCEEDED error naming the call; once released the connection still works."""
+    from controller.p4rt import p4runtime_client
+
+    async def scenario() -> tuple[list[SwitchError], list[Any]]:
+        errors = []
+        async with SwitchConnection(SwitchSpec(3, switch.address), pipeline) as sw:
+            monkeypatch.setattr(p4runtime_client, "RPC_TIMEOUT", 0.5)
+            with switch.server.lock:  # a switch busy in its control plane answers nothing
+                for call in (sw.read(P4TableEntry(JOBS)), sw.insert([job_entry(5)])):
+                    try:
+                        await call
+                    except SwitchError as err:
+                        errors.append(err)
+            monkeypatch.setattr(p4runtime_client, "RPC_TIMEOUT", 30.0)
+            await sw.insert([job_entry(6)])
+            return errors, await sw.read(P4TableEntry(JOBS))
+
+    errors, entries = run(scenario())
+    assert [str(e).split(": ", 1)[1] for e in errors] == [
+        "Read timed out after 0.5 s",
+        "Write timed out after 0.5 s",
+    ]
+    assert all(e.code == GRPCStatusCode.DEADLINE_EXCEEDED for e in errors)
+    assert 6 in {
+        e.match["job_id"] for e in entries
+    }  # (5 may be in too: a timed-out write may land)
+
+
 def test_connecting_to_nothing_is_a_switch_error() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

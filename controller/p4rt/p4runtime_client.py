@@ -377,26 +377,33 @@ class SwitchConnection:
             raise SwitchError(f"{self._where()}: not connected")
         if isinstance(msg, (p4r.WriteRequest, p4r.SetForwardingPipelineConfigRequest)):
             msg.election_id.CopyFrom(U128.encode(self.spec.election_id))
+        name = type(msg).__name__[:-7]
+        timeout = (
+            PIPELINE_TIMEOUT
+            if isinstance(msg, p4r.SetForwardingPipelineConfigRequest)
+            else RPC_TIMEOUT
+        )
         try:
-            if isinstance(msg, p4r.SetForwardingPipelineConfigRequest):
-                return await self._push_pipeline(msg)
-            return await asyncio.wait_for(self._client.request(msg), RPC_TIMEOUT)
-        except P4ClientError as err:
-            raise _switch_error(self._where(), type(msg).__name__[:-7], err) from None
-        except TimeoutError:
-            raise SwitchError(f"{self._where()}: {type(msg).__name__[:-7]} timed out") from None
+            return await getattr(self._stub(), name)(msg, timeout=timeout)
+        except grpc.RpcError as ex:
+            raise self._rpc_error(name, ex, msg, timeout) from None
 
-    async def _push_pipeline(self, msg: p4r.SetForwardingPipelineConfigRequest) -> Any:
-        """SetForwardingPipelineConfig with PIPELINE_TIMEOUT as its gRPC deadline: finsy's
-        ``request`` fixes 10 s for every RPC, so this one call goes to its stub directly."""
-        assert self._client is not None
-        stub = self._client._stub  # finsy has no per-request deadline
+    def _stub(self) -> Any:
+        """The gRPC stub under finsy's client: finsy's ``request`` and ``request_iter``
+        fix a 10 s deadline for every RPC, which a loaded software switch can pass on a
+        large Read or Write; our calls carry RPC_TIMEOUT (PIPELINE_TIMEOUT for a push)."""
+        stub = self._client._stub if self._client is not None else None
         if stub is None:
             raise SwitchError(f"{self._where()}: not connected")
-        try:
-            return await stub.SetForwardingPipelineConfig(msg, timeout=PIPELINE_TIMEOUT)
-        except grpc.RpcError as ex:
-            raise P4ClientError(ex, "SetForwardingPipelineConfigRequest", msg=msg) from None
+        return stub
+
+    def _rpc_error(self, name: str, ex: grpc.RpcError, msg: Any, timeout: float) -> SwitchError:
+        if ex.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            return SwitchError(
+                f"{self._where()}: {name} timed out after {timeout:g} s",
+                GRPCStatusCode.DEADLINE_EXCEEDED,
+            )
+        return _switch_error(self._where(), name, P4ClientError(ex, f"{name}Request", msg=msg))
 
     async def get_pipeline_config(
         self, response_type: p4r.GetForwardingPipelineConfigRequest.ResponseType.ValueType
@@ -487,10 +494,10 @@ class SwitchConnection:
         req = p4r.ReadRequest(device_id=self.spec.device_id, entities=ents)
         out: list[Any] = []
         try:
-            async for reply in self._client.request_iter(req):
+            async for reply in self._stub().Read(req, timeout=RPC_TIMEOUT):
                 out.extend(p4entity.decode_entity(e, self.schema) for e in reply.entities)
-        except P4ClientError as err:
-            raise _switch_error(self._where(), "Read", err) from None
+        except grpc.RpcError as ex:
+            raise self._rpc_error("Read", ex, req, RPC_TIMEOUT) from None
         return out
 
     # -- typed helpers ----------------------------------------------------------------
