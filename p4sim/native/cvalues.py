@@ -3,7 +3,7 @@ to the Python back end."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -51,3 +51,15 @@ def in_order(codes: list[str], ctypes: list[str], new: Any) -> tuple[list[str], 
         lines.append(f"{ct} {n} = {c};")
         names.append(n)
     return lines, names
+
+
+@dataclass
+class Ctl:
+    """One parser/control instance being generated."""
+
+    decl: Any
+    path: str
+    ident: int
+    scope: dict[str, V] = field(default_factory=dict)
+    actions: dict[str, tuple[str, str, Any]] = field(default_factory=dict)  # name→(cfn,fq,decl)
+    fn: str = ""
