@@ -29,7 +29,8 @@ from p4sim.p4info import compile_outputs, write_p4info
 from p4sim.p4runtime.pipeline import load_switch_from_device_config
 from p4sim.p4runtime.server import P4RuntimeServer
 from p4sim.runtime import hashes
-from p4sim.stf import parse_stf, run_stf
+from p4sim.stf import run_stf
+from p4sim.stf_format import parse_stf
 from p4sim.switch import Switch
 from tests.beyond_bmv2 import target_of
 from tests.test_stf_programs import P4_DIR, STF_FILES, program_for

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from p4sim.frontend.diagnostics import P4Error
-from p4sim.stf import StfError, parse_stf, run_stf
+from p4sim.stf import run_stf
+from p4sim.stf_format import StfError, parse_stf
 from p4sim.switch import Switch
 from tests.beyond_bmv2 import target_of
 

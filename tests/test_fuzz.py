@@ -22,7 +22,8 @@ import pytest
 
 from p4sim.compiler import compile_text
 from p4sim.frontend.diagnostics import P4Error
-from p4sim.stf import Expect, PacketIn, parse_stf, run_stf
+from p4sim.stf import run_stf
+from p4sim.stf_format import Expect, PacketIn, parse_stf
 from p4sim.switch import Switch
 from tests.beyond_bmv2 import target_of
 from tests.test_stf_programs import program_for

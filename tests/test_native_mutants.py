@@ -34,7 +34,8 @@ from p4sim.compiler.program import CompiledProgram
 from p4sim.frontend import ast
 from p4sim.frontend.diagnostics import P4Error
 from p4sim.frontend.parser import parse_program
-from p4sim.stf import PacketIn, parse_stf, run_stf
+from p4sim.stf import run_stf
+from p4sim.stf_format import PacketIn, parse_stf
 from p4sim.switch import Switch
 from tests.test_native import fuzz_frames, run_both, state
 

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from p4sim.stf import (
+from p4sim.stf import main, run_stf
+from p4sim.stf_format import (
     CheckCounter,
     CheckRegister,
     Expect,
@@ -24,11 +25,9 @@ from p4sim.stf import (
     StfError,
     TableAdd,
     ValueSetAdd,
-    main,
     match_expected,
     parse_stf,
     parse_value,
-    run_stf,
 )
 
 # -- parsing ----------------------------------------------------------------------------

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from p4sim.stf import parse_stf, run_stf
+from p4sim.stf import run_stf
+from p4sim.stf_format import parse_stf
 from tests.beyond_bmv2 import target_of
 
 P4_DIR = Path(__file__).parent / "p4"
