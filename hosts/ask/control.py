@@ -65,6 +65,8 @@ class Lines:
     def __init__(self, sock: socket.socket, auth: ChannelAuth | None = None) -> None:
         self.sock = sock
         self.buf = b""
+        self._parts: list[bytes] = []  # a line's pieces received after ``buf``, no newline yet
+        self._pending = 0  # their bytes
         self.auth = auth
         self.unsigned: frozenset[str] = frozenset()  # keys a message may come unsigned with
 
@@ -77,8 +79,17 @@ class Lines:
         data = self.sock.recv(1 << 20)
         if not data:
             raise ConnectionError("the peer closed the control connection")
-        self.buf += data
-        *lines, self.buf = self.buf.split(b"\n")
+        # a long line (a vocabulary, cold keys, a record: megabytes) comes in many pieces of
+        # what the link delivered; they are joined once its newline is in, not at each piece
+        # (which copies and scans the line so far every time: quadratic in its length)
+        self._pending += len(data)
+        if b"\n" not in data:
+            if self._pending + len(self.buf) > MAX_LINE:
+                raise ConnectionError(f"a control message over {MAX_LINE} bytes")
+            self._parts.append(data)
+            return []
+        *lines, self.buf = b"".join([self.buf, *self._parts, data]).split(b"\n")
+        self._parts, self._pending = [], 0
         if len(self.buf) > MAX_LINE:
             raise ConnectionError(f"a control message over {MAX_LINE} bytes")
         try:

@@ -20,6 +20,7 @@ from topologies.ask_cluster import (
     GOAL_CLUSTER,
     GOAL_LOCAL,
     GROUPBY_PATHS,
+    SPARK_GROUPBY,
     SWITCH_GROUPBY,
     fastest,
 )
@@ -150,9 +151,11 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
         if used:
             notes.append(f"word count ({wc['corpus']}), bytes over the links: {used}")
     console.print(t)
-    t = Table(title="GROUP BY k SUM(v), COUNT(*) on the same cluster (s; switch paths: run +"
-              " job set-up)")  # fmt: skip
-    for c in ("rows", "keys", *GROUPBY_PATHS.values(), "faster Spark / faster switch",
+    t = Table(title="GROUP BY k SUM(v), COUNT(*) on the same cluster: keys Zipf"
+              f" {rec.get('table_alpha', '?')} over {rec.get('table_keys', 0):,} ints, values"
+              " uniform in [-1000, 1000] (s; switch paths: run + job set-up)")  # fmt: skip
+    for c in ("rows", "keys", *GROUPBY_PATHS.values(), "MB over the links: fastest Spark /"
+              " faster switch", "fastest Spark shuffle / faster switch",
               "Arrow + Spark's shuffle / Arrow via switch", "switch tuples / bypassed", "exact",
               f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
         t.add_column(c, justify="right")
@@ -163,9 +166,11 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
         for k in GROUPBY_PATHS:
             setup = gb.get(f"{k}_setup_s")
             cells.append(f"{gb[f'{k}_s']:.2f}" + (f" +{setup:.2f}" if setup is not None else ""))
-        spark, best = fastest(gb, "spark_df", "spark_text"), fastest(gb, *SWITCH_GROUPBY)
-        t.add_row(f"{gb['rows']:,}", f"{gb['keys']:,}", *cells,
-                  f"{gb[f'{spark}_s'] / gb[f'{best}_s']:.2f}x",
+        spark, best = fastest(gb, *SPARK_GROUPBY), fastest(gb, *SWITCH_GROUPBY)
+        moved = "/".join(f"{gb[f'{k}_link_bytes'] / 1e6:.1f}" if f"{k}_link_bytes" in gb
+                         else "?" for k in (spark, best))  # fmt: skip
+        t.add_row(f"{gb['rows']:,}", f"{gb['keys']:,}", *cells, moved,
+                  f"{spark}: {gb[f'{spark}_s'] / gb[f'{best}_s']:.2f}x",
                   f"{gb['arrow_shuffle_s'] / gb['switch_lines_s']:.2f}x",
                   tuples(gb[f"{best}_stats"]), str(exact),
                   why(gb[f"{spark}_s"], gb[f"{best}_s"], gb[f"{best}_stats"], GOAL_CLUSTER,
