@@ -12,10 +12,11 @@ Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``Mapper
 ``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
 a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ..., "fps":
 [...], "keys": [...]}``, each key under its fingerprint) and its cold keys' exact sums
-(``"cold"``: keys that bypass the switch travel here, by key, not as FALLBACK packets the
-reducer would take one by one); when all are done the reducer
+(``"cold"``: keys that bypass the switch travel here, by key, as two columns, keys and
+values, not as FALLBACK packets the reducer would take one by one); when all are done the
+reducer
 drains the last epoch, asks for the exact sums of colliding fingerprints, if any
-(``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
+(``{"counts_for": [...]}``), writes the result (key -> total; columns too) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
 is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end.
 
