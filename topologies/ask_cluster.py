@@ -19,7 +19,8 @@ small file (Python workers, JIT):
   DataFrame ``explode(split(...)).groupBy("word").count()``, both through Spark's shuffle
   across the links; the same RDD reduced through the switch (``inclib.spark.reduce_by_key``);
   the lines through the switch in Arrow batches (``inclib.spark.count_words``);
-- ``GROUP BY k SUM(v), COUNT(*)`` (``GROUPBY_PATHS``): Spark's DataFrame over its CSV reader
+- ``GROUP BY k SUM(v), COUNT(*)`` (``GROUPBY_PATHS``; keys Zipf ``TABLE_ALPHA`` over
+  ``TABLE_KEYS`` ints, ``--table-keys``): Spark's DataFrame over its CSV reader
   and over the table's lines split in the JVM (``spark.read.text``), both with its
   ``groupBy("k").agg(sum, count)``; the CSV reader's rows through the switch in Arrow
   batches (``inclib.spark.group_by_sum_count``); the lines through the switch, parsed in
