@@ -402,3 +402,40 @@ def test_cold_keys_kept_for_the_host_travel_by_key_not_in_packets() -> None:
     assert m.cold == {"b": 2, "a": 1} and m.sent == {"a": 5, "c": 3}  # exact, none twice
     assert m.counts_for([fingerprint("a")]) == {"a": 5}  # what went through the switch only
     assert m.stats.bypass_tuples == 3 and "b" not in m._fp  # no fingerprint for "b"
+
+
+def test_a_mapper_process_imports_no_reducer_code_and_a_reducer_no_mapper_code() -> None:
+    import subprocess
+    import sys
+
+    def loaded(role: str) -> set[str]:
+        # what `python -m hosts.ask.run ROLE` has imported once it has picked its role
+        code = ("import sys, hosts.ask.run as r; r.main(sys.argv[1:]); print(' '.join("
+                "m for m in sys.modules if m.startswith('hosts.ask.')))")  # fmt: skip
+        out = subprocess.run([sys.executable, "-c", code, role, "--controller", "unix:/none"],
+                             capture_output=True, text=True, check=False)  # fmt: skip
+        return set(out.stdout.split())
+
+    mapper, reducer = loaded("mapper"), loaded("reducer")
+    assert "hosts.ask.mapper_process" in mapper and "hosts.ask.reducer_process" not in mapper
+    assert "hosts.ask.reducer_process" in reducer and "hosts.ask.mapper_process" not in reducer
+    from hosts.ask import run
+
+    assert run.send_partition.__module__ == "hosts.ask.mapper_process"  # the old names still
+
+
+def test_the_group_by_goal_is_against_the_fastest_of_sparks_shuffles() -> None:
+    from topologies.ask_cluster import GROUPBY_PATHS, summary
+
+    times = {"spark_df": 9.0, "spark_text": 8.0, "arrow_shuffle": 6.0, "switch_arrow": 5.0,
+             "switch_lines": 4.5}  # fmt: skip
+    gb: dict[str, Any] = {"rows": 10, "keys": 3}
+    for k in GROUPBY_PATHS:
+        gb[f"{k}_s"], gb[f"{k}_exact"] = times[k], True
+    rec = {"executors": 4, "bw_mbps": 100, "cluster_start_s": 1.0, "wordcount": [],
+           "groupby": [gb], "left_running": [], "table_keys": 10**6,
+           "table_alpha": 1.2}  # fmt: skip
+    text = summary(rec)
+    # the Arrow map side with Spark's own shuffle is the fastest baseline: 6.0 / 4.5
+    assert "fastest Spark shuffle (arrow_shuffle) / faster switch (switch_lines) 1.33x" in text
+    assert "NOT met" in text and "Zipf 1.2 over 1000000" in text

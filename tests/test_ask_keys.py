@@ -6,6 +6,7 @@ the reducer, as when the switch absorbs nothing); the controller's answers are s
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
@@ -123,3 +124,16 @@ def test_other_key_types_are_refused_in_one_line_naming_the_type(key: Any) -> No
         m.add_counts({key: 1})
     assert "\n" not in str(info.value)
     assert type(key[1] if isinstance(key, tuple) else key).__name__ in str(info.value)
+
+
+def test_counts_as_columns_come_back_as_sent_and_malformed_columns_are_refused() -> None:
+    from hosts.ask.keys import decode_counts, encode_columns
+
+    counts = {"a": 1, 7: -2, b"\x00": 3, ("t", 1): 2**40, "7": 5}
+    assert decode_counts(json.loads(json.dumps(encode_columns(counts)))) == counts
+    plain = {f"w{i}": i for i in range(1000)}
+    assert decode_counts(json.loads(json.dumps(encode_columns(plain)))) == plain
+    for bad in ({"keys": ["a"], "values": []}, {"keys": ["a"], "values": [1.5]},
+                {"keys": "a", "values": [1]}, {"keys": [True], "values": [1]}):  # fmt: skip
+        with pytest.raises(ValueError):
+            decode_counts(bad)

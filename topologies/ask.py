@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.ask.control import read_record
+from topologies.ask_cluster import TABLE_KEYS
 from topologies.ask_mappers import ServingMappers, licence_text, zipf_table, zipf_text
 from topologies.experiment import (
     Experiment,
@@ -211,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         choices=["zipf", "licences"],
         default="zipf",
         help="cluster: generated Zipf text or Debian's licences, repeated",
+    )
+    ap.add_argument(
+        "--table-keys",
+        type=int,
+        default=TABLE_KEYS,
+        help="cluster: the GROUP BY table's keys (Zipf over so many ints)",
+    )
+    ap.add_argument(
+        "--jobs",
+        default="wordcount,groupby",
+        help="cluster: which jobs (wordcount, groupby), comma-separated",
     )
     a = ap.parse_args(argv)
     if a.cmd == "cluster":  # --words: words in all (Zipf), rows of the GROUP BY table

@@ -19,7 +19,8 @@ small file (Python workers, JIT):
   DataFrame ``explode(split(...)).groupBy("word").count()``, both through Spark's shuffle
   across the links; the same RDD reduced through the switch (``inclib.spark.reduce_by_key``);
   the lines through the switch in Arrow batches (``inclib.spark.count_words``);
-- ``GROUP BY k SUM(v), COUNT(*)`` (``GROUPBY_PATHS``): Spark's DataFrame over its CSV reader
+- ``GROUP BY k SUM(v), COUNT(*)`` (``GROUPBY_PATHS``; keys Zipf ``TABLE_ALPHA`` over
+  ``TABLE_KEYS`` ints, ``--table-keys``): Spark's DataFrame over its CSV reader
   and over the table's lines split in the JVM (``spark.read.text``), both with its
   ``groupBy("k").agg(sum, count)``; the CSV reader's rows through the switch in Arrow
   batches (``inclib.spark.group_by_sum_count``); the lines through the switch, parsed in
@@ -70,6 +71,11 @@ GROUPBY_PATHS = {  # GROUP BY's paths (driver_group_by): Spark's own, the contro
     "switch_lines": "lines parsed in Arrow via switch",
 }
 EXECUTOR_MEMORY = "512m"
+# The GROUP BY table's keys: Zipf over a million ints, so that after Spark's map-side
+# combine each executor still shuffles a quarter of a million records or so (the regime
+# ASK is about: skewed keys, hot ones through the switch, the long tail bypassing it)
+TABLE_KEYS = 1_000_000
+TABLE_ALPHA = 1.2
 
 
 # --- the driver (runs on the driver's host) ------------------------------------------------
@@ -373,6 +379,7 @@ def driver_main(argv: list[str]) -> int:
     ap.add_argument("--hot", type=int, default=0)
     ap.add_argument("--out", required=True)
     ap.add_argument("--switch-pid", type=int, help="p4sim's PID: its CPU time per path")
+    ap.add_argument("--jobs", default="wordcount,groupby", help="which jobs, comma-separated")
     a = ap.parse_args(argv)
     if a.switch_pid:
         SWITCH_PID.append(a.switch_pid)
@@ -384,13 +391,14 @@ def driver_main(argv: list[str]) -> int:
     try:
         jobs = SwitchJobs(a)
         texts, tables = a.inputs.split(","), a.tables.split(",")
+        run = a.jobs.split(",")
         out["wordcount"] = [
             driver_word_count(spark, a, jobs, t, i == 0 and not a.no_warm)
-            for i, t in enumerate(texts)
+            for i, t in enumerate(texts if "wordcount" in run else [])
         ]
         out["groupby"] = [
             driver_group_by(spark, a, jobs, t, i == 0 and not a.no_warm)
-            for i, t in enumerate(tables)
+            for i, t in enumerate(tables if "groupby" in run else [])
         ]
     finally:
         spark.stop()
@@ -459,9 +467,12 @@ def run_cluster(
     executors: int = 2, sizes: tuple[int, ...] = (20000,), corpora: tuple[str, ...] = ("zipf",),
     bw_mbps: float = 100.0, hot: int = 0, run_dir: Path = RUN_DIR, ask_rows: int = 1024,
     window: int | None = None, timeout: float = 3600.0, log: Any = print, warm: bool = True,
+    table_keys: int = TABLE_KEYS, table_alpha: float = TABLE_ALPHA,
+    jobs: tuple[str, ...] = ("wordcount", "groupby"),
 ) -> dict[str, Any]:  # fmt: skip
     """The cluster, the driver's jobs and ASK's own mappers (module doc) on a corpus of each
-    kind and size (words; the GROUP BY tables have as many rows); the record. ``window``:
+    kind and size (words; the GROUP BY tables have as many rows, keys Zipf(``table_alpha``)
+    over ``table_keys`` ints); the record. ``jobs``: which of them run. ``window``:
     packets in flight per mapper, by default 64 (or the most the rows allow): more only
     queues packets at the reducer, a Python process, past the mappers' timeouts. ``warm``:
     each path's Spark part runs once before it is timed (False: results only, no timing
@@ -480,14 +491,15 @@ def run_cluster(
     tables = []
     for n in sizes:
         tables.append(run_dir / f"table-{n}.csv")
-        zipf_table(tables[-1], n, seed=12)
+        zipf_table(tables[-1], n, seed=12, keys=table_keys, alpha=table_alpha)
     warm_text, warm_table = run_dir / "warm.txt", run_dir / "warm.csv"
     write_corpus(warm_text, "zipf", 20000)
     zipf_table(warm_table, 5000, seed=13)
     master, driver = executors + 1, executors + 2
     cfg = ExperimentConfig(star(driver), bw_mbps=bw_mbps, run_dir=run_dir, log=log)
     record: dict[str, Any] = {"executors": executors, "bw_mbps": bw_mbps, "hot": hot,
-                              "window": window}  # fmt: skip
+                              "window": window, "table_keys": table_keys,
+                              "table_alpha": table_alpha}  # fmt: skip
     driver_procs = Tracked()
     with Experiment(cfg) as ex, LinkSampler(ex) as links:
         t0 = time.perf_counter()
@@ -504,7 +516,8 @@ def run_cluster(
                    "--tables", ",".join(str(t.resolve()) for t in tables),
                    "--warm-table", str(warm_table.resolve()),
                    "--rows", str(ask_rows), "--window", str(window), "--hot", str(hot),
-                   "--out", str(out), "--switch-pid", str(ex.switch("s1").proc.pid)]  # fmt: skip
+                   "--out", str(out), "--switch-pid", str(ex.switch("s1").proc.pid),
+                   "--jobs", ",".join(jobs)]  # fmt: skip
             env = spark_env(host_ip(driver), run_dir, f"h{driver}")
             code = run_tracked(ex, f"h{driver}", cmd, ex.logs / "driver.log", timeout,
                                driver_procs, env)  # fmt: skip
@@ -515,11 +528,12 @@ def run_cluster(
             record.update(json.loads(out.read_text()))
         record["left_running"] = cluster.alive() + driver_procs.alive()
         with ServingMappers(ex, workers, driver) as serving:  # ASK's own, executors' hosts
-            for text, rec in zip(texts, record["wordcount"], strict=True):
+            for text, rec in zip(texts[: len(record["wordcount"])], record["wordcount"],
+                                 strict=True):  # fmt: skip
                 t_ask = time.time()
                 rec.update(serving.word_count(text, ask_rows, window, 1 << 20, run_dir))
                 rec["ask_span"] = [t_ask, time.time()]
-    for text, rec in zip(texts, record["wordcount"], strict=True):
+    for text, rec in zip(texts[: len(record["wordcount"])], record["wordcount"], strict=True):
         rec["corpus"] = text.name.split("-")[0]
     for rec in record["wordcount"] + record["groupby"]:
         links.annotate(rec)
@@ -552,7 +566,8 @@ def cluster_main(a: argparse.Namespace) -> int:
     ``results/ask_cluster.json``."""
 
     def go() -> int:
-        rec = run_cluster(a.executors, (a.words,), (a.corpus,), bw_mbps=a.bw, hot=a.hot)
+        rec = run_cluster(a.executors, (a.words,), (a.corpus,), bw_mbps=a.bw, hot=a.hot,
+                          table_keys=a.table_keys, jobs=tuple(a.jobs.split(",")))  # fmt: skip
         Path("results").mkdir(exist_ok=True)
         Path("results/ask_cluster.json").write_text(json.dumps(rec, indent=1))
         print(summary(rec))
@@ -578,12 +593,14 @@ def summary(rec: dict[str, Any]) -> str:
                      f" faster Spark / faster switch"
                      f" {goal(spark / switch, GOAL_CLUSTER)}")  # fmt: skip
     for gb in rec["groupby"]:
-        lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys):")
+        workload = f"Zipf {rec.get('table_alpha', '?')} over {rec.get('table_keys', '?')}"
+        lines.append(f"GROUP BY k SUM(v), COUNT(*) ({gb['rows']} rows, {gb['keys']} keys,"
+                     f" {workload}):")  # fmt: skip
         for k in GROUPBY_PATHS:
             setup = f"  (+{gb[f'{k}_setup_s']:.2f} s set-up)" if f"{k}_setup_s" in gb else ""
             lines.append(f"  {k:13s} {gb[f'{k}_s']:8.2f} s  exact={gb[f'{k}_exact']}{setup}")
-        spark, switch = fastest(gb, "spark_df", "spark_text"), fastest(gb, *SWITCH_GROUPBY)
-        lines.append(f"  faster Spark ({spark}) / faster switch ({switch})"
+        spark, switch = fastest(gb, *SPARK_GROUPBY), fastest(gb, *SWITCH_GROUPBY)
+        lines.append(f"  fastest Spark shuffle ({spark}) / faster switch ({switch})"
                      f" {goal(gb[f'{spark}_s'] / gb[f'{switch}_s'], GOAL_CLUSTER)};"
                      f" the same Arrow map side with Spark's shuffle / via switch"
                      f" {gb['arrow_shuffle_s'] / gb['switch_lines_s']:.2f}x")  # fmt: skip
@@ -592,6 +609,9 @@ def summary(rec: dict[str, Any]) -> str:
 
 
 SWITCH_GROUPBY = ("switch_arrow", "switch_lines")
+# Spark's shuffle, the baseline: its DataFrame over its CSV reader, over the lines split in
+# the JVM, and over the switch paths' own Arrow map side (the fastest of them counts)
+SPARK_GROUPBY = ("spark_df", "spark_text", "arrow_shuffle")
 
 
 def fastest(rec: dict[str, Any], *paths: str) -> str:

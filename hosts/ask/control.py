@@ -12,10 +12,11 @@ Data: AGG_KV packets over UDP port ``INC_UDP_PORT`` through the switch (``Mapper
 ``--swap-s`` seconds (``{"epoch": e}`` / ``{"moved": e}``) and drains the copy they left;
 a mapper whose tuples are all acknowledged sends its vocabulary (``{"done": ..., "fps":
 [...], "keys": [...]}``, each key under its fingerprint) and its cold keys' exact sums
-(``"cold"``: keys that bypass the switch travel here, by key, not as FALLBACK packets the
-reducer would take one by one); when all are done the reducer
+(``"cold"``: keys that bypass the switch travel here, by key, as two columns, keys and
+values, not as FALLBACK packets the reducer would take one by one); when all are done the
+reducer
 drains the last epoch, asks for the exact sums of colliding fingerprints, if any
-(``{"counts_for": [...]}``), writes the result (key -> total) as JSON and
+(``{"counts_for": [...]}``), writes the result (key -> total; columns too) as JSON and
 says ``{"bye": true}``. A collector (``collect``: the Spark driver) says ``{"collect": true}``,
 is answered ``{"collecting": true}`` and gets ``{"record": ...}`` at the end.
 
@@ -65,6 +66,8 @@ class Lines:
     def __init__(self, sock: socket.socket, auth: ChannelAuth | None = None) -> None:
         self.sock = sock
         self.buf = b""
+        self._parts: list[bytes] = []  # a line's pieces received after ``buf``, no newline yet
+        self._pending = 0  # their bytes
         self.auth = auth
         self.unsigned: frozenset[str] = frozenset()  # keys a message may come unsigned with
 
@@ -77,8 +80,17 @@ class Lines:
         data = self.sock.recv(1 << 20)
         if not data:
             raise ConnectionError("the peer closed the control connection")
-        self.buf += data
-        *lines, self.buf = self.buf.split(b"\n")
+        # a long line (a vocabulary, cold keys, a record: megabytes) comes in many pieces of
+        # what the link delivered; they are joined once its newline is in, not at each piece
+        # (which copies and scans the line so far every time: quadratic in its length)
+        self._pending += len(data)
+        if b"\n" not in data:
+            if self._pending + len(self.buf) > MAX_LINE:
+                raise ConnectionError(f"a control message over {MAX_LINE} bytes")
+            self._parts.append(data)
+            return []
+        *lines, self.buf = b"".join([self.buf, *self._parts, data]).split(b"\n")
+        self._parts, self._pending = [], 0
         if len(self.buf) > MAX_LINE:
             raise ConnectionError(f"a control message over {MAX_LINE} bytes")
         try:

@@ -26,7 +26,7 @@ import numpy as np
 
 from hosts.ask import control
 from hosts.ask.control import Lines, control_key
-from hosts.ask.keys import encode, encode_counts
+from hosts.ask.keys import encode, encode_columns, encode_counts
 from hosts.ask.mapper import MapperConfig, MapperFlow
 from hosts.ask.text_splits import chunk_counts_of
 from hosts.transport.control_auth import ChannelAuth
@@ -122,7 +122,7 @@ def send_partition(
                 keys = [encode(k) for ks in m.vocab.values() for k in ks]
                 phases["acked"] = time.perf_counter() - t_start
                 ctl.send({"done": worker_id, "fps": fps, "keys": keys, "stats": m.stats.__dict__,
-                          "cold": encode_counts(m.cold)})  # fmt: skip
+                          "cold": encode_columns(m.cold)})  # fmt: skip
                 done_sent = True
             t1 = time.perf_counter()
             r, _, _ = select.select([ep.fileno(), ctl.sock], [], [], mcfg.rto / 2)

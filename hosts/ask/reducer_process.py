@@ -25,7 +25,7 @@ from typing import Any
 
 from hosts.ask import control
 from hosts.ask.control import Lines, control_key
-from hosts.ask.keys import decode, decode_counts, encode_counts
+from hosts.ask.keys import decode, decode_counts, encode_columns
 from hosts.ask.reducer import Reducer, owners
 from hosts.transport.control_auth import ChannelAuth
 from hosts.transport.udp import Endpoint
@@ -185,7 +185,7 @@ def run_reducer(a: argparse.Namespace) -> int:
         if t_first is not None:
             phases["first packet"] = t_first - t_ready
         out = {
-            "result": encode_counts(result), "seconds": seconds, "epochs": epoch,
+            "result": encode_columns(result), "seconds": seconds, "epochs": epoch,
             "reducer": {**red.stats.__dict__, "phases": phases}, "mappers": stats,
         }  # fmt: skip
         if a.out:

@@ -19,7 +19,9 @@ the protocol, who is who, signed lines); ASK's own mappers read text splits
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+from typing import Any
 
 from hosts.ask.control import (
     CONTROL_PORT,
@@ -32,15 +34,27 @@ from hosts.ask.control import (
     subscribe,
     wait_record,
 )
-from hosts.ask.mapper_process import run_mapper, send_partition, serve_mapper
-from hosts.ask.reducer_process import run_reducer, serve_reducer
-from hosts.ask.text_splits import chunk_counts_of, split_blocks
 
-__all__ = [  # the processes' pieces, by the names callers have used from here
-    "CONTROL_PORT", "MAX_LINE", "Lines", "RecordWatch", "chunk_counts_of", "collect",
-    "control_key", "main", "parser", "read_record", "run_mapper", "run_reducer",
-    "send_partition", "serve_mapper", "serve_reducer", "split_blocks", "subscribe",
-    "wait_record",
+# the processes' modules, imported by the role that runs (a mapper process does not pay
+# for the reducer's imports, nor the reducer for the mapper's): part of their one-time start
+_LAZY = {
+    "run_mapper": "hosts.ask.mapper_process", "send_partition": "hosts.ask.mapper_process",
+    "serve_mapper": "hosts.ask.mapper_process", "run_reducer": "hosts.ask.reducer_process",
+    "serve_reducer": "hosts.ask.reducer_process", "chunk_counts_of": "hosts.ask.text_splits",
+    "split_blocks": "hosts.ask.text_splits",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [  # the processes' pieces, by the names callers have used from here (and the
+    # processes' functions, through ``_LAZY``)
+    "CONTROL_PORT", "MAX_LINE", "Lines", "RecordWatch", "collect", "control_key", "main",
+    "parser", "read_record", "subscribe", "wait_record",
 ]  # fmt: skip
 
 
@@ -96,19 +110,23 @@ def main(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
     try:
         if a.role == "mapper":
+            from hosts.ask import mapper_process
+
             if a.serve:
-                return serve_mapper(a)
+                return mapper_process.serve_mapper(a)
             if None in (a.input, a.worker_id, a.job_id):
                 print("ask mapper: --job-id, --worker-id and --input are required (or --serve)",
                       file=sys.stderr)  # fmt: skip
                 return 2
-            return run_mapper(a)
+            return mapper_process.run_mapper(a)
+        from hosts.ask import reducer_process
+
         if a.serve:
-            return serve_reducer(a)
+            return reducer_process.serve_reducer(a)
         if a.job_id is None:
             print("ask reducer: --job-id is required (or --serve)", file=sys.stderr)
             return 2
-        return run_reducer(a)
+        return reducer_process.run_reducer(a)
     except (OSError, ConnectionError, ValueError) as e:
         print(f"ask {a.role}: {e}", file=sys.stderr, flush=True)
         import traceback

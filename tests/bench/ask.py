@@ -204,9 +204,10 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
               " reducer, switch) (s)")  # fmt: skip
     for c in ("corpus", "words", "keys", "Spark RDD", "Spark DataFrame",
               "Spark RDD via switch", "ASK job", "ASK job set-up", "once: ASK processes /"
-              " Spark session", "faster Spark / ASK job", "faster Spark / ASK with set-up",
-              f"goal >= {GOAL_LOCAL:g}x (with set-up)", "faster Spark / ASK with set-up and"
-              " its processes' start", "from nothing: Spark / ASK",
+              " Spark session", "faster Spark / ASK job",
+              f"running: faster Spark / ASK with its job's set-up (goal >= {GOAL_LOCAL:g}x)",
+              "from nothing: Spark's session + faster Spark / ASK's processes + set-up + job"
+              f" (goal >= {GOAL_LOCAL:g}x)",
               "RDD / RDD via switch (goal >= 1x)", "exact"):  # fmt: skip
         t.add_column(c, justify="right")
     run_dir = Path("run/ask-bench")
@@ -235,10 +236,8 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
         t.add_row(name, f"{rec['words']:,}", f"{rec['keys']:,}", f"{rec['spark_rdd_s']:.2f}",
                   f"{rec['spark_df_s']:.2f}", f"{rec['switch_s']:.2f}", f"{job:.2f}",
                   f"{setup:.2f}", f"{rec['ask_startup_s']:.2f} / {rec['session_s']:.2f}",
-                  f"{faster / job:.2f}x", f"{faster / (job + setup):.2f}x",
-                  goal(faster / (job + setup), GOAL_LOCAL),
-                  goal(faster / (job + setup + rec["ask_startup_s"]), GOAL_LOCAL),
-                  f"{cold:.2f}x", goal(rdd, 1.0),
+                  f"{faster / job:.2f}x", goal(faster / (job + setup), GOAL_LOCAL),
+                  goal(cold, GOAL_LOCAL), goal(rdd, 1.0),
                   str(exact))  # fmt: skip
     console.print(t)
     console.print("ASK: long-lived mapper and reducer processes (as Spark's executors and"
@@ -246,9 +245,12 @@ def bench_ask(console: Console, seconds: float = 3.0, rows: int = 64, words: int
                   " the running mappers (each then fetches its configuration and connects) to"
                   " the result at the reducer; set-up: the job's admission and the reducer"
                   " taking it until ready; once: the processes' own start (interpreter,"
-                  " imports) and Spark's session start, each paid once for every job after;"
-                  " from nothing: Spark's session start and query against ASK's processes'"
-                  " start, set-up and job")  # fmt: skip
+                  " imports) and Spark's session start (its JVM, driver and executor), each"
+                  " paid once for every job after. The same accounting on both sides: running"
+                  " (neither side's one-time start; ASK's per-job admission and reducer set-up"
+                  " counted, Spark's per-job work is inside its query) and from nothing (both"
+                  " one-time starts counted). ASK's processes' start against Spark's running"
+                  " session alone would count a one-time cost on one side only")  # fmt: skip
     for note in notes:
         console.print(note)
     rec = run_spark(partitions=2, words=spark_words // 2, run_dir=run_dir / "groupby",
