@@ -8,6 +8,7 @@ one job beside a tenant flooding the pool, metered or not. The jobs, hosts and c
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,9 @@ class BenchRow:
     # the switch process, the parameter servers, the workers; and retransmissions per psn.
     cpu_us: tuple[float, float, float] = (0.0, 0.0, 0.0)
     retx: float = 0.0
+    # Packets per psn into and out of the switch (its ports' counters): what each path
+    # costs p4sim and the kernel (static partitioning: 2 in, 2 out with 2 workers).
+    switch_packets: tuple[float, float] = (0.0, 0.0)
 
     @property
     def total_mbps(self) -> float:
@@ -112,6 +116,19 @@ def cpu_seconds(pids: list[int]) -> float:
             continue  # ended
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / tick
+
+
+def switch_packets(ex: Experiment) -> tuple[int, int]:
+    """Packets received and sent by every switch port so far (the kernel's counters)."""
+    rx = tx = 0
+    for intf in ex.switch_intfs():
+        stats = Path(f"/sys/class/net/{intf}/statistics")
+        try:
+            rx += int((stats / "rx_packets").read_text())
+            tx += int((stats / "tx_packets").read_text())
+        except OSError:
+            continue  # not in this namespace's /sys
+    return rx, tx
 
 
 def _profile(
@@ -184,18 +201,26 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
             ):
                 before = pool_events(ex)
                 sw0, ps0 = cpu_seconds(switch_pid), cpu_seconds(ps_pids)
+                pk0 = switch_packets(ex)
                 out = RUN_DIR / f"bench{n}" / mode.replace(" ", "_")
                 calls = cfg.calls + WARM_UP
+                # Every worker of every job starts its calls at once (a barrier after its
+                # set-up): the jobs run concurrently, not one after the other as they start.
+                shutil.rmtree(out / "barrier", ignore_errors=True)
                 got = run_jobs(ex, jobs, out, cfg.size, calls, 70, "--bits", "24",
                                "--compute-ms", str(cfg.compute_ms),
-                               "--timeout", f"{cfg.timeout_s:g}", *extra)  # fmt: skip
+                               "--timeout", f"{cfg.timeout_s:g}",
+                               "--barrier", str(out / "barrier"), str(n * cfg.workers),
+                               *extra)  # fmt: skip
                 sw1, ps1 = cpu_seconds(switch_pid), cpu_seconds(ps_pids)
+                pk1 = switch_packets(ex)
                 after = pool_events(ex)
                 for j in jobs:
                     bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, calls, bits=24)
                     if bad:
                         raise ExperimentError(f"{mode}, job {j.job_id}: {bad[0]}")
                 d = {k: after[k] - before[k] for k in after}
+                psns = n * calls * -(-cfg.size // SLOTS)
                 fell_first = d["collision"] + d["followed"] + d["capped"] + d["overflow"]
                 first = d["claimed"] + d["added"] + fell_first
                 seen = first + d["retx_fallback"]
@@ -205,7 +230,8 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
                         n, mode, tuple(_goodput(got[j.job_id], cfg.size, WARM_UP) for j in jobs),
                         d["collision"] / first if first else 0.0,
                         fell / seen if seen else 0.0,
-                        *_profile(got, n * calls * -(-cfg.size // SLOTS), sw1 - sw0, ps1 - ps0),
+                        *_profile(got, psns, sw1 - sw0, ps1 - ps0),
+                        ((pk1[0] - pk0[0]) / psns, (pk1[1] - pk0[1]) / psns),
                     )
                 )  # fmt: skip
                 log(f"{n} job(s), {mode}: {rows[-1].total_mbps:.2f} Mbit/s in total")
@@ -221,7 +247,8 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
         " p4sim on Mininet)"
     )
     for col in ("jobs", "mode", "per-job Mbit/s", "total Mbit/s", "vs static", "collisions",
-                "fallbacks", "retx/psn", "CPU µs/psn: switch", "PS", "workers"):  # fmt: skip
+                "fallbacks", "retx/psn", "CPU µs/psn: switch", "PS", "workers",
+                "switch pkts/psn in", "out"):  # fmt: skip
         t.add_column(col, justify="left" if col == "mode" else "right")
     static = {r.jobs: r.total_mbps for r in rows if r.mode == MODES[1]}
     for r in rows:
@@ -232,6 +259,7 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
             f"{r.total_mbps:.2f}", f"{ratio:.2f}x",
             f"{r.collisions:.1%}" if atp else "-", f"{r.fallbacks:.1%}" if atp else "-",
             f"{r.retx:.3f}", *(f"{c:.0f}" for c in r.cpu_us),
+            *(f"{p:.2f}" for p in r.switch_packets),
         )  # fmt: skip
     return t
 
