@@ -35,14 +35,21 @@ from topologies.impair_relay import Impairment
 from wire.header import SLOTS
 
 # --- benchmark: shared pool vs static partitioning vs PS only --------------------------------
-MODES = ("atp shared pool", "static partition", "ps only")
+# Static partitioning gets the shared pool's register memory: a NetReduce aggregator holds
+# two copies (versions) of K values where an ATP aggregator holds one, so ``pool`` ATP
+# aggregators are ``pool / 2`` NetReduce ones, split equally (each job's window its share).
+# "static, 2x memory" splits ``pool`` NetReduce aggregators (twice the registers): the
+# baseline before, printed beside it.
+MODES = ("atp shared pool", "static partition", "ps only", "static, 2x memory")
 
 
 @dataclass(frozen=True)
 class BenchConfig:
     """``jobs``: concurrent job counts; every job has ``workers`` workers and window
-    ``window``; ``pool`` aggregators in all (the ATP range shared by every job, or split in
-    equal NetReduce regions), smaller than the jobs' combined windows."""
+    ``window``; ``pool`` ATP aggregators in all (the range shared by every job), or their
+    register memory split in equal NetReduce regions (``pool / 2`` aggregators of two
+    copies; and ``pool`` of them, twice the memory, in a row of its own), smaller than the
+    jobs' combined windows."""
 
     jobs: tuple[int, ...] = (1, 2, 4)
     workers: int = 2
@@ -152,8 +159,22 @@ def _goodput(got: list[dict[str, Any]], size: int, skip: int = 0) -> float:
     return size * 4 * 8 / slowest / 1e6 if slowest > 0 else 0.0
 
 
+def netreduce_jobs(
+    ex: Experiment, name: str, share: int, groups: list[list[int]], ps_hosts: list[int]
+) -> list[AtpJob]:
+    """A NetReduce job per group of worker hosts, each a region of ``share`` aggregators
+    (its window), aggregation address the group's PS host."""
+    return [
+        AtpJob(ex.submit(f"{name}{j}", workers=len(g), window=share, worker_ports=g,
+                         worker_ips=[host_ip(h) for h in g], worker_macs=[host_mac(h) for h in g],
+                         agg_ip=host_ip(ps), agg_mac=host_mac(ps)),
+               tuple(g), "netreduce")
+        for j, (g, ps) in enumerate(zip(groups, ps_hosts, strict=True))
+    ]  # fmt: skip
+
+
 def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
-    """Each job count on a fresh network: the three modes one after the other, same hosts."""
+    """Each job count on a fresh network: the modes one after the other, same hosts."""
     from topologies.experiment import star
 
     rows = []
@@ -176,15 +197,9 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
             ps_pids = [start_ps(ex, ps, [j.job_id]).pid
                        for j, ps in zip(atp_jobs, ps_hosts, strict=True)]  # fmt: skip
             switch_pid = [ex.switch().proc.pid] if getattr(ex.switch(), "proc", None) else []
-            share = max(cfg.pool // n, 1)
-            static = [
-                AtpJob(ex.submit(f"nr{j}", workers=cfg.workers, window=share, worker_ports=g,
-                                 worker_ips=[host_ip(h) for h in g],
-                                 worker_macs=[host_mac(h) for h in g],
-                                 agg_ip=host_ip(ps_hosts[j]), agg_mac=host_mac(ps_hosts[j])),
-                       tuple(g), "netreduce")
-                for j, g in enumerate(groups)
-            ]  # fmt: skip
+
+            static = netreduce_jobs(ex, "nr", max(cfg.pool // (2 * n), 1), groups, ps_hosts)
+            static_2x = netreduce_jobs(ex, "nr2x", max(cfg.pool // n, 1), groups, ps_hosts)
             for ps, g in zip(ps_hosts, groups, strict=True):
                 ips = [a for h in g for a in ("--worker-ip", host_ip(h))]  # the plan's workers
                 ps_pids.append(ex.start_service(
@@ -198,6 +213,7 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
                 (MODES[1], static, ()),
                 # the PS has no switch memory to share: its window is the ATP jobs' window
                 (MODES[2], static, ("--method", "ps", "--window", str(cfg.window))),
+                (MODES[3], static_2x, ()),
             ):
                 before = pool_events(ex)
                 sw0, ps0 = cpu_seconds(switch_pid), cpu_seconds(ps_pids)
@@ -242,7 +258,8 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
     from rich.table import Table
 
     t = Table(
-        title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} aggregators,"
+        title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} ATP aggregators;"
+        f" static: the same memory, {cfg.pool // 2} NetReduce aggregators of two copies;"
         f" window {cfg.window} per job, {cfg.workers} workers per job, {cfg.links},"
         " p4sim on Mininet)"
     )
@@ -276,7 +293,12 @@ def plot(rows: list[BenchRow], path: Path, links: str = "") -> Path:
     for i, mode in enumerate(MODES):
         vals = [next((r.total_mbps for r in rows if r.jobs == n and r.mode == mode), 0.0)
                 for n in counts]  # fmt: skip
-        ax.bar([c + (i - 1) * width for c in range(len(counts))], vals, width, label=mode)
+        ax.bar(
+            [c + (i - (len(MODES) - 1) / 2) * width for c in range(len(counts))],
+            vals,
+            width,
+            label=mode,
+        )
     ax.set_xticks(range(len(counts)), [f"{n} job(s)" for n in counts])
     ax.set_ylabel("total all-reduce goodput, Mbit/s")
     ax.set_title(f"ATP vs NetReduce regions vs PS (p4sim, Mininet{', ' if links else ''}{links})")
@@ -307,7 +329,8 @@ def ratio_line(rows: list[BenchRow]) -> str:
         f"at {top} jobs: shared pool / static partitioning = {shared / s:.2f}x"
         f" (goal >= {GOAL_VS_STATIC}x: {met(shared / s >= GOAL_VS_STATIC)}; ATP reports"
         f" +38-66%), shared pool / PS only = {shared / ps:.2f}x (goal > 1: {met(shared > ps)}),"
-        f" PS only / static = {ps / s:.2f}x"
+        f" PS only / static = {ps / s:.2f}x; against static partitioning with twice the"
+        f" memory: {shared / (by.get(MODES[3]) or float('nan')):.2f}x"
     )
 
 
