@@ -198,3 +198,15 @@ def test_the_ps_backend_is_chosen_like_the_workers_and_bad_jobs_are_refused() ->
         NativeAtpAggregator(-1, JOBS, 0, KEEP_RESULTS)
     with pytest.raises(ValueError, match="job 3"):
         NativeAtpAggregator(-1, {3: AtpJobSpec(40, "10.0.0.1")}, 4, 16)
+
+
+def test_a_ps_for_more_jobs_than_the_c_loop_serves_stays_in_python() -> None:
+    from hosts.atp.native_ps import MAX_JOBS
+
+    many = {j: AtpJobSpec(2, "10.0.0.1") for j in range(1, MAX_JOBS + 2)}
+    ps = AtpParameterServer(many, bind=LOCAL, backend="native")
+    assert ps._native is None and ps.stats.packets == 0
+    ps.close()
+    ps = AtpParameterServer(dict(list(many.items())[:MAX_JOBS]), bind=LOCAL, backend="native")
+    assert ps._native is not None
+    ps.close()

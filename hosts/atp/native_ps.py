@@ -29,6 +29,7 @@ from hosts.transport.udp import Datagram
 _I64 = ctypes.c_int64
 _U32 = ctypes.c_uint32
 SLOT = 2048  # bytes per queued datagram (native_ps.c)
+MAX_JOBS = 64  # jobs one C loop serves (native_ps.c); a PS for more stays in Python
 _STATS = ("packets", "pieces", "aggregates", "duplicates", "conflicts", "results",
           "multicast", "reserved", "ignored", "forged")  # fmt: skip
 

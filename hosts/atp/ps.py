@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hosts.atp.native_ps import MAX_JOBS as NATIVE_MAX_JOBS
 from hosts.atp.native_ps import NativeAtpAggregator
 from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
@@ -261,7 +262,11 @@ class AtpParameterServer:
             self.endpoint.enable_ecn()  # results ECN-capable: a congested switch marks them
         self.backend = choose_backend(backend)
         self._native: NativeAtpAggregator | None = None
-        if self.backend == "native" and type(self.endpoint) is Endpoint:
+        if (
+            self.backend == "native"
+            and type(self.endpoint) is Endpoint
+            and len(jobs) <= NATIVE_MAX_JOBS
+        ):
             self._native = NativeAtpAggregator(
                 self.endpoint.fileno(), jobs, slots, self.aggregator.keep
             )
