@@ -56,7 +56,9 @@ class BenchConfig:
     window: int = 16
     pool: int = 16
     size: int = 8192
-    calls: int = 2
+    # measured calls per worker: 6, not 2, so that a mode's figure averages over more of
+    # the other sessions' moving load (calls last 30-150 ms on plain links)
+    calls: int = 6
     compute_ms: float = 0.0  # a training job's compute phase before each call (vector_job)
     delay_ms: float = 0.0  # one-way delay of every link (an impairment relay on each)
     bw_mbps: float | None = None  # every link shaped to this (htb); None: unshaped
