@@ -69,7 +69,21 @@ def parser() -> argparse.ArgumentParser:
                     help="a compute phase before each call: uniform in [0.5, 1.5] x this, the"
                          " same for the job's workers (seeded by --seed and the call)")  # fmt: skip
     ap.add_argument("--out", required=True, help="PREFIX: writes PREFIX.npy and PREFIX.json")
+    ap.add_argument("--barrier", nargs=2, metavar=("DIR", "N"),
+                    help="before the first call, wait until N workers (of any jobs) are"
+                         " ready, each a file in DIR: concurrent jobs' calls overlap")  # fmt: skip
     return ap
+
+
+def wait_barrier(directory: str, n: int, name: str, limit_s: float = 60.0) -> None:
+    """Mark this worker ready in ``directory`` and wait (at most ``limit_s``) until ``n``
+    workers are: every worker's first call then starts within a few ms of the others'."""
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"ready.{name}").touch()
+    end = time.monotonic() + limit_s
+    while len(list(d.glob("ready.*"))) < n and time.monotonic() < end:
+        time.sleep(0.002)
 
 
 def _client(a: argparse.Namespace, cfg: dict[str, Any]) -> Any:
@@ -120,11 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"method": a.method, "worker_id": a.worker_id, "times": []}
     out["times_by_size"] = by_size
     out["cpu"] = []
+    out["starts"] = []  # wall clock at each call's start (hosts share it: overlap of jobs)
     results = []
     try:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
         a.job_id = cfg.get("job_id", a.job_id)  # the id on the wire (ATP leaves: the spine's)
         client = _client(a, cfg)
+        if a.barrier:
+            wait_barrier(a.barrier[0], int(a.barrier[1]), f"{a.job_id}.{a.worker_id}")
         try:
             for size in sizes:
                 for call in range(a.calls):
@@ -132,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
                     if a.compute_ms > 0:
                         phase = np.random.default_rng((a.seed, call)).uniform(0.5, 1.5)
                         time.sleep(a.compute_ms * phase / 1e3)
+                    out["starts"].append(time.time())
                     t0, c0 = time.perf_counter(), time.process_time()
                     results.append(client.allreduce_int(x))
                     by_size[str(size)].append(time.perf_counter() - t0)

@@ -120,7 +120,8 @@ def test_a_timeout_whose_results_were_only_late_gives_the_window_back() -> None:
         c = AtpClient(5, 0, 1, 0, 64, 8, dest=("127.0.0.1", 9), bind=("127.0.0.1", 0),
                       timeout=0.05)  # fmt: skip
         spec = AtpJobSpec(1, "127.0.0.1", result_port=c.endpoint.address[1])
-        ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0))
+        # the Python PS, whose state machine the test wraps to stall it
+        ps = AtpParameterServer({5: spec}, bind=("127.0.0.1", 0), backend="python")
         process, stalled = ps.aggregator.process, threading.Event()
 
         def late(h: Header, values: np.ndarray) -> list[tuple[bytes, tuple[str, int]]]:

@@ -213,3 +213,29 @@ def test_vector_job_window_is_only_for_host_methods(
         main([*base, "--out", "/tmp/unused", *args])
     assert e.value.code == 2
     assert "--window: a positive count, for --method ps or ring only" in capsys.readouterr().err
+
+
+def test_vector_job_barrier_holds_every_worker_until_all_are_ready(tmp_path: Path) -> None:
+    """The bench's concurrent jobs: no worker passes the barrier before the last arrives;
+    one waiting for a worker that never comes gives up at its bound."""
+    import threading
+    import time
+
+    from hosts.vector_job import wait_barrier
+
+    passed: list[float] = []
+
+    def arrive_late() -> None:
+        time.sleep(0.2)
+        wait_barrier(str(tmp_path / "b"), 2, "1.1")
+
+    late = threading.Thread(target=arrive_late)
+    late.start()
+    t0 = time.monotonic()
+    wait_barrier(str(tmp_path / "b"), 2, "1.0")
+    passed.append(time.monotonic() - t0)
+    late.join()
+    assert passed[0] >= 0.15
+    t0 = time.monotonic()
+    wait_barrier(str(tmp_path / "c"), 2, "1.0", limit_s=0.1)
+    assert 0.1 <= time.monotonic() - t0 < 2.0

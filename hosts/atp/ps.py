@@ -17,6 +17,7 @@ PS gets both contributions as pieces and answers with the result):
 Run on the PS host, one process for every ATP job whose aggregation address it is::
 
     python -m hosts.atp.ps --controller unix:run/x/controller.sock --job-id 1 --job-id 2
+        [--host-backend native|python]   # default $INC_HOST_BACKEND, else native (C)
 
 What reaches the PS (docs/protocol.md, "ATP") is a *piece*: values and the bitmap of the
 workers whose contributions they sum. A worker packet that collided, was retransmitted or
@@ -45,6 +46,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hosts.atp.native_ps import MAX_JOBS as NATIVE_MAX_JOBS
+from hosts.atp.native_ps import NativeAtpAggregator
+from hosts.transport.native_window import choose_backend
 from hosts.transport.udp import Address, Datagram, DatagramEndpoint, Endpoint
 from wire.header import (
     _HEADER,
@@ -240,7 +244,9 @@ class AtpAggregator:
 
 
 class AtpParameterServer:
-    """An AtpAggregator behind a UDP endpoint on ``INC_UDP_PORT``, in a background thread."""
+    """An AtpAggregator behind a UDP endpoint on ``INC_UDP_PORT``, in a background thread;
+    with the native host back end (the default, ``$INC_HOST_BACKEND``) and a plain socket,
+    the same state machine and its socket loop in C (hosts/atp/native_ps.c)."""
 
     def __init__(
         self,
@@ -248,11 +254,22 @@ class AtpParameterServer:
         bind: Address = ("0.0.0.0", INC_UDP_PORT),
         slots: int = SLOTS,
         endpoint: DatagramEndpoint | None = None,
+        backend: str | None = None,
     ) -> None:
         self.aggregator = AtpAggregator(jobs, slots)
         self.endpoint: DatagramEndpoint = endpoint if endpoint is not None else Endpoint(bind)
         if isinstance(self.endpoint, Endpoint):
             self.endpoint.enable_ecn()  # results ECN-capable: a congested switch marks them
+        self.backend = choose_backend(backend)
+        self._native: NativeAtpAggregator | None = None
+        if (
+            self.backend == "native"
+            and type(self.endpoint) is Endpoint
+            and len(jobs) <= NATIVE_MAX_JOBS
+        ):
+            self._native = NativeAtpAggregator(
+                self.endpoint.fileno(), jobs, slots, self.aggregator.keep
+            )
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -262,9 +279,14 @@ class AtpParameterServer:
 
     @property
     def stats(self) -> AtpPsStats:
+        if self._native is not None:  # the C loop's counters, named as the reference's
+            for name, value in self._native.counts().items():
+                setattr(self.aggregator.stats, name, value)
         return self.aggregator.stats
 
     def serve(self) -> None:
+        while self._native is not None and not self._stop.is_set():
+            self._native.serve(max_ms=50)
         while not self._stop.is_set():
             if not self.endpoint.wait(0.05):
                 continue
@@ -283,7 +305,14 @@ class AtpParameterServer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5.0)
+        self.close()
+
+    def close(self) -> None:
         self.endpoint.close()
+        if self._native is not None:
+            _ = self.stats  # the C loop's last counters stay readable
+            self._native.close()
+            self._native = None
 
 
 def jobs_from_controller(url: str, job_ids: list[int]) -> dict[int, AtpJobSpec]:
@@ -305,10 +334,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--controller", required=True, help="daemon URL (unix:PATH)")
     ap.add_argument("--job-id", type=int, action="append", required=True, help="ATP job served")
     ap.add_argument("--bind", default="0.0.0.0", help="address to listen on")
+    ap.add_argument(
+        "--host-backend",
+        choices=["native", "python"],
+        help="the serve loop: native (C) or python; default $INC_HOST_BACKEND, else native",
+    )
     args = ap.parse_args(argv)
     try:
         jobs = jobs_from_controller(args.controller, args.job_id)
-        ps = AtpParameterServer(jobs, (args.bind, INC_UDP_PORT))
+        ps = AtpParameterServer(jobs, (args.bind, INC_UDP_PORT), backend=args.host_backend)
     except Exception as e:  # noqa: BLE001 - one line for the user, whatever failed
         print(f"hosts.atp.ps: {e}", file=sys.stderr)
         return 2
@@ -319,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         ps.serve()
     finally:
-        ps.endpoint.close()
-    print(f"atp ps: {ps.stats}", flush=True)
+        ps.close()
+    print(f"atp ps ({ps.backend}): {ps.stats}", flush=True)
     return 0
 
 

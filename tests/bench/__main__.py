@@ -48,8 +48,10 @@ order), and a PNG of throughput against offered load.
 
 Section atp (topologies/atp/bench.py, root): 1, 2 and 4 concurrent jobs on one switch with a pool
 smaller than their combined windows: ATP's shared pool against static equal partitioning
-(NetReduce regions) and the parameter server alone, per-job and total goodput, collision and
-fallback rates, retransmissions and CPU per psn (switch, parameter servers, workers), side
+of the same register memory (NetReduce regions: an aggregator of two copies is two of ATP's;
+a row with twice the memory beside it) and the parameter server alone, per-job and total
+goodput, collision and fallback rates, retransmissions, CPU per psn (switch, parameter
+servers, workers) and switch packets per psn, every worker starting at one barrier, side
 by side in one run per job count, and issue 22's goals at 4 jobs (>= 1.3x static, ahead of
 the PS alone), each marked met or NOT met; a plot under results/. Twice: on
 unshaped links (p4sim's packet rate bounds every mode), and with 10 ms of delay on every

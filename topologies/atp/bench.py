@@ -8,6 +8,7 @@ one job beside a tenant flooding the pool, metered or not. The jobs, hosts and c
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,21 +35,30 @@ from topologies.impair_relay import Impairment
 from wire.header import SLOTS
 
 # --- benchmark: shared pool vs static partitioning vs PS only --------------------------------
-MODES = ("atp shared pool", "static partition", "ps only")
+# Static partitioning gets the shared pool's register memory: a NetReduce aggregator holds
+# two copies (versions) of K values where an ATP aggregator holds one, so ``pool`` ATP
+# aggregators are ``pool / 2`` NetReduce ones, split equally (each job's window its share).
+# "static, 2x memory" splits ``pool`` NetReduce aggregators (twice the registers): the
+# baseline before, printed beside it.
+MODES = ("atp shared pool", "static partition", "ps only", "static, 2x memory")
 
 
 @dataclass(frozen=True)
 class BenchConfig:
     """``jobs``: concurrent job counts; every job has ``workers`` workers and window
-    ``window``; ``pool`` aggregators in all (the ATP range shared by every job, or split in
-    equal NetReduce regions), smaller than the jobs' combined windows."""
+    ``window``; ``pool`` ATP aggregators in all (the range shared by every job), or their
+    register memory split in equal NetReduce regions (``pool / 2`` aggregators of two
+    copies; and ``pool`` of them, twice the memory, in a row of its own), smaller than the
+    jobs' combined windows."""
 
     jobs: tuple[int, ...] = (1, 2, 4)
     workers: int = 2
     window: int = 16
     pool: int = 16
     size: int = 8192
-    calls: int = 2
+    # measured calls per worker: 6, not 2, so that a mode's figure averages over more of
+    # the other sessions' moving load (calls last 30-150 ms on plain links)
+    calls: int = 6
     compute_ms: float = 0.0  # a training job's compute phase before each call (vector_job)
     delay_ms: float = 0.0  # one-way delay of every link (an impairment relay on each)
     bw_mbps: float | None = None  # every link shaped to this (htb); None: unshaped
@@ -92,6 +102,9 @@ class BenchRow:
     # the switch process, the parameter servers, the workers; and retransmissions per psn.
     cpu_us: tuple[float, float, float] = (0.0, 0.0, 0.0)
     retx: float = 0.0
+    # Packets per psn into and out of the switch (its ports' counters): what each path
+    # costs p4sim and the kernel (static partitioning: 2 in, 2 out with 2 workers).
+    switch_packets: tuple[float, float] = (0.0, 0.0)
 
     @property
     def total_mbps(self) -> float:
@@ -112,6 +125,19 @@ def cpu_seconds(pids: list[int]) -> float:
             continue  # ended
         total += int(fields[11]) + int(fields[12])  # utime, stime
     return total / tick
+
+
+def switch_packets(ex: Experiment) -> tuple[int, int]:
+    """Packets received and sent by every switch port so far (the kernel's counters)."""
+    rx = tx = 0
+    for intf in ex.switch_intfs():
+        stats = Path(f"/sys/class/net/{intf}/statistics")
+        try:
+            rx += int((stats / "rx_packets").read_text())
+            tx += int((stats / "tx_packets").read_text())
+        except OSError:
+            continue  # not in this namespace's /sys
+    return rx, tx
 
 
 def _profile(
@@ -135,8 +161,22 @@ def _goodput(got: list[dict[str, Any]], size: int, skip: int = 0) -> float:
     return size * 4 * 8 / slowest / 1e6 if slowest > 0 else 0.0
 
 
+def netreduce_jobs(
+    ex: Experiment, name: str, share: int, groups: list[list[int]], ps_hosts: list[int]
+) -> list[AtpJob]:
+    """A NetReduce job per group of worker hosts, each a region of ``share`` aggregators
+    (its window), aggregation address the group's PS host."""
+    return [
+        AtpJob(ex.submit(f"{name}{j}", workers=len(g), window=share, worker_ports=g,
+                         worker_ips=[host_ip(h) for h in g], worker_macs=[host_mac(h) for h in g],
+                         agg_ip=host_ip(ps), agg_mac=host_mac(ps)),
+               tuple(g), "netreduce")
+        for j, (g, ps) in enumerate(zip(groups, ps_hosts, strict=True))
+    ]  # fmt: skip
+
+
 def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
-    """Each job count on a fresh network: the three modes one after the other, same hosts."""
+    """Each job count on a fresh network: the modes one after the other, same hosts."""
     from topologies.experiment import star
 
     rows = []
@@ -159,15 +199,9 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
             ps_pids = [start_ps(ex, ps, [j.job_id]).pid
                        for j, ps in zip(atp_jobs, ps_hosts, strict=True)]  # fmt: skip
             switch_pid = [ex.switch().proc.pid] if getattr(ex.switch(), "proc", None) else []
-            share = max(cfg.pool // n, 1)
-            static = [
-                AtpJob(ex.submit(f"nr{j}", workers=cfg.workers, window=share, worker_ports=g,
-                                 worker_ips=[host_ip(h) for h in g],
-                                 worker_macs=[host_mac(h) for h in g],
-                                 agg_ip=host_ip(ps_hosts[j]), agg_mac=host_mac(ps_hosts[j])),
-                       tuple(g), "netreduce")
-                for j, g in enumerate(groups)
-            ]  # fmt: skip
+
+            static = netreduce_jobs(ex, "nr", max(cfg.pool // (2 * n), 1), groups, ps_hosts)
+            static_2x = netreduce_jobs(ex, "nr2x", max(cfg.pool // n, 1), groups, ps_hosts)
             for ps, g in zip(ps_hosts, groups, strict=True):
                 ips = [a for h in g for a in ("--worker-ip", host_ip(h))]  # the plan's workers
                 ps_pids.append(ex.start_service(
@@ -181,21 +215,30 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
                 (MODES[1], static, ()),
                 # the PS has no switch memory to share: its window is the ATP jobs' window
                 (MODES[2], static, ("--method", "ps", "--window", str(cfg.window))),
+                (MODES[3], static_2x, ()),
             ):
                 before = pool_events(ex)
                 sw0, ps0 = cpu_seconds(switch_pid), cpu_seconds(ps_pids)
+                pk0 = switch_packets(ex)
                 out = RUN_DIR / f"bench{n}" / mode.replace(" ", "_")
                 calls = cfg.calls + WARM_UP
+                # Every worker of every job starts its calls at once (a barrier after its
+                # set-up): the jobs run concurrently, not one after the other as they start.
+                shutil.rmtree(out / "barrier", ignore_errors=True)
                 got = run_jobs(ex, jobs, out, cfg.size, calls, 70, "--bits", "24",
                                "--compute-ms", str(cfg.compute_ms),
-                               "--timeout", f"{cfg.timeout_s:g}", *extra)  # fmt: skip
+                               "--timeout", f"{cfg.timeout_s:g}",
+                               "--barrier", str(out / "barrier"), str(n * cfg.workers),
+                               *extra)  # fmt: skip
                 sw1, ps1 = cpu_seconds(switch_pid), cpu_seconds(ps_pids)
+                pk1 = switch_packets(ex)
                 after = pool_events(ex)
                 for j in jobs:
                     bad = exact(got[j.job_id], 70 + j.job_id, cfg.size, calls, bits=24)
                     if bad:
                         raise ExperimentError(f"{mode}, job {j.job_id}: {bad[0]}")
                 d = {k: after[k] - before[k] for k in after}
+                psns = n * calls * -(-cfg.size // SLOTS)
                 fell_first = d["collision"] + d["followed"] + d["capped"] + d["overflow"]
                 first = d["claimed"] + d["added"] + fell_first
                 seen = first + d["retx_fallback"]
@@ -205,7 +248,8 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[BenchRow]:
                         n, mode, tuple(_goodput(got[j.job_id], cfg.size, WARM_UP) for j in jobs),
                         d["collision"] / first if first else 0.0,
                         fell / seen if seen else 0.0,
-                        *_profile(got, n * calls * -(-cfg.size // SLOTS), sw1 - sw0, ps1 - ps0),
+                        *_profile(got, psns, sw1 - sw0, ps1 - ps0),
+                        ((pk1[0] - pk0[0]) / psns, (pk1[1] - pk0[1]) / psns),
                     )
                 )  # fmt: skip
                 log(f"{n} job(s), {mode}: {rows[-1].total_mbps:.2f} Mbit/s in total")
@@ -216,12 +260,14 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
     from rich.table import Table
 
     t = Table(
-        title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} aggregators,"
+        title=f"ATP shared pool vs static partitioning vs PS only ({cfg.pool} ATP aggregators;"
+        f" static: the same memory, {cfg.pool // 2} NetReduce aggregators of two copies;"
         f" window {cfg.window} per job, {cfg.workers} workers per job, {cfg.links},"
         " p4sim on Mininet)"
     )
     for col in ("jobs", "mode", "per-job Mbit/s", "total Mbit/s", "vs static", "collisions",
-                "fallbacks", "retx/psn", "CPU µs/psn: switch", "PS", "workers"):  # fmt: skip
+                "fallbacks", "retx/psn", "CPU µs/psn: switch", "PS", "workers",
+                "switch pkts/psn in", "out"):  # fmt: skip
         t.add_column(col, justify="left" if col == "mode" else "right")
     static = {r.jobs: r.total_mbps for r in rows if r.mode == MODES[1]}
     for r in rows:
@@ -232,6 +278,7 @@ def table(rows: list[BenchRow], cfg: BenchConfig) -> Any:
             f"{r.total_mbps:.2f}", f"{ratio:.2f}x",
             f"{r.collisions:.1%}" if atp else "-", f"{r.fallbacks:.1%}" if atp else "-",
             f"{r.retx:.3f}", *(f"{c:.0f}" for c in r.cpu_us),
+            *(f"{p:.2f}" for p in r.switch_packets),
         )  # fmt: skip
     return t
 
@@ -248,7 +295,12 @@ def plot(rows: list[BenchRow], path: Path, links: str = "") -> Path:
     for i, mode in enumerate(MODES):
         vals = [next((r.total_mbps for r in rows if r.jobs == n and r.mode == mode), 0.0)
                 for n in counts]  # fmt: skip
-        ax.bar([c + (i - 1) * width for c in range(len(counts))], vals, width, label=mode)
+        ax.bar(
+            [c + (i - (len(MODES) - 1) / 2) * width for c in range(len(counts))],
+            vals,
+            width,
+            label=mode,
+        )
     ax.set_xticks(range(len(counts)), [f"{n} job(s)" for n in counts])
     ax.set_ylabel("total all-reduce goodput, Mbit/s")
     ax.set_title(f"ATP vs NetReduce regions vs PS (p4sim, Mininet{', ' if links else ''}{links})")
@@ -279,7 +331,8 @@ def ratio_line(rows: list[BenchRow]) -> str:
         f"at {top} jobs: shared pool / static partitioning = {shared / s:.2f}x"
         f" (goal >= {GOAL_VS_STATIC}x: {met(shared / s >= GOAL_VS_STATIC)}; ATP reports"
         f" +38-66%), shared pool / PS only = {shared / ps:.2f}x (goal > 1: {met(shared > ps)}),"
-        f" PS only / static = {ps / s:.2f}x"
+        f" PS only / static = {ps / s:.2f}x; against static partitioning with twice the"
+        f" memory: {shared / (by.get(MODES[3]) or float('nan')):.2f}x"
     )
 
 
