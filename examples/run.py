@@ -84,7 +84,7 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--slots", type=int, default=None,
-        help="training, netreduce: values per packet (32, 64, ... 224; default the example's)",
+        help="training, netreduce: values per packet (32, 64, 96, 128; default the example's)",
     )  # fmt: skip
     ap.add_argument("--kind", default="netreduce", help="training: netreduce or serene")
     ap.add_argument("--mode", default="sync", help="training, serene: synchronisation mode")

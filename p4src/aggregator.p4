@@ -3,7 +3,7 @@
 // Memory. Aggregator i has two copies (versions) v in {0, 1}; copy (i, v) lives at register
 // index addr = 2*i + v, so a job's region is one contiguous index range. Per copy: K value
 // registers (one register array per slot, as a pipeline allowing one access per array per
-// packet needs; six more sets for blocks 1..6 of wide packets), the contributor bitmap, the contributor count, and the (job, psn) of the
+// packet needs; three more sets for blocks 1..3 of wide packets), the contributor bitmap, the contributor count, and the (job, psn) of the
 // use it holds. Programmed and read by controller/systems/aggregator.py.
 //
 // Invariants (docs/protocol.md, "Aggregator state machine"), for a job with window W and
@@ -34,31 +34,22 @@
 #define ACCUMULATE_B1(F, R) ACCUMULATE_IN(hdr.inc_values_b1, F, R)
 #define ACCUMULATE_B2(F, R) ACCUMULATE_IN(hdr.inc_values_b2, F, R)
 #define ACCUMULATE_B3(F, R) ACCUMULATE_IN(hdr.inc_values_b3, F, R)
-#define ACCUMULATE_B4(F, R) ACCUMULATE_IN(hdr.inc_values_b4, F, R)
-#define ACCUMULATE_B5(F, R) ACCUMULATE_IN(hdr.inc_values_b5, F, R)
-#define ACCUMULATE_B6(F, R) ACCUMULATE_IN(hdr.inc_values_b6, F, R)
 
 // Copy slot F of a finished aggregation from register R into the packet's block H.
 #define READ_RESULT(F, R) R.read(hdr.inc_values.F, addr);
 #define READ_RESULT_B1(F, R) R.read(hdr.inc_values_b1.F, addr);
 #define READ_RESULT_B2(F, R) R.read(hdr.inc_values_b2.F, addr);
 #define READ_RESULT_B3(F, R) R.read(hdr.inc_values_b3.F, addr);
-#define READ_RESULT_B4(F, R) R.read(hdr.inc_values_b4.F, addr);
-#define READ_RESULT_B5(F, R) R.read(hdr.inc_values_b5.F, addr);
-#define READ_RESULT_B6(F, R) R.read(hdr.inc_values_b6.F, addr);
 
 control Aggregator(inout headers_t hdr,
                    inout inc_metadata_t meta,
                    inout standard_metadata_t standard_metadata) {
     SLOT_REGISTERS(agg_value, AGG_COPIES)
-    // Value blocks 1..6 of wide packets (INC_VALUE_BLOCKS): arrays of their own, so that
+    // Value blocks 1..3 of wide packets (INC_VALUE_BLOCKS): arrays of their own, so that
     // every array is still accessed once per packet.
     SLOT_REGISTERS(agg_value_b1, AGG_COPIES)
     SLOT_REGISTERS(agg_value_b2, AGG_COPIES)
     SLOT_REGISTERS(agg_value_b3, AGG_COPIES)
-    SLOT_REGISTERS(agg_value_b4, AGG_COPIES)
-    SLOT_REGISTERS(agg_value_b5, AGG_COPIES)
-    SLOT_REGISTERS(agg_value_b6, AGG_COPIES)
     // agg_job, agg_psn: the use held by the copy (job 0: free); agg_bitmap: the workers that
     // contributed to it; agg_count: how many (compared with the job's quorum).
     USE_REGISTERS(agg, AGG_COPIES)
@@ -92,18 +83,6 @@ control Aggregator(inout headers_t hdr,
         PER_SLOT(ACCUMULATE_B3, agg_value_b3)
     }
 
-    action accumulate_b4() {
-        PER_SLOT(ACCUMULATE_B4, agg_value_b4)
-    }
-
-    action accumulate_b5() {
-        PER_SLOT(ACCUMULATE_B5, agg_value_b5)
-    }
-
-    action accumulate_b6() {
-        PER_SLOT(ACCUMULATE_B6, agg_value_b6)
-    }
-
     action read_result() {
         PER_SLOT(READ_RESULT, agg_value)
     }
@@ -118,18 +97,6 @@ control Aggregator(inout headers_t hdr,
 
     action read_result_b3() {
         PER_SLOT(READ_RESULT_B3, agg_value_b3)
-    }
-
-    action read_result_b4() {
-        PER_SLOT(READ_RESULT_B4, agg_value_b4)
-    }
-
-    action read_result_b5() {
-        PER_SLOT(READ_RESULT_B5, agg_value_b5)
-    }
-
-    action read_result_b6() {
-        PER_SLOT(READ_RESULT_B6, agg_value_b6)
     }
 
     Refuse() refuse;
@@ -165,9 +132,6 @@ control Aggregator(inout headers_t hdr,
             if (hdr.inc_values_b1.isValid()) { read_result_b1(); }
             if (hdr.inc_values_b2.isValid()) { read_result_b2(); }
             if (hdr.inc_values_b3.isValid()) { read_result_b3(); }
-            if (hdr.inc_values_b4.isValid()) { read_result_b4(); }
-            if (hdr.inc_values_b5.isValid()) { read_result_b5(); }
-            if (hdr.inc_values_b6.isValid()) { read_result_b6(); }
             return_to_sender.apply(hdr, standard_metadata, FLAG_RESULT);
             hdr.inc.bitmap = st_bitmap;
         } else if (same_job && delta == 0 && (st_bitmap & meta.worker_bit) != 0) {
@@ -185,9 +149,6 @@ control Aggregator(inout headers_t hdr,
             if (hdr.inc_values_b1.isValid()) { accumulate_b1(); }
             if (hdr.inc_values_b2.isValid()) { accumulate_b2(); }
             if (hdr.inc_values_b3.isValid()) { accumulate_b3(); }
-            if (hdr.inc_values_b4.isValid()) { accumulate_b4(); }
-            if (hdr.inc_values_b5.isValid()) { accumulate_b5(); }
-            if (hdr.inc_values_b6.isValid()) { accumulate_b6(); }
             st_bitmap = st_bitmap | meta.worker_bit;
             st_count = st_count + 1;
             store_state();

@@ -10,7 +10,7 @@
 #define INC_HEADER_LEN 24        // bytes of inc_h
 #define INC_SLOTS 32             // K: 32-bit value slots per packet (headers.p4 spells them out)
 #define INC_VALUE_BYTES 4
-#define INC_VALUE_BLOCKS 7       // blocks of K values a synchronous aggregation packet may carry
+#define INC_VALUE_BLOCKS 4       // blocks of K values a synchronous aggregation packet may carry
 #define MAX_WORKERS 32           // workers per job: width of the contributor bitmap
 #define AGG_POOL_SIZE 32768      // aggregators shared by all jobs (tens of thousands)
 #define AGG_VERSIONS 2           // two copies per aggregator: switch memory = 2 x window

@@ -13,9 +13,6 @@ control IncDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.inc_values_b1);
         packet.emit(hdr.inc_values_b2);
         packet.emit(hdr.inc_values_b3);
-        packet.emit(hdr.inc_values_b4);
-        packet.emit(hdr.inc_values_b5);
-        packet.emit(hdr.inc_values_b6);
     }
 }
 

@@ -6,8 +6,8 @@
 #if INC_SLOTS != 32
 #error "inc_values_h and aggregator.p4 spell out 32 slots; extend them with INC_SLOTS"
 #endif
-#if INC_VALUE_BLOCKS != 7
-#error "headers.p4, parser.p4, deparser.p4 and aggregator.p4 spell out 7 value blocks; extend them"
+#if INC_VALUE_BLOCKS != 4
+#error "headers.p4, parser.p4 and aggregator.p4 spell out 4 value blocks; extend them"
 #endif
 
 header ethernet_h {
@@ -80,16 +80,12 @@ struct headers_t {
     inc_h        inc;
     inc_values_h inc_values;
     // A synchronous aggregation packet may carry up to INC_VALUE_BLOCKS blocks of K values
-    // (slot_count 32, 64, ... 224; 224 is the most whole blocks the 8-bit slot_count holds):
-    // fewer, larger frames for the same vector. Blocks 1..6 are parsed only for OP_AGG_SYNC,
-    // and only the aggregator adds them (its job's slot count, JobRegion, admits no other
-    // path's wide packet).
+    // (slot_count 32, 64, 96 or 128): fewer, larger frames for the same vector. Blocks 1..3
+    // are parsed only for OP_AGG_SYNC, and only the aggregator adds them (its job's slot
+    // count, JobRegion, admits no other path's wide packet).
     inc_values_h inc_values_b1;
     inc_values_h inc_values_b2;
     inc_values_h inc_values_b3;
-    inc_values_h inc_values_b4;
-    inc_values_h inc_values_b5;
-    inc_values_h inc_values_b6;
 }
 
 // Filled by JobRegion, read by Aggregator; drop/drop_reason feed the inc_drops counter.

@@ -67,9 +67,6 @@ parser IncParser(packet_in packet,
             (OP_AGG_SYNC, 2 * INC_SLOTS): parse_values;
             (OP_AGG_SYNC, 3 * INC_SLOTS): parse_values;
             (OP_AGG_SYNC, 4 * INC_SLOTS): parse_values;
-            (OP_AGG_SYNC, 5 * INC_SLOTS): parse_values;
-            (OP_AGG_SYNC, 6 * INC_SLOTS): parse_values;
-            (OP_AGG_SYNC, 7 * INC_SLOTS): parse_values;
             default: accept;
         }
     }
@@ -100,30 +97,6 @@ parser IncParser(packet_in packet,
 
     state parse_values_b3 {
         packet.extract(hdr.inc_values_b3);
-        transition select(hdr.inc.slot_count) {
-            4 * INC_SLOTS: accept;
-            default: parse_values_b4;
-        }
-    }
-
-    state parse_values_b4 {
-        packet.extract(hdr.inc_values_b4);
-        transition select(hdr.inc.slot_count) {
-            5 * INC_SLOTS: accept;
-            default: parse_values_b5;
-        }
-    }
-
-    state parse_values_b5 {
-        packet.extract(hdr.inc_values_b5);
-        transition select(hdr.inc.slot_count) {
-            6 * INC_SLOTS: accept;
-            default: parse_values_b6;
-        }
-    }
-
-    state parse_values_b6 {
-        packet.extract(hdr.inc_values_b6);
         transition accept;
     }
 }

@@ -76,7 +76,7 @@ def test_region_defaults_to_the_window_netreduce_rule() -> None:
     assert NetReduce().region_size(NetReduceRequest(workers=4, window=64, region_size=100)) == 100
 
 
-@pytest.mark.parametrize("slots", [32, 64, 96, 128, 160, 192, 224])
+@pytest.mark.parametrize("slots", [32, 64, 96, 128])
 def test_a_netreduce_job_may_send_whole_blocks_of_slots(slots: int) -> None:
     assert parse_request({"workers": 2, "window": 4, "slots": slots}).slots == slots  # type: ignore[attr-defined]
 
@@ -91,7 +91,7 @@ def test_region_smaller_than_window_is_refused() -> None:
     [
         ({"workers": 33, "window": 4}, "workers: Input should be less than or equal to 32"),
         ({"workers": 2, "window": 4, "slots": 16}, "32 slots per packet or whole blocks"),
-        ({"workers": 2, "window": 4, "slots": 176}, r"\(32, 64, 96, 128, 160, 192, 224\), got 176"),
+        ({"workers": 2, "window": 4, "slots": 160}, r"\(32, 64, 96, 128\), got 160"),
         ({"kind": "serene", "workers": 2, "window": 4, "slots": 64}, "sends 32 slots"),
         ({"workers": 2, "window": 4, "worker_ports": [1]}, "lists 1 values for 2 workers"),
         ({"workers": 2, "window": 4, "worker_ports": [3, 3]}, "same switch port"),

@@ -34,9 +34,9 @@ INC_UDP_PORT = 20050  # 0x4E52 ("NR"); used as both source and destination port
 HEADER_LEN = 24  # bytes of the INC header, values start here (4-byte aligned)
 SLOTS = 32  # K: value slots per packet that the switch aggregates
 # A synchronous aggregation job (NetReduce) may send whole blocks of K values, up to this
-# many, in one packet (p4src: inc_values, inc_values_b1..b6): fewer and larger frames.
-VALUE_BLOCKS = 7  # 224 slots: the most whole blocks slot_count (8 bits) can count
-AGG_SLOT_COUNTS = tuple(SLOTS * b for b in range(1, VALUE_BLOCKS + 1))  # 32, 64, ... 224
+# many, in one packet (p4src: inc_values, inc_values_b1..b3): fewer and larger frames.
+VALUE_BLOCKS = 4
+AGG_SLOT_COUNTS = tuple(SLOTS * b for b in range(1, VALUE_BLOCKS + 1))  # 32, 64, 96, 128
 VALUE_BYTES = 4  # every slot is a two's complement int32, big-endian on the wire
 MAX_SLOTS = 255  # slot_count is 8 bits; key-value ops use pairs (key, value) of slots
 MAX_JOBS = 1 << 16  # job_id is 16 bits; job 0 is reserved ("no job") in switch state

@@ -34,7 +34,7 @@ from wire.header import AGG_POOL_SIZE, AGG_SLOT_COUNTS, SLOTS
 
 class NetReduceRequest(JobRequest, Scheduling, job_meter.Metered):
     """A synchronous aggregation job: ``workers`` send ``window`` packets in flight each, of
-    ``slots`` values (32, or whole blocks of 32 up to 224: fewer and larger frames).
+    ``slots`` values (32, or whole blocks of 32 up to 128: fewer and larger frames).
 
     With ``class`` (md/be, ``controller.jobs.job.Scheduling``) the scheduler sizes the region
     and the window follows it; no ``window`` or ``region_size`` then. ``meter_pps``
