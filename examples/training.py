@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=0.2, help="SGD learning rate (momentum 0.9)")
     ap.add_argument(
         "--slots", type=int, default=DDP_SLOTS,
-        help=f"netreduce: values per packet, 32 or whole blocks of 32 up to 224 ({DDP_SLOTS})",
+        help=f"netreduce: values per packet, 32 or whole blocks of 32 up to 128 ({DDP_SLOTS})",
     )  # fmt: skip
     ap.add_argument(
         "--per-bucket", action="store_true",

@@ -48,16 +48,12 @@ import torch.distributed as dist
 from inclib.plan import Plan, admit
 from inclib.session import Session, join
 
-#: Values per packet of a DDP job on the switch (netreduce): the widest the switch takes, 224
-#: (``wire.header.AGG_SLOT_COUNTS``): 962-byte frames carry 896 bytes of gradients (0.93 of
-#: the link) where 32 slots' 194-byte frames carry 128 (0.66), and a bucket takes a seventh
-#: of the packets. On unshaped veths the packets, not the bytes, cost p4sim's CPU: a 1.1M
-#: bucket took ~1.5x less time than at 128 slots (docs/architecture.md, ``tests/bench/ddp.py``).
-DDP_SLOTS = 224
-#: Its window: 36 packets of 224 slots keep the bytes in flight of the 64 packets of 128 slots
-#: measured before (~36 KB per worker, ~12 ms of a 25 Mbit/s link), well inside the hook's
-#: 50 ms retransmission timeout on shaped links.
-DDP_WINDOW = 36
+#: Values per packet of a DDP job on the switch (netreduce): 578-byte frames carry 512 bytes
+#: of gradients (0.89 of the link) where 32 slots' 194-byte frames carry 128 (0.66), and a
+#: bucket takes a quarter of the packets (``tests/bench/ddp.py`` measures both). On unshaped
+#: veths the frames, not the bytes, cost p4sim's CPU (docs/architecture.md); 224 values per
+#: packet were ~1.5x faster there, but BMv2 could not hold the register arrays (below 4 blocks).
+DDP_SLOTS = 128
 
 
 @dataclass
@@ -138,11 +134,10 @@ def session_for_ddp(
 ) -> Session:
     """One session per rank of the (initialised) default process group or ``group``, its
     transport open and every rank past it (a barrier). A netreduce job sends ``DDP_SLOTS``
-    values per packet, ``DDP_WINDOW`` in flight, unless ``request`` says ``slots``."""
+    values per packet unless ``request`` says ``slots``."""
     rank, world = dist.get_rank(group), dist.get_world_size(group)
     if request.get("kind", "netreduce") == "netreduce":
-        if request.setdefault("slots", DDP_SLOTS) == DDP_SLOTS:
-            request.setdefault("window", DDP_WINDOW)
+        request.setdefault("slots", DDP_SLOTS)
     box: list[Any] = [None]
     if rank == 0:
         box[0] = admit(controller, world, name=name, peers=peers, **request).to_json()
