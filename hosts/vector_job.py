@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"method": a.method, "worker_id": a.worker_id, "times": []}
     out["times_by_size"] = by_size
     out["cpu"] = []
+    out["starts"] = []  # each call's start, time.time(): the workers' skew (one clock per host)
     results = []
     try:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
@@ -132,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                     if a.compute_ms > 0:
                         phase = np.random.default_rng((a.seed, call)).uniform(0.5, 1.5)
                         time.sleep(a.compute_ms * phase / 1e3)
+                    out["starts"].append(time.time())
                     t0, c0 = time.perf_counter(), time.process_time()
                     results.append(client.allreduce_int(x))
                     by_size[str(size)].append(time.perf_counter() - t0)

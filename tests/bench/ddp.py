@@ -47,12 +47,13 @@ from typing import Any
 from rich.table import Table
 
 #: The runs side by side per link setting: (row name, --comm, extra worker arguments). The
-#: switch hook with the example's default slots (examples/training.py, DDP_SLOTS: 578-byte
-#: frames) and with one block of 32 (194-byte frames), gloo's all-reduce over TCP.
+#: switch hook as the example runs it (examples/training.py: DDP_SLOTS, 962-byte frames, an
+#: iteration's buckets in one call) and as it ran before (128 slots, 578-byte frames, one
+#: call per bucket), gloo's all-reduce over TCP.
 RUNS = (
     ("gloo", "gloo", ()),
     ("switch", "switch", ()),
-    ("switch, 32 slots", "switch", ("--slots", "32")),
+    ("switch, 128 slots, per bucket", "switch", ("--slots", "128", "--per-bucket")),
 )
 SHAPED_SOONER = 1.3  # shaped links: gloo's time to accuracy / the switch hook's, at least
 UNSHAPED_SLOWER = 1.5  # unshaped links: the switch hook's time per iteration / gloo's, at most
@@ -137,6 +138,30 @@ def regime(model: str, mbps: float | None) -> str:
     from hosts.mlp import REGIME
 
     return REGIME[model] if mbps is not None else "CPU-bound (hosts, p4sim)"
+
+
+def hook_lines(recs: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Where each switch row's time per iteration went (rank 0): the hook's all-reduce
+    calls against the whole iteration, integer calls and packets per iteration."""
+    lines = []
+    for links, by_comm in recs.items():
+        for comm, r in by_comm.items():
+            if "hook_s" not in r or not r["iterations"]:
+                continue
+            n = r["iterations"]
+            hook = sum(r["hook_s"]) / n
+            whole = sum(r["iteration_s"]) / n
+            tr = r.get("transport", {})
+            calls = tr.get("calls", 0) / n
+            ints = [t for _, t in tr.get("int_calls", [])]
+            lines.append(
+                f"{links}, {comm}: per iteration (mean of {n}) {1000 * whole:.1f} ms, of it "
+                f"{1000 * hook:.1f} ms in the hook's all-reduce ({1000 * sum(ints) / n:.1f} ms "
+                f"in {calls:.2f} integer calls on the wire), "
+                f"{tr.get('packets_sent', 0) / n:,.0f} packets sent, "
+                f"{tr.get('retransmissions', 0) / n:.1f} resent"
+            )
+    return lines
 
 
 def goal_lines(recs: dict[str, dict[str, dict[str, Any]]], target: float) -> list[str]:

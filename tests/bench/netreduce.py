@@ -74,9 +74,10 @@ class BenchConfig:
 
 def _run_method(
     nr: Any, job: int, slots: int, method: str, cfg: BenchConfig, out: Path
-) -> tuple[dict[int, float], float]:
-    """Median call time (s) per vector size, over workers and calls, for one method; and
-    the share of its packets that were retransmissions (over workers, calls and sizes)."""
+) -> tuple[dict[int, float], float, dict[int, float]]:
+    """Median call time (s) per vector size, over workers and calls, for one method; the
+    share of its packets that were retransmissions (over workers, calls and sizes); and per
+    size the median start skew (s) of a call: its last worker's start minus its first's."""
     n = len(nr.layout.hosts) - 1
     ps = None
     if method == "ps":
@@ -107,7 +108,12 @@ def _run_method(
     stats = [r.get("stats", {}) for r in recs]
     sent = sum(s.get("packets_sent", s.get("data_sent", 0)) for s in stats)
     retx = sum(s.get("retransmissions", 0) for s in stats)
-    return times, retx / sent if sent else 0.0
+    skew = {}
+    for i, size in enumerate(cfg.sizes):
+        calls = range(i * cfg.calls, (i + 1) * cfg.calls)
+        starts = [[r["starts"][c] for r in recs] for c in calls]
+        skew[size] = statistics.median(max(s) - min(s) for s in starts)
+    return times, retx / sent if sent else 0.0, skew
 
 
 def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
@@ -139,7 +145,7 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
 
 def _rows(n: int, slots: int, runs: dict[str, Any], cfg: BenchConfig) -> list[dict[str, Any]]:
     """The rows of one (workers, slots) pair: ``runs`` maps method -> (times by size, retx)."""
-    times = {m: t for m, (t, _) in runs.items()}
+    times = {m: t for m, (t, _, _) in runs.items()}
     rows = []
     for size in cfg.sizes:
         bits = size * 4 * 8
@@ -155,6 +161,7 @@ def _rows(n: int, slots: int, runs: dict[str, Any], cfg: BenchConfig) -> list[di
                 "ratio": times["switch"][size] / times["ring"][size],
                 "ratio_theory": n / (2 * (n - 1)),
                 **{f"{m}_retx": runs[m][1] for m in runs},
+                "switch_skew_s": runs["switch"][2][size],
             }
         )
     return rows
@@ -169,7 +176,8 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
         f"frames), {link_limit(128):.2f} at 128 (578))"
     )
     cols = ("workers", "slots", "vector", "switch", "ps", "ring", "switch / limit",
-            "switch/ring time", "theory N/(2(N-1))", "retransmitted: switch/ps/ring")  # fmt: skip
+            "switch/ring time", "theory N/(2(N-1))", "retransmitted: switch/ps/ring",
+            "switch call: start skew, ms")  # fmt: skip
     for c in cols:
         t.add_column(c, justify="right")
     for r in rows:
@@ -184,6 +192,7 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
             f"{r['ratio']:.2f}",
             f"{r['ratio_theory']:.2f}",
             "/".join(f"{r[m + '_retx']:.1%}" for m in ("switch", "ps", "ring")),
+            f"{1000 * r['switch_skew_s']:.1f}",
         )
     return t
 
