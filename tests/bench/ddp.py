@@ -47,13 +47,13 @@ from typing import Any
 from rich.table import Table
 
 #: The runs side by side per link setting: (row name, --comm, extra worker arguments). The
-#: switch hook as the example runs it (examples/training.py: DDP_SLOTS, 962-byte frames, an
-#: iteration's buckets in one call) and as it ran before (128 slots, 578-byte frames, one
-#: call per bucket), gloo's all-reduce over TCP.
+#: switch hook as the example runs it (examples/training.py: DDP_SLOTS, 578-byte frames, an
+#: iteration's buckets in one call) and as it ran before (one call per bucket), gloo's
+#: all-reduce over TCP.
 RUNS = (
     ("gloo", "gloo", ()),
     ("switch", "switch", ()),
-    ("switch, 128 slots, per bucket", "switch", ("--slots", "128", "--per-bucket")),
+    ("switch, per bucket", "switch", ("--per-bucket",)),
 )
 SHAPED_SOONER = 1.3  # shaped links: gloo's time to accuracy / the switch hook's, at least
 UNSHAPED_SLOWER = 1.5  # unshaped links: the switch hook's time per iteration / gloo's, at most
