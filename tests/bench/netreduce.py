@@ -28,7 +28,10 @@ take 4 MiB (``p4sim.ports.SOCKET_BUFFER``) and none are lost. With that, 8 worke
 slots (1 MiB calls, shared machine, no idle CPU): window 32 took 0.46 s per call, 64 took
 0.59 s and 128 took 0.65 s, so the window stays at 32.
 Goal (issue 22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit. The last
-column shows the share of each method's packets that were retransmissions.
+columns show the share of each method's packets that were retransmissions and the median
+start skew of a switch call (its last worker's start minus its first's): with the round
+trip of queue a call pays at each end, that skew is why 256 KiB calls fall short where
+1 MiB ones do not (docs/architecture.md, "Wide packets").
 """
 
 from __future__ import annotations
