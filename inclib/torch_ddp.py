@@ -50,9 +50,9 @@ from inclib.session import Session, join
 
 #: Values per packet of a DDP job on the switch (netreduce): 578-byte frames carry 512 bytes
 #: of gradients (0.89 of the link) where 32 slots' 194-byte frames carry 128 (0.66), and a
-#: bucket takes a quarter of the packets (``tests/bench/ddp.py`` measures both). On unshaped
-#: veths the frames, not the bytes, cost p4sim's CPU (docs/architecture.md); 224 values per
-#: packet were ~1.5x faster there, but BMv2 could not hold the register arrays (below 4 blocks).
+#: bucket takes a quarter of the packets. On unshaped veths the frames, not the bytes, cost
+#: p4sim's CPU; 224 values per packet made a 1.1M call ~1.5x faster there, but BMv2 ran out of
+#: memory holding that many register arrays (docs/architecture.md).
 DDP_SLOTS = 128
 
 
