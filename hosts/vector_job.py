@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     out: dict[str, Any] = {"method": a.method, "worker_id": a.worker_id, "times": []}
     out["times_by_size"] = by_size
     out["cpu"] = []
-    out["starts"] = []  # wall clock at each call's start (hosts share it: overlap of jobs)
+    out[
+        "starts"
+    ] = []  # wall clock (time.time()) at each call's start: the workers' skew, the jobs' overlap
     results = []
     try:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)

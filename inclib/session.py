@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+import time
+from collections import deque
 from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Any, Protocol, TextIO
@@ -53,6 +55,7 @@ HOST_PATHS = {
     "consensus": "the leader replica sequences the log's appends, not the switch",
 }
 _noticed: set[tuple[str, int, str]] = set()
+INT_CALL_LOG = 4096  # integer calls a session remembers (Session.int_calls)
 
 
 def notice(plan: Plan, what: str, out: TextIO | None = None) -> None:
@@ -117,6 +120,8 @@ class Session:
         self._priors: dict[int, Prior | None] = {}  # vector length -> its last block bounds
         self._kv: KvHandle | None = None
         self._log: LogHandle | None = None
+        # (values, seconds) of the latest integer calls under allreduce: where its time went
+        self.int_calls: deque[tuple[int, float]] = deque(maxlen=INT_CALL_LOG)
         self.calls = 0  # all-reduce calls so far: a Serene job's epoch (its round)
         self.last_error_bound: np.ndarray | None = None
         self.config: dict[str, Any] = {}
@@ -155,10 +160,26 @@ class Session:
         # so that Serene's sync mode sums exactly what NetReduce sums; its partial modes may sum
         # a packet over a subset of the workers, for the bounds as for the values.
         prior = self._priors.get(v.size)
-        r = block_allreduce(backend.allreduce_int, self.n_workers, v, self.block, prior)
+
+        def timed(q: np.ndarray) -> np.ndarray:
+            t0 = time.perf_counter()
+            out = backend.allreduce_int(q)
+            self.int_calls.append((q.size, time.perf_counter() - t0))
+            return out
+
+        r = block_allreduce(timed, self.n_workers, v, self.block, prior)
         self._priors[v.size] = r.prior
         self.last_error_bound = r.error_bound()
         return r.values
+
+    def transport_stats(self) -> dict[str, Any]:
+        """The all-reduce transport's counters so far (calls, packets, retransmissions...;
+        none before the first call) and the latest float calls' integer calls as
+        ``int_calls``: [values, seconds] each."""
+        stats = getattr(self._allreduce, "stats", None)
+        out = dict(vars(stats)) if stats is not None else {}
+        out["int_calls"] = [[n, round(t, 6)] for n, t in self.int_calls]
+        return out
 
     def prepare_allreduce(self) -> None:
         """Open the all-reduce transport now (its socket, the native packet loop) instead

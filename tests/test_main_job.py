@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.mininet, pytest.mark.slow, pytest.mark.timeout(600)]
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("switch", "ps", "ring")
 WORKERS, EPOCHS, BW_MBPS = 2, 1, 20.0
+SLOTS = 64  # not the default (32): --slots reaches the job, the PS and the ring
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -48,7 +49,7 @@ def check_schema(run: dict[str, Any], switch: str) -> None:
     net = run["network"]
     assert net["workers"] == WORKERS and net["link_bandwidth_mbps"] == BW_MBPS, net
     assert isinstance(net["link_rate"], str) and net["link_rate"], net  # how it was chosen
-    assert net["K"] == 32 and net["window"] > 0 and net["switch"] == switch, net
+    assert net["K"] == SLOTS and net["window"] > 0 and net["switch"] == switch, net
     # every method on the same host packet loop, set-up outside the timed region for all
     assert net["host_backend"] in ("native", "python") and net["setup_timed"] is False, net
 
@@ -58,7 +59,8 @@ def test_main_job_writes_its_results_and_the_three_methods_train_the_same_model(
 ) -> None:
     results = tmp_path / "results"
     cmd = [sys.executable, "-m", "topologies.demo", "--workers", str(WORKERS),
-           "--epochs", str(EPOCHS), "--bw", str(BW_MBPS), "--results", str(results)]  # fmt: skip
+           "--epochs", str(EPOCHS), "--bw", str(BW_MBPS), "--results", str(results),
+           "--slots", str(SLOTS)]  # fmt: skip
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=540, check=False)
     log = (done.stdout + done.stderr)[-4000:]
     assert done.returncode == 0, log

@@ -109,3 +109,26 @@ def test_the_ddp_example_trains_the_large_model(tmp_path: Path) -> None:
     rec = json.loads(out.read_text())
     assert rec["model"].startswith("large model (1,126,410 parameters")
     assert rec["epochs"][0]["accuracy"] > 0.85
+
+
+@pytest.mark.parametrize("slots", ["48", "0", "256", "x"])
+def test_make_run_slots_other_than_whole_blocks_is_a_one_line_usage_error(
+    slots: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from topologies.demo import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--slots", slots])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if "error" in line]
+    assert len(lines) == 1 and slots in lines[0] and "--slots" in lines[0], err
+    assert "Traceback" not in err
+
+
+def test_make_run_takes_the_values_per_packet_of_its_job() -> None:
+    from topologies.netreduce import parser
+    from wire.header import AGG_SLOT_COUNTS, SLOTS
+
+    assert parser().parse_args([]).slots == SLOTS
+    assert all(parser().parse_args(["--slots", str(k)]).slots == k for k in AGG_SLOT_COUNTS)

@@ -36,6 +36,7 @@ from topologies.experiment import (
 )
 from topologies.link_rate import LinkRate, link_rate
 from topologies.records import plot_bars, plot_lines, table, write_record
+from wire.header import AGG_SLOT_COUNTS, SLOTS
 
 RUN_DIR = Path("run/netreduce")
 METHODS = ("switch", "ps", "ring")
@@ -57,6 +58,7 @@ class TrainSettings:
     target: float = 0.9
     timeout: float = 1.0  # retransmission timeout: above the shaped links' queueing delay
     host_backend: str | None = None  # every method's packet loop (None: $INC_HOST_BACKEND)
+    slots: int = SLOTS  # values per packet: the job's, and the parameter server's
 
     def args(self) -> list[str]:
         return [
@@ -75,6 +77,7 @@ def train_method(
     ps = None
     if method == "ps":
         cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(workers)]
+        cmd += ["--slots", str(settings.slots)]
         cmd += [a for i in range(workers) for a in ("--worker-ip", host_ip(i + 1))]
         if settings.host_backend:
             cmd += ["--host-backend", settings.host_backend]
@@ -216,7 +219,11 @@ def run_target(
     args: argparse.Namespace, kind: str, out: Path, log: Any, console: Any
 ) -> tuple[dict[str, Any], int]:
     settings = TrainSettings(
-        epochs=args.epochs, seed=args.seed, host_backend=args.host_backend, model=args.model
+        epochs=args.epochs,
+        seed=args.seed,
+        host_backend=args.host_backend,
+        model=args.model,
+        slots=args.slots,
     )
     (out / "workers").mkdir(parents=True, exist_ok=True)  # each worker's history
     n = args.workers
@@ -225,13 +232,16 @@ def run_target(
     )
     log(
         f"netreduce: s1 = {kind}, workers h1..h{n}, parameter server h{n + 1}, every link "
-        f"{rate.mbps:g} Mbit/s ({rate.describe()}), window {args.window}, K = 32 slots"
+        f"{rate.mbps:g} Mbit/s ({rate.describe()}), window {args.window}, K = {args.slots} "
+        "slots"
     )
     config = ExperimentConfig(star(n + 1), bw_mbps=rate.mbps, run_dir=RUN_DIR, log=log)
     with Experiment(config) as ex:
         log(f"netreduce: controller daemon pid {ex.daemon.pid if ex.daemon else '?'}, "
             f"API on {ex.controller_url}")  # fmt: skip
-        job_id = ex.submit("mlp-digits", show=True, workers=n, window=args.window)
+        job_id = ex.submit(
+            "mlp-digits", show=True, workers=n, window=args.window, slots=settings.slots
+        )
         results = {}
         for method in METHODS:
             log(
@@ -246,7 +256,7 @@ def run_target(
         "workers": n,
         "link_bandwidth_mbps": rate.mbps,
         "link_rate": rate.describe(),
-        "K": 32,
+        "K": args.slots,
         "window": args.window,
         "switch": kind,
         "host_backend": rate.host_backend,
@@ -310,6 +320,13 @@ def parser() -> argparse.ArgumentParser:
         "the links are chosen from it",
     )
     ap.add_argument("--window", type=int, default=DEFAULT_WINDOW)
+    ap.add_argument(
+        "--slots",
+        type=int,
+        default=SLOTS,
+        help="values per packet (K) for every method: "
+        f"{', '.join(map(str, AGG_SLOT_COUNTS))} (the links' rate is chosen for {SLOTS})",
+    )
     ap.add_argument("--epochs", type=int, default=TrainSettings.epochs)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -334,7 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["run"]:
         argv = argv[1:]
-    args = parser().parse_args(argv)
+    ap = parser()
+    args = ap.parse_args(argv)
+    if args.slots not in AGG_SLOT_COUNTS:
+        ap.error(
+            f"--slots must be one of {', '.join(map(str, AGG_SLOT_COUNTS))} (whole blocks of "
+            f"{SLOTS} values), got {args.slots}"
+        )
     return main_guard("netreduce", lambda: run(args))
 
 

@@ -296,17 +296,17 @@ def bench_ddp(args: argparse.Namespace, console: Console) -> None:
     if os.geteuid() != 0:
         console.print(f"ddp bench skipped: Mininet needs root; as root run: {command}")
         return
-    from tests.bench.ddp import goal_lines, measure, table
+    from tests.bench.ddp import goal_lines, hook_lines, measure, table
 
     t0 = time.monotonic()
     for model in args.ddp_models:
         recs = measure(args.ddp_epochs, model, log=console.print)
         console.print(table(recs, args.ddp_target, model))
-        for line in goal_lines(recs, args.ddp_target):
+        for line in hook_lines(recs) + goal_lines(recs, args.ddp_target):
             console.print(f"{model} model, {line}")
     console.print(
-        f"measured in one run on a shared machine, {time.monotonic() - t0:.0f} s; "
-        f"command: {command}"
+        f"measured in one run on a shared machine (load average {os.getloadavg()[0]:.1f} at "
+        f"the end), {time.monotonic() - t0:.0f} s; command: {command}"
     )
 
 

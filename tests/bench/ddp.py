@@ -9,25 +9,26 @@ round trips and per-packet costs; ``large``, 1,126,410, bound by the links' band
 per link setting, one network (topologies/experiment.py: p4sim switch, hosts h1..h5): links
 unshaped, and links shaped by the rule ``make run`` uses (``topologies/link_rate.py``). On
 each, four DDP processes on h1..h4 train the digits MLP of ``examples/training.py`` with the
-same seeds, data shards and batches, with gloo's all-reduce, with the switch hook at its
-default of 128 values per packet (``inclib.torch_ddp.DDP_SLOTS``, 578-byte frames) and with
-the hook at 32 (194-byte frames), one after the other; the goals use the default row.
-Each row names its regime: on shaped links the model's (``hosts/mlp.py``), on unshaped
-veths the CPU of the hosts and p4sim. One run on the shared 2-core machine (load average
-12-24; ``--ddp-epochs 4 --ddp-models small,large``), gloo / switch 128 / switch 32: small
-model unshaped 10.6 / 12.0 / 23.7 ms per iteration, shaped 14.7 / 16.1 / 24.5 ms, time to
-0.9 0.46 / 0.42 / 0.85 s (1.10x: the iterations are set by the 4 processes' CPU on the
-loaded cores, not by the links); large model unshaped 0.51 / 1.49 / 4.38 s per iteration
-(likely p4sim's packet rate, 8,800 packets per worker per iteration; not profiled), shaped
-2.89 / 2.28 / 5.96 s, time to 0.9 106.7 / 81.6 / 216.9 s (1.31x). In-network
-aggregation's bound there is 1.5 x 1,514/1,448 (ring's bytes per link in TCP frames) /
-(578/512 x 1.016, the frames and the block bounds and flags) = 1.37x. Before (a whole
-bucket sent twice when one block outgrew its bounds), the large model shaped took 3.6 s
-against gloo's 3.0. A later run of the small model on a quieter machine (load average 3-4):
-unshaped 5.1 / 4.6 / 7.9 ms, shaped 10.9 / 10.1 / 11.4 ms, time to 0.9 0.28 / 0.25 / 0.28 s
-(1.15x). With ~5 ms of compute per iteration, the bytes bound the small model's gain at
-about (5 + 4.6) / (5 + 3.5) = 1.13x plus ring's 6 steps' latency: 14.5 KB per link for
-ring, 11 KB (19 frames of 578 bytes) for the switch, at 25.2 Mbit/s.
+same seeds, data shards and batches, with gloo's all-reduce, with the switch hook as the
+example runs it (128 values per packet, ``inclib.torch_ddp.DDP_SLOTS``, 578-byte frames;
+an iteration's buckets fused into one call) and with one call per bucket (as before), one
+after the other; the goals use the default row. Each row names its regime: on shaped
+links the model's (``hosts/mlp.py``), on unshaped veths the CPU of the hosts and p4sim.
+After the table, per switch row: the hook's share of an iteration, its integer calls,
+packets and resends (docs/architecture.md says where the rest goes).
+One run on the shared 2-core machine (load average 5-13, ``--ddp-epochs 4 --ddp-models
+large,small``), gloo / switch fused / switch per bucket: large model unshaped 531 / 1,549 /
+812 ms per iteration (2.91x; a rerun alternating the two: fused 929 and 751 ms, per
+bucket 907 and 733, gloo 300: the same within the noise, 2.4-2.5x gloo), shaped 2,895 /
+2,123 / 2,303 ms, time to 0.9 107.2 / 74.5 / 79.6 s (1.44x; 1.36x per iteration, near the
+bound of about 1.37x that ring's 1.5x the bytes in 1,514-byte TCP frames against 578-byte
+frames of 512 value bytes plus 1.6 % of block bounds and flags set); small model (one
+bucket: fused and per bucket are the same calls, so their rows show the noise) unshaped
+21.8 / 11.7 / 8.4 ms, shaped 19.0 / 14.2 / 17.9 ms, time to 0.9 0.50 / 0.39 / 0.44 s
+(1.30x). Before (one run at load 12-24, 32 slots in the third column): small shaped 1.10x,
+large shaped 1.31x, large unshaped 2.94x. On unshaped veths p4sim's one process spends
+~0.2 CPU-s in the kernel per 1.1M-value call (8,800 frames in and out per worker): that,
+not the hosts or the window, sets the large model's iteration there.
 Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
@@ -47,12 +48,13 @@ from typing import Any
 from rich.table import Table
 
 #: The runs side by side per link setting: (row name, --comm, extra worker arguments). The
-#: switch hook with the example's default slots (examples/training.py, DDP_SLOTS: 578-byte
-#: frames) and with one block of 32 (194-byte frames), gloo's all-reduce over TCP.
+#: switch hook as the example runs it (examples/training.py: DDP_SLOTS, 578-byte frames, an
+#: iteration's buckets in one call) and as it ran before (one call per bucket), gloo's
+#: all-reduce over TCP.
 RUNS = (
     ("gloo", "gloo", ()),
     ("switch", "switch", ()),
-    ("switch, 32 slots", "switch", ("--slots", "32")),
+    ("switch, per bucket", "switch", ("--per-bucket",)),
 )
 SHAPED_SOONER = 1.3  # shaped links: gloo's time to accuracy / the switch hook's, at least
 UNSHAPED_SLOWER = 1.5  # unshaped links: the switch hook's time per iteration / gloo's, at most
@@ -137,6 +139,30 @@ def regime(model: str, mbps: float | None) -> str:
     from hosts.mlp import REGIME
 
     return REGIME[model] if mbps is not None else "CPU-bound (hosts, p4sim)"
+
+
+def hook_lines(recs: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
+    """Where each switch row's time per iteration went (rank 0): the hook's all-reduce
+    calls against the whole iteration, integer calls and packets per iteration."""
+    lines = []
+    for links, by_comm in recs.items():
+        for comm, r in by_comm.items():
+            if "hook_s" not in r or not r["iterations"]:
+                continue
+            n = r["iterations"]
+            hook = sum(r["hook_s"]) / n
+            whole = sum(r["iteration_s"]) / n
+            tr = r.get("transport", {})
+            calls = tr.get("calls", 0) / n
+            ints = [t for _, t in tr.get("int_calls", [])]
+            lines.append(
+                f"{links}, {comm}: per iteration (mean of {n}) {1000 * whole:.1f} ms, of it "
+                f"{1000 * hook:.1f} ms in the hook's all-reduce ({1000 * sum(ints) / n:.1f} ms "
+                f"in {calls:.2f} integer calls on the wire), "
+                f"{tr.get('packets_sent', 0) / n:,.0f} packets sent, "
+                f"{tr.get('retransmissions', 0) / n:.1f} resent"
+            )
+    return lines
 
 
 def goal_lines(recs: dict[str, dict[str, dict[str, Any]]], target: float) -> list[str]:

@@ -28,7 +28,10 @@ take 4 MiB (``p4sim.ports.SOCKET_BUFFER``) and none are lost. With that, 8 worke
 slots (1 MiB calls, shared machine, no idle CPU): window 32 took 0.46 s per call, 64 took
 0.59 s and 128 took 0.65 s, so the window stays at 32.
 Goal (issue 22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit. The last
-column shows the share of each method's packets that were retransmissions.
+columns show the share of each method's packets that were retransmissions and the median
+start skew of a switch call (its last worker's start minus its first's): with the round
+trip of queue a call pays at each end, that skew is why 256 KiB calls fall short where
+1 MiB ones do not (docs/architecture.md, "Wide packets").
 """
 
 from __future__ import annotations
@@ -74,9 +77,10 @@ class BenchConfig:
 
 def _run_method(
     nr: Any, job: int, slots: int, method: str, cfg: BenchConfig, out: Path
-) -> tuple[dict[int, float], float]:
-    """Median call time (s) per vector size, over workers and calls, for one method; and
-    the share of its packets that were retransmissions (over workers, calls and sizes)."""
+) -> tuple[dict[int, float], float, dict[int, float]]:
+    """Median call time (s) per vector size, over workers and calls, for one method; the
+    share of its packets that were retransmissions (over workers, calls and sizes); and per
+    size the median start skew (s) of a call: its last worker's start minus its first's."""
     n = len(nr.layout.hosts) - 1
     ps = None
     if method == "ps":
@@ -107,7 +111,12 @@ def _run_method(
     stats = [r.get("stats", {}) for r in recs]
     sent = sum(s.get("packets_sent", s.get("data_sent", 0)) for s in stats)
     retx = sum(s.get("retransmissions", 0) for s in stats)
-    return times, retx / sent if sent else 0.0
+    skew = {}
+    for i, size in enumerate(cfg.sizes):
+        calls = range(i * cfg.calls, (i + 1) * cfg.calls)
+        starts = [[r["starts"][c] for r in recs] for c in calls]
+        skew[size] = statistics.median(max(s) - min(s) for s in starts)
+    return times, retx / sent if sent else 0.0, skew
 
 
 def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
@@ -139,7 +148,7 @@ def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
 
 def _rows(n: int, slots: int, runs: dict[str, Any], cfg: BenchConfig) -> list[dict[str, Any]]:
     """The rows of one (workers, slots) pair: ``runs`` maps method -> (times by size, retx)."""
-    times = {m: t for m, (t, _) in runs.items()}
+    times = {m: t for m, (t, _, _) in runs.items()}
     rows = []
     for size in cfg.sizes:
         bits = size * 4 * 8
@@ -155,6 +164,7 @@ def _rows(n: int, slots: int, runs: dict[str, Any], cfg: BenchConfig) -> list[di
                 "ratio": times["switch"][size] / times["ring"][size],
                 "ratio_theory": n / (2 * (n - 1)),
                 **{f"{m}_retx": runs[m][1] for m in runs},
+                "switch_skew_s": runs["switch"][2][size],
             }
         )
     return rows
@@ -169,7 +179,8 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
         f"frames), {link_limit(128):.2f} at 128 (578))"
     )
     cols = ("workers", "slots", "vector", "switch", "ps", "ring", "switch / limit",
-            "switch/ring time", "theory N/(2(N-1))", "retransmitted: switch/ps/ring")  # fmt: skip
+            "switch/ring time", "theory N/(2(N-1))", "retransmitted: switch/ps/ring",
+            "switch call: start skew, ms")  # fmt: skip
     for c in cols:
         t.add_column(c, justify="right")
     for r in rows:
@@ -184,6 +195,7 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
             f"{r['ratio']:.2f}",
             f"{r['ratio_theory']:.2f}",
             "/".join(f"{r[m + '_retx']:.1%}" for m in ("switch", "ps", "ring")),
+            f"{1000 * r['switch_skew_s']:.1f}",
         )
     return t
 
