@@ -64,7 +64,7 @@ def run(
             log = consensus.measure(log_cfg, log=console.print)
             console.print(consensus.table(log, log_cfg))
             console.print(consensus.ratio_line(log))
-            met += consensus.goals(log)
+            met += consensus.goals(log, log_cfg.host_cpu)
             curves["replicated log appends"] = log.curve
             commands.append(log_cfg.command())
             for mode, c in log.checks.items():
