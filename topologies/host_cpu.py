@@ -13,10 +13,18 @@ machine, not the server, saturates. With a budget (the cgroup ``cpu`` controller
 quota ``share`` x period, the idea of Mininet's ``CPULimitedHost``), ``n`` client hosts
 have ``n`` times the server's CPU, as ``n`` client machines would. The switch gets no
 budget: it stands for switch hardware. A host throttled in most periods used its whole
-budget: that host is the bottleneck (``stat``).
+budget: that host is the bottleneck (``stat``). The hosts' parent group weighs one task per
+host, so a busy machine cannot hold a host below its quota (the quotas still cap them).
 
-The
-clients of a measured pass join their budget just before the pass starts (``join_after``):
+What a host used is measured over a pass's span only (``Sampler``: CPU and run-queue wait
+of each thread to the nanosecond, the group's CFS counters, the request socket's queue and
+drops, sampled in a thread and interpolated at the span's ends). Taken from ``/proc/PID/stat``
+before and after the harness's run of the clients, it once counted the clients' start-up
+and the replicas' heartbeats around the pass against the pass's span, and a host at its
+quota showed 126-166 % of its budget: the kernel's limit held (a busy loop and a UDP sender
+both measure 100.0 %), the figure did not.
+
+The clients of a measured pass join their budget just before the pass starts (``join_after``):
 a Python process's start (imports, building its requests) is no part of the measurement.
 
 The cgroup v1 ``cpu`` hierarchy is used where it is mounted; otherwise (inside
@@ -141,12 +149,6 @@ class HostCpu:
                 pass
 
 
-def throttled_share(before: dict[str, float], after: dict[str, float]) -> float:
-    """The share of a pass's CFS periods in which the host used its whole budget."""
-    periods = after["periods"] - before["periods"]
-    return (after["throttled"] - before["throttled"]) / periods if periods > 0 else 0.0
-
-
 def budgets(share: float) -> Any:
     """Every host's CPU budget for a run (``share`` 0: none, a context yielding None)."""
     return HostCpu(share) if share > 0 else contextlib.nullcontext(None)
@@ -154,19 +156,6 @@ def budgets(share: float) -> Any:
 
 def in_budget(cpu: HostCpu | None, host: str, cmd: list[str], join_after: float = 0.0) -> list[str]:
     return cmd if cpu is None else cpu.wrap(host, cmd, join_after)
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (``/proc/PID/stat``, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def runqueue_wait_seconds(pid: int) -> float:
-    """Time a process's main thread has spent runnable but waiting for a CPU
-    (``/proc/PID/schedstat``, field 2): a process that needs CPU and waits long for it is
-    held back by the machine's other load, however little CPU it shows."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
 
 
 def udp_queue(pid: int, port: int) -> tuple[int, int]:

@@ -185,22 +185,13 @@ def _pass(
     count: int,
 ) -> dict[str, Any]:  # fmt: skip
     """One pass of every client against one design; its row."""
-    from topologies.host_cpu import (
-        in_budget,
-        process_cpu_seconds,
-        runqueue_wait_seconds,
-        throttled_share,
-    )
+    from topologies.host_cpu import Sampler, in_budget
 
     n = cfg.clients
     hist_dir = ex.run_dir / "histories"
     hist_dir.mkdir(parents=True, exist_ok=True)
     paths = [hist_dir / f"job{st.job}-{name}-c{c}.npz" for c in range(1, n + 1)]
     start_at = time.monotonic() + START_DELAY
-    switch_pid = ex.switch("s1").proc.pid
-    cpu0, sw0 = process_cpu_seconds(st.proc.pid), process_cpu_seconds(switch_pid)
-    wait0 = runqueue_wait_seconds(switch_pid)
-    thr0 = cpu.stat(st.host) if cpu is not None else None
     cmds = []
     for c in range(1, n + 1):
         cmd = [sys.executable, "-m", "hosts.kv.pipelined_client", "--controller",
@@ -210,19 +201,22 @@ def _pass(
                "--seed", str(c + 100 * len(st.histories)), "--start-at", str(start_at),
                "--history", str(paths[c - 1])]  # fmt: skip
         cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
-    runs = ex.run_hosts(cmds)
-    used = process_cpu_seconds(st.proc.pid) - cpu0
-    switch_used = process_cpu_seconds(switch_pid) - sw0
-    switch_waited = runqueue_wait_seconds(switch_pid) - wait0
-    throttled = throttled_share(thr0, cpu.stat(st.host)) if thr0 is not None else None
+    with Sampler(cpu) as sampler:  # the server's and switch's figures over the span alone
+        sampler.watch("server", st.proc.pid, st.host)
+        sampler.watch("switch", ex.switch("s1").proc.pid)
+        runs = ex.run_hosts(cmds)
     for r in runs:
         if r.code != 0:
             raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
     st.histories.extend(paths)
     res = [json.loads(r.lines[-1]) for r in runs]
-    row = summarize(res, used, paths)
-    return row | {"server_throttled": throttled, "switch_cpu": switch_used / row["span_s"],
-                  "switch_wait": switch_waited / row["span_s"]}  # fmt: skip
+    t0, t1 = min(r["began"] for r in res), max(r["ended"] for r in res)
+    srv, sw = sampler.between("server", t0, t1), sampler.between("switch", t0, t1)
+    row = summarize(res, srv["cpu_s"], paths)
+    periods = srv.get("periods", 0.0)
+    throttled = srv["throttled"] / periods if periods > 0 else None
+    return row | {"server_throttled": throttled, "switch_cpu": sw["cpu_s"] / row["span_s"],
+                  "switch_wait": sw["wait_s"] / row["span_s"]}  # fmt: skip
 
 
 #: Write mixes: the switch cache's least ops/s as a multiple of the server alone's (issue 23
