@@ -49,6 +49,7 @@ PERIOD_US = 10_000  # a short CFS period: a throttled host waits ~10 ms, not 100
 MIN_QUOTA_US = 1_000  # the kernel's smallest quota; smaller shares get longer periods
 HOST_WEIGHT = 1024  # cpu.shares of the hosts' parent group per host: see HostCpu.__enter__
 MAX_SHARES = 262_144  # the kernel's largest cpu.shares
+SWITCH_WEIGHT = 4  # a switch's group weighs as many hosts (HostCpu.hardware)
 
 
 class HostCpuError(RuntimeError):
@@ -64,6 +65,7 @@ class HostCpu:
         self.base: Path | None = None
         self.mounted: Path | None = None
         self.groups: dict[str, Path] = {}
+        self.hardware_groups: set[str] = set()
 
     def __enter__(self) -> HostCpu:
         system = Path("/sys/fs/cgroup/cpu")
@@ -82,6 +84,20 @@ class HostCpu:
         self._weigh()
         return self
 
+    def hardware(self, name: str, pid: int) -> None:
+        """Process ``pid`` (a switch: it stands for hardware) in a group of its own with no
+        quota and the weight of ``SWITCH_WEIGHT`` hosts: unlimited, but not starved by the
+        machine's other load either (a niced switch in the root group waited for a CPU
+        while packets queued, and every design that crosses it measured the machine)."""
+        if self.base is None:
+            raise HostCpuError("HostCpu used outside its with-block")
+        g = self.groups[name] = self.base / name
+        g.mkdir(exist_ok=True)
+        (g / "cpu.shares").write_text(str(HOST_WEIGHT * SWITCH_WEIGHT))
+        (g / "cgroup.procs").write_text(str(pid))
+        self.hardware_groups.add(name)
+        self._weigh()
+
     def _weigh(self) -> None:
         """The hosts' parent group weighs as many tasks as it holds hosts. Its default weight
         (1024, one task's) made every host together one task against the machine's other
@@ -90,7 +106,8 @@ class HostCpu:
         quotas still cap each host, so the weight cannot take more than the budgets add up
         to; it only makes the budget a guarantee."""
         if self.base is not None:
-            shares = min(MAX_SHARES, HOST_WEIGHT * max(1, len(self.groups)))
+            hosts = len(self.groups) + (SWITCH_WEIGHT - 1) * len(self.hardware_groups)
+            shares = min(MAX_SHARES, HOST_WEIGHT * max(1, hosts))
             (self.base / "cpu.shares").write_text(str(shares))
 
     def group(self, host: str) -> Path:
@@ -129,7 +146,11 @@ class HostCpu:
                 "throttled_s": float(fields.get("throttled_time", 0)) / 1e9}  # fmt: skip
 
     def __exit__(self, *exc: Any) -> None:
-        for g in self.groups.values():
+        for name, g in self.groups.items():
+            if name in self.hardware_groups and self.root is not None:
+                for pid in (g / "cgroup.procs").read_text().split():  # a switch left running
+                    with contextlib.suppress(OSError):
+                        (self.root / "cgroup.procs").write_text(pid)
             for _ in range(50):  # the host's processes were stopped by PID; wait for them
                 try:
                     g.rmdir()

@@ -142,6 +142,8 @@ def _measure(cfg: KvBenchConfig, cpu: Any, log: Any) -> KvRun:
     out = KvRun()
     ex_cfg = ExperimentConfig(star(n + 2), run_dir=cfg.run_dir, log=lambda s: None)
     with Experiment(ex_cfg) as ex:
+        if cpu is not None:  # the switch stands for hardware: no quota, never starved
+            cpu.hardware("s1", ex.switch("s1").proc.pid)
         stores = []
         for mode, server in zip(MODES, (n + 1, n + 2), strict=True):
             # both jobs refresh alike: each refresh is P4Runtime work in the one switch
