@@ -34,7 +34,7 @@ def run(
 
     kv_cfg = KvBenchConfig(clients=8, window=128, count=kv_count, cache_size=512,
                            curve=(8, 32, 128), host_cpu=0.05)  # fmt: skip
-    log_cfg = LogBenchConfig(clients=8, window=32, count=log_count, curve=(2, 8, 32),
+    log_cfg = LogBenchConfig(clients=10, window=32, count=log_count, curve=(2, 8, 32),
                              host_cpu=0.05)  # fmt: skip
     console.rule("Key-value cache and consensus vs host-only (Mininet, pipelined clients)")
     if os.geteuid() != 0:
