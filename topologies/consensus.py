@@ -21,8 +21,10 @@ once); ``INC_HOST_BACKEND=python`` runs both on the Python loop instead.
 Each pass runs one pipelined client per client host (``hosts/consensus/pipelined_client.py``:
 ``count`` appends, ``window`` in flight, all starting at one instant); an append commits
 with the leader's and ``f`` other replicas' answers. A row gives commits per second (all
-commits over the span from the first send to the last commit), p50/p99 commit latency and
-the leader's CPU over the pass (``/proc/PID/stat``; near 100 % of a core: saturated). The
+commits over the span from the first send to the last commit), p50/p99 commit latency and,
+over that span alone (``topologies/host_cpu.py``, ``Sampler``), each replica's CPU as a share
+of its budget, the leader's throttled CFS periods and request-socket queue (near 100 % of
+the budget, throttled in most periods: saturated), the clients' CPU and the switch's. The
 curve repeats the pass at several windows. After the passes the replicas' logs and every
 client's commits are checked (``hosts/consensus/log_check.py``).
 """

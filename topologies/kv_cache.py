@@ -17,11 +17,11 @@ key-value jobs with the same clients, keys and seeds:
 Each pass runs one pipelined client per client host (``hosts/kv/pipelined_client.py``:
 ``count`` operations, ``window`` in flight, a share of writes), all starting at one instant.
 A row gives the pass's operations per second (all operations over the span from the first
-send to the last answer), p50/p99 latency, the switch's share, and the server's CPU
-(``/proc/PID/stat`` of the server process over the pass): near 100 % of one core means the
-single-threaded server is the bottleneck. The switch (p4sim, no budget: it stands for
+send to the last answer), p50/p99 latency, the switch's share, and the server's CPU over
+that span alone (``topologies/host_cpu.py``, ``Sampler``): near 100 % of its budget means
+the single-threaded server is the bottleneck. The switch (p4sim, no budget: it stands for
 hardware) shows its CPU and the share of the pass its packet loop spent runnable but
-waiting for a CPU, held back by the machine's other load (``/proc/PID/schedstat``). The
+waiting for a CPU, held back by the machine's other load (``/proc/PID/task/*/schedstat``). The
 curve repeats the read-only pass at several windows (offered load = clients x window) for
 both designs. Every pass's history is kept
 and all of a job's passes are checked together for linearizability
