@@ -55,6 +55,7 @@ class Sock:
 def fake_sockets(monkeypatch: pytest.MonkeyPatch) -> None:
     # the replica's and the blocking client's sockets (each module opens its own)
     monkeypatch.setattr(replica_code, "udp_socket", lambda *a, **k: Sock())
+    monkeypatch.setattr(replica_code, "queued", lambda sock: False)
     monkeypatch.setattr(log_client, "udp_socket", lambda *a, **k: Sock())
 
 

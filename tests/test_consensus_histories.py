@@ -137,6 +137,7 @@ class Cluster:
         monkeypatch.setattr(replica_code, "time", self.clock)
         self.sockets: dict[str, list[FakeSocket]] = {}
         monkeypatch.setattr(replica_code, "udp_socket", self._socket)
+        monkeypatch.setattr(replica_code, "queued", lambda sock: False)  # delivered at once
         self.replicas: list[Replica | None] = [self.start(r) for r in range(3)]
         self.clients = [Client(c, c << 24) for c in CLIENT_IPS]
 

@@ -21,8 +21,10 @@ once); ``INC_HOST_BACKEND=python`` runs both on the Python loop instead.
 Each pass runs one pipelined client per client host (``hosts/consensus/pipelined_client.py``:
 ``count`` appends, ``window`` in flight, all starting at one instant); an append commits
 with the leader's and ``f`` other replicas' answers. A row gives commits per second (all
-commits over the span from the first send to the last commit), p50/p99 commit latency and
-the leader's CPU over the pass (``/proc/PID/stat``; near 100 % of a core: saturated). The
+commits over the span from the first send to the last commit), p50/p99 commit latency and,
+over that span alone (``topologies/host_cpu.py``, ``Sampler``), each replica's CPU as a share
+of its budget, the leader's throttled CFS periods and request-socket queue (near 100 % of
+the budget, throttled in most periods: saturated), the clients' CPU and the switch's. The
 curve repeats the pass at several windows. After the passes the replicas' logs and every
 client's commits are checked (``hosts/consensus/log_check.py``).
 """
@@ -79,17 +81,20 @@ def _fields(cfg: LogBenchConfig, reps: list[int]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def summarize(res: list[dict[str, Any]], cpu: float, commits: list[list[Any]]) -> dict[str, Any]:
+def summarize(res: list[dict[str, Any]], commits: list[list[Any]]) -> dict[str, Any]:
     import numpy as np
 
     lat = np.array([c[6] - c[5] for c in commits])
-    span = max(r["ended"] for r in res) - min(r["began"] for r in res)
+    began, ended = min(r["began"] for r in res), max(r["ended"] for r in res)
+    span = ended - began
     return {
         "ops_per_s": len(commits) / span, "ops": len(commits), "span_s": span,
+        "began": began, "ended": ended,
         "p50_us": float(np.percentile(lat, 50) * 1e6),
         "p99_us": float(np.percentile(lat, 99) * 1e6),
-        "leader_cpu": cpu / span, "leader_us_per_op": cpu / len(commits) * 1e6,
         "client_us_per_op": sum(r["cpu_s"] for r in res) / len(commits) * 1e6,
+        # each client's CPU over its own run, the most loaded one's (budget or a core)
+        "client_cpu": max(r["cpu_s"] / max(r["ended"] - r["began"], 1e-9) for r in res),
         "retransmissions": sum(r["retransmissions"] for r in res),
         "given_up": sum(r["given_up"] for r in res),
     }  # fmt: skip
@@ -135,6 +140,8 @@ def _measure(cfg: LogBenchConfig, cpu: Any, log: Any) -> LogRun:
     out = LogRun()
     ex_cfg = ExperimentConfig(star(n + 6), run_dir=cfg.run_dir, log=lambda s: None)
     with Experiment(ex_cfg) as ex:
+        if cpu is not None:  # the switch stands for hardware: no quota, never starved
+            cpu.hardware("s1", ex.switch("s1").proc.pid)
         groups = []
         for k, (mode, seq) in enumerate(MODES.items()):
             reps = [n + 1 + 3 * k + r for r in range(3)]
@@ -175,16 +182,14 @@ def _pass(
     ex: Any, cfg: LogBenchConfig, cpu: Any, g: _Group, name: str, window: int
 ) -> dict[str, Any]:
     """One pass of every client against one design; its row."""
-    from topologies.host_cpu import in_budget, process_cpu_seconds, throttled_share
+    from topologies.host_cpu import Sampler, in_budget
+    from wire.header import INC_UDP_PORT
 
     n = cfg.clients
     hist_dir = ex.run_dir / "histories"
     hist_dir.mkdir(parents=True, exist_ok=True)
     paths = [hist_dir / f"job{g.job}-{name}-c{c}.json" for c in range(1, n + 1)]
     start_at = time.monotonic() + START_DELAY
-    switch_pid = ex.switch("s1").proc.pid
-    cpu0, sw0 = process_cpu_seconds(g.procs[0].pid), process_cpu_seconds(switch_pid)
-    thr0 = cpu.stat(g.hosts[0]) if cpu is not None else None
     cmds = []
     for c in range(1, n + 1):
         cmd = [sys.executable, "-m", "hosts.consensus.pipelined_client", "--controller",
@@ -192,26 +197,52 @@ def _pass(
                "--worker-id", str(c - 1), "--count", str(cfg.count), "--window", str(window),
                "--start-at", str(start_at), "--history", str(paths[c - 1])]  # fmt: skip
         cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
-    runs = ex.run_hosts(cmds)
-    used = process_cpu_seconds(g.procs[0].pid) - cpu0
-    switch_used = process_cpu_seconds(switch_pid) - sw0
-    throttled = throttled_share(thr0, cpu.stat(g.hosts[0])) if thr0 is not None else None
+    with Sampler(cpu) as sampler:
+        for r, (host, p) in enumerate(zip(g.hosts, g.procs, strict=True)):
+            sampler.watch(f"replica{r}", p.pid, host, INC_UDP_PORT)
+        sampler.watch("switch", ex.switch("s1").proc.pid)
+        runs = ex.run_hosts(cmds)
     for r in runs:
         if r.code != 0:
             raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
     commits = [c for p in paths for c in json.loads(p.read_text())]
     g.commits.extend(commits)
     res = [json.loads(r.lines[-1]) for r in runs]
-    row = summarize(res, used, commits)
-    return row | {"leader_throttled": throttled, "switch_cpu": switch_used / row["span_s"]}
+    row = summarize(res, commits)
+    t0, t1 = row["began"], row["ended"]
+    row["replicas"] = [sampler.between(f"replica{r}", t0, t1) for r in range(len(g.procs))]
+    row["switch"] = sampler.between("switch", t0, t1)
+    return row
 
 
-def goals(run: LogRun) -> list[tuple[str, bool]]:
+def saturation(row: dict[str, Any], share: float) -> dict[str, Any]:
+    """What the sampler saw over the pass's span: each replica's CPU as a share of its
+    budget (``share`` cores; 0: of a core), the share of its CFS periods throttled, how long
+    it waited for a CPU with work to do, its request socket's mean queue and drops."""
+    span, ops = row["span_s"], row["ops"]
+    per = []
+    for r in row["replicas"]:
+        periods = r.get("periods", 0.0)
+        per.append({
+            "cpu": r["cpu_s"] / span / (share or 1.0),
+            "throttled": r["throttled"] / periods if periods > 0 else None,
+            "wait": r["wait_s"] / span,
+            "queue_kib": r.get("queue", 0.0) / 1024,
+            "drops": int(r.get("drops", 0)),
+            "us_per_op": r["cpu_s"] / ops * 1e6,
+        })  # fmt: skip
+    return {"replicas": per, "switch_cpu": row["switch"]["cpu_s"] / span,
+            "switch_wait": row["switch"]["wait_s"] / span}  # fmt: skip
+
+
+def goals(run: LogRun, share: float) -> list[tuple[str, bool]]:
     a, b = run.rows["host leader"], run.rows["switch sequencer"]
     out = [
+        ("log: host leader saturated (>= 90 % of its CPU budget, throttled in most periods)",
+         saturated(a, share)),
         ("log: switch sequencer >= 2x host leader commits/s", b["ops_per_s"] >= 2 * a["ops_per_s"]),
         ("log: lower median commit latency", b["p50_us"] < a["p50_us"]),
-    ]
+    ]  # fmt: skip
     for mode, c in run.checks.items():
         out.append((f"{mode}: log check clean over {c.acked} commits", c.ok))
     return out
@@ -220,21 +251,38 @@ def goals(run: LogRun) -> list[tuple[str, bool]]:
 def table(run: LogRun, cfg: LogBenchConfig) -> Table:
     t = Table(title=f"Replicated log, 3 replicas, {cfg.clients} pipelined clients x "
                     f"{cfg.window} in flight (p4sim, Mininet)")  # fmt: skip
-    budget = f"of {cfg.host_cpu:g} core" if cfg.host_cpu else "of a core"
-    for col in ("sequencer", "commits/s", "x", "p50 us", "p99 us", f"leader CPU ({budget})",
-                "leader throttled", "switch CPU", "CPU us/op leader, clients",
-                "retx"):  # fmt: skip
+    budget = f"% of {cfg.host_cpu:g} core" if cfg.host_cpu else "% of a core"
+    for col in ("sequencer", "in flight", "commits/s", "x", "p50 us", "p99 us",
+                f"leader CPU {budget}", "leader throttled",
+                "leader queue KiB, drops", f"followers CPU {budget}",
+                f"busiest client CPU {budget}", "switch CPU, waits for CPU",
+                "CPU us/op leader, follower, clients", "retx"):  # fmt: skip
         t.add_column(col, justify="right")
     base = run.rows["host leader"]["ops_per_s"]
     for mode, r in run.rows.items():
-        t.add_row(mode, f"{r['ops_per_s']:.0f}", f"{r['ops_per_s'] / base:.2f}",
-                  f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
-                  f"{100 * r['leader_cpu'] / (cfg.host_cpu or 1):.0f} %",
-                  "-" if r["leader_throttled"] is None else f"{100 * r['leader_throttled']:.0f} %",
-                  f"{100 * r['switch_cpu']:.0f} %",
-                  f"{r['leader_us_per_op']:.1f}, {r['client_us_per_op']:.1f}",
+        s = saturation(r, cfg.host_cpu)
+        lead, foll = s["replicas"][0], s["replicas"][1:]
+        t.add_row(mode, str(cfg.clients * cfg.window), f"{r['ops_per_s']:.0f}",
+                  f"{r['ops_per_s'] / base:.2f}", f"{r['p50_us']:.0f}", f"{r['p99_us']:.0f}",
+                  f"{100 * lead['cpu']:.0f}",
+                  "-" if lead["throttled"] is None else f"{100 * lead['throttled']:.0f} %",
+                  f"{lead['queue_kib']:.0f}, {lead['drops']}",
+                  ", ".join(f"{100 * f['cpu']:.0f}" for f in foll),
+                  f"{100 * r['client_cpu'] / (cfg.host_cpu or 1):.0f}",
+                  f"{100 * s['switch_cpu']:.0f} %, {100 * s['switch_wait']:.0f} %",
+                  f"{lead['us_per_op']:.1f}, {max(f['us_per_op'] for f in foll):.1f}, "
+                  f"{r['client_us_per_op']:.1f}",
                   str(r["retransmissions"]))  # fmt: skip
     return t
+
+
+def saturated(row: dict[str, Any], share: float) -> bool:
+    """Whether the design's busiest replica used its whole budget over the pass: at least
+    90 % of it, throttled in most CFS periods (with no budget: 90 % of a core)."""
+    for r in saturation(row, share)["replicas"]:
+        if r["cpu"] >= 0.9 and (r["throttled"] is None or r["throttled"] >= 0.5):
+            return True
+    return False
 
 
 def ratio_line(run: LogRun) -> str:
@@ -279,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         res = measure(cfg, log=console.print)
         console.print(table(res, cfg))
         console.print(ratio_line(res))
-        for goal, met in goals(res):
+        for goal, met in goals(res, cfg.host_cpu):
             console.print(f"goal {'MET' if met else 'NOT met'}: {goal}")
         if a.png is not None and res.curve:
             plot_curves({"replicated log appends": res.curve}, a.png)

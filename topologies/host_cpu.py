@@ -13,10 +13,18 @@ machine, not the server, saturates. With a budget (the cgroup ``cpu`` controller
 quota ``share`` x period, the idea of Mininet's ``CPULimitedHost``), ``n`` client hosts
 have ``n`` times the server's CPU, as ``n`` client machines would. The switch gets no
 budget: it stands for switch hardware. A host throttled in most periods used its whole
-budget: that host is the bottleneck (``stat``).
+budget: that host is the bottleneck (``stat``). The hosts' parent group weighs one task per
+host, so a busy machine cannot hold a host below its quota (the quotas still cap them).
 
-The
-clients of a measured pass join their budget just before the pass starts (``join_after``):
+What a host used is measured over a pass's span only (``Sampler``: CPU and run-queue wait
+of each thread to the nanosecond, the group's CFS counters, the request socket's queue and
+drops, sampled in a thread and interpolated at the span's ends). Taken from ``/proc/PID/stat``
+before and after the harness's run of the clients, it once counted the clients' start-up
+and the replicas' heartbeats around the pass against the pass's span, and a host at its
+quota showed 126-166 % of its budget: the kernel's limit held (a busy loop and a UDP sender
+both measure 100.0 %), the figure did not.
+
+The clients of a measured pass join their budget just before the pass starts (``join_after``):
 a Python process's start (imports, building its requests) is no part of the measurement.
 
 The cgroup v1 ``cpu`` hierarchy is used where it is mounted; otherwise (inside
@@ -31,12 +39,17 @@ import contextlib
 import os
 import subprocess
 import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 PERIOD_US = 10_000  # a short CFS period: a throttled host waits ~10 ms, not 100
 MIN_QUOTA_US = 1_000  # the kernel's smallest quota; smaller shares get longer periods
+HOST_WEIGHT = 1024  # cpu.shares of the hosts' parent group per host: see HostCpu.__enter__
+MAX_SHARES = 262_144  # the kernel's largest cpu.shares
+SWITCH_WEIGHT = 4  # a switch's group weighs as many hosts (HostCpu.hardware)
 
 
 class HostCpuError(RuntimeError):
@@ -52,6 +65,7 @@ class HostCpu:
         self.base: Path | None = None
         self.mounted: Path | None = None
         self.groups: dict[str, Path] = {}
+        self.hardware_groups: set[str] = set()
 
     def __enter__(self) -> HostCpu:
         system = Path("/sys/fs/cgroup/cpu")
@@ -67,7 +81,34 @@ class HostCpu:
             self.root = self.mounted = where
         self.base = self.root / f"inc-hosts-{os.getpid()}"
         self.base.mkdir(exist_ok=True)
+        self._weigh()
         return self
+
+    def hardware(self, name: str, pid: int) -> None:
+        """Process ``pid`` (a switch: it stands for hardware) in a group of its own with no
+        quota and the weight of ``SWITCH_WEIGHT`` hosts: unlimited, but not starved by the
+        machine's other load either (a niced switch in the root group waited for a CPU
+        while packets queued, and every design that crosses it measured the machine)."""
+        if self.base is None:
+            raise HostCpuError("HostCpu used outside its with-block")
+        g = self.groups[name] = self.base / name
+        g.mkdir(exist_ok=True)
+        (g / "cpu.shares").write_text(str(HOST_WEIGHT * SWITCH_WEIGHT))
+        (g / "cgroup.procs").write_text(str(pid))
+        self.hardware_groups.add(name)
+        self._weigh()
+
+    def _weigh(self) -> None:
+        """The hosts' parent group weighs as many tasks as it holds hosts. Its default weight
+        (1024, one task's) made every host together one task against the machine's other
+        load: on a busy machine a host then got less than its quota (waited in the run
+        queue), and what a design measured was the machine's load, not its budget. The
+        quotas still cap each host, so the weight cannot take more than the budgets add up
+        to; it only makes the budget a guarantee."""
+        if self.base is not None:
+            hosts = len(self.groups) + (SWITCH_WEIGHT - 1) * len(self.hardware_groups)
+            shares = min(MAX_SHARES, HOST_WEIGHT * max(1, hosts))
+            (self.base / "cpu.shares").write_text(str(shares))
 
     def group(self, host: str) -> Path:
         if self.base is None:
@@ -79,6 +120,7 @@ class HostCpu:
             period = max(PERIOD_US, int(MIN_QUOTA_US / self.share))
             (g / "cpu.cfs_period_us").write_text(str(period))
             (g / "cpu.cfs_quota_us").write_text(str(int(self.share * period)))
+            self._weigh()
         return g
 
     def wrap(self, host: str, cmd: list[str], join_after: float = 0.0) -> list[str]:
@@ -94,15 +136,21 @@ class HostCpu:
         return ["sh", "-c", script, procs, *cmd]
 
     def stat(self, host: str) -> dict[str, float]:
-        """``periods``, ``throttled`` (periods that hit the quota) so far."""
+        """``periods``, ``throttled`` (periods that hit the quota) and ``throttled_s``
+        (seconds spent throttled) so far."""
         fields = dict(
             line.split() for line in (self.group(host) / "cpu.stat").read_text().splitlines()
         )
         return {"periods": float(fields.get("nr_periods", 0)),
-                "throttled": float(fields.get("nr_throttled", 0))}  # fmt: skip
+                "throttled": float(fields.get("nr_throttled", 0)),
+                "throttled_s": float(fields.get("throttled_time", 0)) / 1e9}  # fmt: skip
 
     def __exit__(self, *exc: Any) -> None:
-        for g in self.groups.values():
+        for name, g in self.groups.items():
+            if name in self.hardware_groups and self.root is not None:
+                for pid in (g / "cgroup.procs").read_text().split():  # a switch left running
+                    with contextlib.suppress(OSError):
+                        (self.root / "cgroup.procs").write_text(pid)
             for _ in range(50):  # the host's processes were stopped by PID; wait for them
                 try:
                     g.rmdir()
@@ -122,12 +170,6 @@ class HostCpu:
                 pass
 
 
-def throttled_share(before: dict[str, float], after: dict[str, float]) -> float:
-    """The share of a pass's CFS periods in which the host used its whole budget."""
-    periods = after["periods"] - before["periods"]
-    return (after["throttled"] - before["throttled"]) / periods if periods > 0 else 0.0
-
-
 def budgets(share: float) -> Any:
     """Every host's CPU budget for a run (``share`` 0: none, a context yielding None)."""
     return HostCpu(share) if share > 0 else contextlib.nullcontext(None)
@@ -137,14 +179,108 @@ def in_budget(cpu: HostCpu | None, host: str, cmd: list[str], join_after: float 
     return cmd if cpu is None else cpu.wrap(host, cmd, join_after)
 
 
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (``/proc/PID/stat``, fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def udp_queue(pid: int, port: int) -> tuple[int, int]:
+    """Bytes queued to receive and datagrams dropped (full buffer) on the UDP sockets bound
+    to ``port`` in the network namespace of process ``pid`` (``/proc/PID/net/udp``)."""
+    queued = dropped = 0
+    for line in Path(f"/proc/{pid}/net/udp").read_text().splitlines()[1:]:
+        f = line.split()
+        if int(f[1].rsplit(":", 1)[1], 16) == port:
+            queued += int(f[4].split(":")[1], 16)
+            dropped += int(f[-1])
+    return queued, dropped
 
 
-def runqueue_wait_seconds(pid: int) -> float:
-    """Time a process's main thread has spent runnable but waiting for a CPU
-    (``/proc/PID/schedstat``, field 2): a process that needs CPU and waits long for it is
-    held back by the machine's other load, however little CPU it shows."""
-    return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+def task_times(pid: int) -> tuple[float, float]:
+    """CPU seconds and run-queue wait seconds of all of a process's threads, to the
+    nanosecond (``/proc/PID/task/*/schedstat``; ``/proc/PID/stat`` counts 10 ms ticks)."""
+    run = wait = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            a, b, _ = Path(f"/proc/{pid}/task/{t}/schedstat").read_text().split()
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue  # a thread that ended meanwhile
+        run, wait = run + int(a), wait + int(b)
+    return run / 1e9, wait / 1e9
+
+
+@dataclass
+class _Watched:
+    pid: int
+    host: str | None
+    port: int | None
+    times: list[float] = field(default_factory=list)
+    values: list[dict[str, float]] = field(default_factory=list)
+
+
+class Sampler:
+    """Each watched process's CPU, run-queue wait, its host's CFS counters and its socket's
+    queue, sampled every ``every`` seconds in a thread, so that a pass's figures cover
+    exactly the pass (``between``) and not the processes' start or the harness's waits.
+
+    Example::
+
+        with Sampler(cpu) as s:
+            s.watch("leader", pid, host="h7", port=INC_UDP_PORT)
+            ... the pass ...
+        s.between("leader", began, ended)  # {"cpu_s", "wait_s", "throttled", ...}
+
+    Counters are interpolated linearly between the samples around ``t0`` and ``t1``; the
+    queue is the mean of the samples inside the interval."""
+
+    def __init__(self, cpu: HostCpu | None, every: float = 0.05) -> None:
+        self.cpu, self.every = cpu, every
+        self.watched: dict[str, _Watched] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._lock = threading.Lock()
+
+    def watch(self, name: str, pid: int, host: str | None = None, port: int | None = None) -> None:
+        with self._lock:
+            self.watched[name] = _Watched(pid, host, port)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()  # the last state, after the pass
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self._sample()
+
+    def _sample(self) -> None:
+        with self._lock:
+            for w in self.watched.values():
+                try:
+                    run, wait = task_times(w.pid)
+                    v = {"cpu_s": run, "wait_s": wait}
+                    if w.port is not None:
+                        v["queue"], v["drops"] = map(float, udp_queue(w.pid, w.port))
+                    if self.cpu is not None and w.host is not None:
+                        v |= self.cpu.stat(w.host)
+                except (FileNotFoundError, ProcessLookupError):
+                    continue  # the process ended
+                w.times.append(time.monotonic())
+                w.values.append(v)
+
+    def between(self, name: str, t0: float, t1: float) -> dict[str, float]:
+        """Each counter's change over [t0, t1] (``queue``: its mean bytes there)."""
+        import numpy as np
+
+        w = self.watched[name]
+        if len(w.times) < 2:
+            raise HostCpuError(f"sampler: fewer than two samples of {name}")
+        t = np.array(w.times)
+        out = {}
+        for key in w.values[0]:
+            v = np.array([x[key] for x in w.values])
+            if key == "queue":
+                inside = v[(t >= t0) & (t <= t1)]
+                out[key] = float(inside.mean()) if inside.size else float(np.interp(t0, t, v))
+            else:
+                out[key] = float(np.interp(t1, t, v) - np.interp(t0, t, v))
+        return out

@@ -17,11 +17,11 @@ key-value jobs with the same clients, keys and seeds:
 Each pass runs one pipelined client per client host (``hosts/kv/pipelined_client.py``:
 ``count`` operations, ``window`` in flight, a share of writes), all starting at one instant.
 A row gives the pass's operations per second (all operations over the span from the first
-send to the last answer), p50/p99 latency, the switch's share, and the server's CPU
-(``/proc/PID/stat`` of the server process over the pass): near 100 % of one core means the
-single-threaded server is the bottleneck. The switch (p4sim, no budget: it stands for
+send to the last answer), p50/p99 latency, the switch's share, and the server's CPU over
+that span alone (``topologies/host_cpu.py``, ``Sampler``): near 100 % of its budget means
+the single-threaded server is the bottleneck. The switch (p4sim, no budget: it stands for
 hardware) shows its CPU and the share of the pass its packet loop spent runnable but
-waiting for a CPU, held back by the machine's other load (``/proc/PID/schedstat``). The
+waiting for a CPU, held back by the machine's other load (``/proc/PID/task/*/schedstat``). The
 curve repeats the read-only pass at several windows (offered load = clients x window) for
 both designs. Every pass's history is kept
 and all of a job's passes are checked together for linearizability
@@ -142,6 +142,8 @@ def _measure(cfg: KvBenchConfig, cpu: Any, log: Any) -> KvRun:
     out = KvRun()
     ex_cfg = ExperimentConfig(star(n + 2), run_dir=cfg.run_dir, log=lambda s: None)
     with Experiment(ex_cfg) as ex:
+        if cpu is not None:  # the switch stands for hardware: no quota, never starved
+            cpu.hardware("s1", ex.switch("s1").proc.pid)
         stores = []
         for mode, server in zip(MODES, (n + 1, n + 2), strict=True):
             # both jobs refresh alike: each refresh is P4Runtime work in the one switch
@@ -185,22 +187,13 @@ def _pass(
     count: int,
 ) -> dict[str, Any]:  # fmt: skip
     """One pass of every client against one design; its row."""
-    from topologies.host_cpu import (
-        in_budget,
-        process_cpu_seconds,
-        runqueue_wait_seconds,
-        throttled_share,
-    )
+    from topologies.host_cpu import Sampler, in_budget
 
     n = cfg.clients
     hist_dir = ex.run_dir / "histories"
     hist_dir.mkdir(parents=True, exist_ok=True)
     paths = [hist_dir / f"job{st.job}-{name}-c{c}.npz" for c in range(1, n + 1)]
     start_at = time.monotonic() + START_DELAY
-    switch_pid = ex.switch("s1").proc.pid
-    cpu0, sw0 = process_cpu_seconds(st.proc.pid), process_cpu_seconds(switch_pid)
-    wait0 = runqueue_wait_seconds(switch_pid)
-    thr0 = cpu.stat(st.host) if cpu is not None else None
     cmds = []
     for c in range(1, n + 1):
         cmd = [sys.executable, "-m", "hosts.kv.pipelined_client", "--controller",
@@ -210,19 +203,22 @@ def _pass(
                "--seed", str(c + 100 * len(st.histories)), "--start-at", str(start_at),
                "--history", str(paths[c - 1])]  # fmt: skip
         cmds.append((f"h{c}", in_budget(cpu, f"h{c}", cmd, START_DELAY - 0.5)))
-    runs = ex.run_hosts(cmds)
-    used = process_cpu_seconds(st.proc.pid) - cpu0
-    switch_used = process_cpu_seconds(switch_pid) - sw0
-    switch_waited = runqueue_wait_seconds(switch_pid) - wait0
-    throttled = throttled_share(thr0, cpu.stat(st.host)) if thr0 is not None else None
+    with Sampler(cpu) as sampler:  # the server's and switch's figures over the span alone
+        sampler.watch("server", st.proc.pid, st.host)
+        sampler.watch("switch", ex.switch("s1").proc.pid)
+        runs = ex.run_hosts(cmds)
     for r in runs:
         if r.code != 0:
             raise RuntimeError(f"{r.host}: {r.lines[-3:]}")
     st.histories.extend(paths)
     res = [json.loads(r.lines[-1]) for r in runs]
-    row = summarize(res, used, paths)
-    return row | {"server_throttled": throttled, "switch_cpu": switch_used / row["span_s"],
-                  "switch_wait": switch_waited / row["span_s"]}  # fmt: skip
+    t0, t1 = min(r["began"] for r in res), max(r["ended"] for r in res)
+    srv, sw = sampler.between("server", t0, t1), sampler.between("switch", t0, t1)
+    row = summarize(res, srv["cpu_s"], paths)
+    periods = srv.get("periods", 0.0)
+    throttled = srv["throttled"] / periods if periods > 0 else None
+    return row | {"server_throttled": throttled, "switch_cpu": sw["cpu_s"] / row["span_s"],
+                  "switch_wait": sw["wait_s"] / row["span_s"]}  # fmt: skip
 
 
 #: Write mixes: the switch cache's least ops/s as a multiple of the server alone's (issue 23

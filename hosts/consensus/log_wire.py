@@ -16,8 +16,10 @@ session, ``bitmap`` = the replica's bit and its view above ``VIEW_SHIFT``
 
 from __future__ import annotations
 
+import fcntl
 import socket
 import struct
+import termios
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -93,6 +95,11 @@ def udp_socket(port: int, group: str | None = None, ip: str | None = None) -> so
         s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(ip))
     s.setblocking(False)
     return s
+
+
+def queued(sock: socket.socket) -> bool:
+    """Whether a datagram waits to be read on ``sock`` (FIONREAD: the next one's size)."""
+    return struct.unpack("i", fcntl.ioctl(sock, termios.FIONREAD, b"\0" * 4))[0] > 0
 
 
 def count_vote(

@@ -21,12 +21,12 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
-import struct
 import sys
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from hosts.consensus.entry_log import RECORD, EntryLog
 from hosts.consensus.log_wire import (
     CONSENSUS,
     FALLBACK,
@@ -111,7 +111,7 @@ class Replica(Protocol):
     group_ip: str | None
     replicas: list[dict[str, Any]]
     clients: dict[int, str]
-    log: list[Entry]
+    log: EntryLog
     session: int | None
     next_seq: int
     host_seq: int
@@ -159,7 +159,6 @@ class NativeRequests:
         x.n_followers = len(others)
         for k, r in enumerate(others):
             x.followers[k] = _ip(rep.replicas[r]["ip"])
-        self._record = struct.Struct(f"=III{MAX_DATA}s")  # rec's layout (native_replica.c)
         self._slot = int(self._lib.rep_slot_len())
 
     @classmethod
@@ -208,11 +207,8 @@ class NativeRequests:
 
     def _results(self, rep: Replica, n: int) -> int:
         x = self.x
-        if x.taken:
-            raw = ctypes.string_at(x.rec, x.taken * self._record.size)
-            rep.log.extend(
-                [Entry(w, p, d[:size]) for w, p, size, d in self._record.iter_unpack(raw)]
-            )
+        if x.taken:  # kept as records, decoded when Python reads them (entry_log.py)
+            rep.log.extend_records(ctypes.string_at(x.rec, x.taken * RECORD.size), x.taken)
             rep.next_seq, rep.host_seq = x.next_seq, x.host_seq
         stats = rep.stats
         for name in ("requests", "dropped_sender", "send_drops"):

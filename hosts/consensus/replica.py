@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from hosts.consensus.entry_log import EntryLog
 from hosts.consensus.log_wire import (
     CHUNK,
     CONSENSUS,
@@ -72,6 +73,7 @@ from hosts.consensus.log_wire import (
     ZERO_SLOTS,
     Entry,
     chunked,
+    queued,
     udp_socket,
 )
 from hosts.consensus.native_replica import NativeRequests
@@ -96,7 +98,7 @@ class Replica:
     replicas: list[dict[str, Any]]  # id, ip (index = id)
     clients: dict[int, str]  # client id -> IP
     group_ip: str | None  # None: --sequencer host
-    log: list[Entry] = field(default_factory=list)
+    log: EntryLog = field(default_factory=EntryLog)
     session: int | None = None
     port: int = INC_UDP_PORT  # requests and votes (HOST_PLAN_PORT for a log on hosts alone)
     base: int = 0
@@ -380,7 +382,7 @@ class Replica:
             got = [Entry.of(m["e"][i]) for m in logs if i < len(m["e"])]
             merged.append(next((e for e in got if e.client >= 0), NOOP))
         base = self.base  # every replica of a session has the same log before it
-        self.log = self.log[:base] + merged
+        self.log = EntryLog(self.log[:base] + merged)
         self.session, self.base, self.next_seq = latest, base, len(merged) + 1
         self.pending.clear()
         self.decided.clear()
@@ -408,7 +410,7 @@ class Replica:
             self.begin_sync()
             return
         self.view, self.changing = v, False
-        self.log = self.log[:base] + [Entry.of(e) for e in msg["e"]]
+        self.log = EntryLog(self.log[:base] + [Entry.of(e) for e in msg["e"]])
         self.session, self.base = msg["s"], base
         self.next_seq = len(self.log) - base + 1
         self.pending.clear()
@@ -525,7 +527,11 @@ class Replica:
             if self.session is None and s is not None:
                 self.start_session(int(s))  # a fresh leader's first session: base 0 at both
             missing = [q for q in range(self.next_seq, int(msg["n"])) if q not in self.pending]
-            if missing:
+            # Under load a follower runs behind the leader by what waits in its socket: that
+            # is no lost tail, and asking for it cost the leader a DECIDE per entry and took
+            # this replica off the C path until they came. A gap inside what it reads is
+            # still found by the gap timer; a lost tail when the socket is empty.
+            if missing and not queued(self.req):
                 self.send_ctl(self.leader_id, {"t": "FILL", "s": s, "q": missing[:CHUNK]})
 
     def begin_sync(self) -> None:
@@ -545,7 +551,7 @@ class Replica:
             self.timers["sync"] = 0.0  # ask for the next chunk now
             self.timers["sync_end"] = time.monotonic() + LEADER_TIMEOUT
             return
-        self.log, self.sync_log = self.sync_log, []
+        self.log, self.sync_log = EntryLog(self.sync_log), []
         self.session, self.base, self.next_seq = msg["s"], int(msg["base"]), int(msg["n"])
         self.pending.clear()
         self.decided.clear()
