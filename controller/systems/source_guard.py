@@ -76,7 +76,8 @@ def runtime_entries(bindings: Iterable[SourceBinding]) -> list[dict[str, Any]]:
 def table_entries(bindings: Iterable[SourceBinding]) -> list[P4TableEntry]:
     """The bindings as P4Runtime entries (finsy), for a client that writes them itself."""
     pairs = _checked(bindings)
-    ports = [table_entry(SOURCE_PORTS, {PORT_FIELD: p}, HOST_PORT) for p in {p for p, _ in pairs}]
+    bound = sorted({p for p, _ in pairs})
+    ports = [table_entry(SOURCE_PORTS, {PORT_FIELD: p}, HOST_PORT) for p in bound]
     addrs = [
         table_entry(SOURCE_ADDRS, {PORT_FIELD: p, SOURCE_FIELD: str(net)}, HOST_SOURCE)
         for p, net in pairs
