@@ -19,7 +19,7 @@
 #define KV_VALUE_WORDS 8         // a cached value: slots 1..8 (32 bytes); slot 0 is the key
 #define CONS_GROUPS 1024         // sequencer counters (consensus groups), one per job
 #define IPV4_OPTION_WORDS 10     // the most an IPv4 header holds (IHL 15)
-#define DROP_REASONS 10          // entries of the inc_drops counter
+#define DROP_REASONS 11          // entries of the inc_drops counter
 #define DROP_STRIDE 32           // job_drops cells per job: room for every drop reason
 #define JOB_DROP_JOBS 1024       // job ids counted per job in job_drops (the rest under 0)
 #define JOB_DROP_CELLS 32768     // JOB_DROP_JOBS * DROP_STRIDE: size of job_drops
@@ -41,6 +41,7 @@
 #define WORKER_TABLE_SIZE 32768
 #define EPOCH_SLOT_TABLE_SIZE 2048  // two per job (JOB_TABLE_SIZE)
 #define FORWARD_TABLE_SIZE 1024
+#define SOURCE_TABLE_SIZE 1024    // source_guard.p4: host-facing ports, and their addresses
 #define ECN_THRESHOLD 10         // egress queue depth (packets) from which ECN marks (ecn.p4)
 
 // ---- wire code points ----
@@ -87,6 +88,7 @@ const bit<8> DROP_OLD_EPOCH = 6;
 const bit<8> DROP_FORGED_RESULT = 7;
 const bit<8> DROP_METERED = 8;
 const bit<8> DROP_UNPARSED_IPV4 = 9;
+const bit<8> DROP_SPOOFED_SOURCE = 10;
 
 // inc_h.epoch of a key-value reply the switch answered from its cache
 const bit<32> KV_ANSWERED_BY_SWITCH = 1;

@@ -2,7 +2,9 @@
 //
 //   p4c --target bmv2 --arch v1model p4src/inc.p4
 //
-// Ingress: INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
+// Ingress: first SourceGuard (source_guard.p4): an IPv4 packet from a host-facing port with
+// a source address that is not its host's is dropped (SPOOFED_SOURCE) before anything else
+// reads it. Then INC aggregation packets (op AGG_SYNC, no RESULT/ACK/FALLBACK/WAIT flag) go through
 // JobRegion (admission) and JobMeter (the job's rate, job_meter.p4), then AtpPool for ATP
 // jobs (atp.p4), or, for the others, SyncModes (the job's synchronisation mode,
 // sync_modes.p4) and Aggregator, then SyncModes again (the clocks move only for a packet the
@@ -29,6 +31,7 @@
 #include "primitives.p4"
 #include "checksum.p4"
 #include "forwarder.p4"
+#include "source_guard.p4"
 #include "job_region.p4"
 #include "job_meter.p4"
 #include "aggregator.p4"
@@ -72,6 +75,7 @@ control IncIngress(inout headers_t hdr,
     AtpPool() atp;
     ResultGuard() result_guard;
     Forwarder() forwarder;
+    SourceGuard() source_guard;
     Ask() ask;
     KvCache() kv_cache;
     Sequencer() sequencer;
@@ -82,9 +86,12 @@ control IncIngress(inout headers_t hdr,
     // packet's path is decided first, from the header as it arrived, and every step below
     // runs when its path (and the steps before it) say so.
     apply {
+        source_guard.apply(hdr, meta, standard_metadata);  // may say SPOOFED_SOURCE
+        // A spoofed packet takes no path below: it is only counted.
+        bool admitted = meta.drop == 0;
         bit<8> op = hdr.inc.op;
         bit<8> flags = hdr.inc.flags;
-        bool inc = hdr.inc.isValid();
+        bool inc = admitted && hdr.inc.isValid();
         // an aggregation contribution (not a result, ACK, fallback or wait reply)
         bool agg = inc && op == OP_AGG_SYNC
                 && (flags & (FLAG_RESULT | FLAG_ACK | FLAG_FALLBACK | FLAG_WAIT)) == 0;
@@ -101,7 +108,7 @@ control IncIngress(inout headers_t hdr,
         bool flagged = inc && (op == OP_AGG_SYNC || op == OP_AGG_KV || op == OP_CONSENSUS)
                 && !(agg || kv_agg || consensus);
         // INC the parser did not reach: behind IPv4 options, or in a fragment
-        bool unparsed = hdr.udp.isValid() && hdr.udp.dstPort == INC_UDP_PORT
+        bool unparsed = admitted && hdr.udp.isValid() && hdr.udp.dstPort == INC_UDP_PORT
                 && (hdr.ipv4.ihl != 5 || hdr.ipv4.flags[0:0] == 1);
         // everything else, including the op codes reserved for later systems
         bool forward = !(agg || kv_agg || kv || consensus);

@@ -15,6 +15,11 @@ epochs ahead, answered in h4's name too.
 
 Every wait is bounded: a job kind whose hosts do not finish (a forgery that keeps a packet
 in flight for good) fails the test by name, with what its hosts said last.
+
+A second, smaller star checks the paths the switch does not parse (plain UDP: the PS and
+ring baselines, the host-only key-value path, the ATP PS, a control port) against a forger
+that copies members' IPs and UDP ports exactly: the source guard (p4src/source_guard.p4)
+stops it at the switch.
 """
 
 from __future__ import annotations
@@ -38,8 +43,9 @@ RUN_DIR = Path("run/adversarial-test")
 #     flag byte ("now" as a base: this host's clock in ms << 8, how clients stamp their
 #     psns, so guesses land near them);
 #   values: the slots; to: addresses sent to from its own port (INC_UDP_PORT);
-#   raw: (source, destination) pairs sent spoofed; parse: one pair sent behind a no-op IPv4
-#     option and as a first fragment;
+#   raw: (source, destination) pairs sent spoofed; parse: one pair whose destination gets,
+#     from this host's own address (a spoofed one is SPOOFED_SOURCE before the parser's
+#     refusal is reached), packets behind a no-op IPv4 option and as first fragments;
 #   ahead: (source, destination) pairs that get, after each sweep, a RESULT of the victim
 #     with each n of the sweep (answers ahead of time);
 #   atp: (pool offset, size): agg_idx is the pool index ATP hashes the job and psn to.
@@ -85,8 +91,8 @@ while True:
                     s.sendto(inc, (d, INC_UDP_PORT))
                 for a, b in t["raw"]:
                     raw.sendto(ip(a, b, udp(inc)), (b, 0))
-                raw.sendto(ip(src, dst, udp(inc), options=b"\x01\x01\x01\x00"), (dst, 0))
-                raw.sendto(ip(src, dst, udp(inc), frag=0x2000), (dst, 0))
+                raw.sendto(ip(me, dst, udp(inc), options=b"\x01\x01\x01\x00"), (dst, 0))
+                raw.sendto(ip(me, dst, udp(inc), frag=0x2000), (dst, 0))
             time.sleep(0.004)
     for t in targets:
         values = np.array(t["values"], dtype=np.int32)
@@ -396,14 +402,218 @@ def test_every_flag_combination_from_a_forger_beside_a_job_of_every_kind_changes
     assert counts["reducer"]["drained_tuples"] > 0, "nothing was aggregated in the switch"
     # The switch: per sweep and job, hundreds of forged flagged packets, of the job's id
     # unflagged from the forger's port, behind options or in a fragment.
-    want = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8, "UNPARSED_IPV4": 200}
+    want = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8, "UNPARSED_IPV4": 200,
+            "SPOOFED_SOURCE": 200}  # fmt: skip
     assert all(drops[k] >= n for k, n in want.items()), str(drops)
     grew = {j: {k: after[j][k] - before[j][k] for k in after[j]} for j in after}
     # Against each job: its flagged packets are forged results (no binding of the job allows
     # them from the forger's port), its unflagged ones unknown workers. Key-value ops have no
     # result binding to check: the switch refuses every one from a port no client or server
     # of the job is on. (Options and fragments are dropped before the job id is read.)
-    flagged = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8}
-    by_job = ((kv, {"UNKNOWN_WORKER": 200}), *((j, flagged) for j in jobs if j != kv))
+    # What it sent in members' names (IP and UDP port) never got that far: the source guard
+    # dropped it, counted against the job it named.
+    flagged = {"FORGED_RESULT": 200, "UNKNOWN_WORKER": 8, "SPOOFED_SOURCE": 200}
+    by_job = ((kv, {"UNKNOWN_WORKER": 200, "SPOOFED_SOURCE": 200}),
+              *((j, flagged) for j in jobs if j != kv))  # fmt: skip
     for j, reasons in by_job:
         assert all(grew[j][k] >= n for k, n in reasons.items()), (j, grew[j])
+
+
+# --- the paths the switch does not parse: the source guard ----------------------------------
+
+# Runs on the forger: argv its progress file and a JSON file of targets [src IP, dst IP, UDP
+# port, [payload hex, ...]]; sends every payload from src:port to dst:port (a member's
+# address and port, exactly), sweep after sweep, and writes the sweeps done to the file.
+SPOOFER = r"""
+import json, socket, sys, time
+done, targets = sys.argv[1], json.loads(open(sys.argv[2]).read())
+raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+
+def datagram(src, dst, port, payload):
+    udp = port.to_bytes(2, "big") * 2 + (8 + len(payload)).to_bytes(2, "big") + bytes(2)
+    total = 28 + len(payload)
+    ip = (bytes([0x45, 0, *total.to_bytes(2, "big"), 0, 0, 0x40, 0, 64, 17, 0, 0])
+          + socket.inet_aton(src) + socket.inet_aton(dst))
+    return ip + udp + payload
+
+frames = [(datagram(s, d, p, bytes.fromhex(x)), d) for s, d, p, xs in targets for x in xs]
+sweep = 0
+while True:
+    for i, (f, d) in enumerate(frames):
+        raw.sendto(f, (d, 0))
+        if i % 16 == 15:
+            time.sleep(0.002)
+    sweep += 1
+    with open(done, "w") as out:
+        out.write(str(sweep))
+"""
+
+# Runs on the key-value storage host: inclib.KvStorage of a host-only plan (one client, on
+# h10), until SIGTERM; then its counters as JSON.
+KV_STORAGE = r"""
+import json, signal, sys, threading
+from inclib.kv import KvStorage
+from inclib.plan import Plan
+signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # taken by sigwait below
+storage = KvStorage(Plan("", 1, (sys.argv[1],), kind="kv_cache", reducer=sys.argv[2]))
+threading.Thread(target=storage.serve, daemon=True).start()
+print("kv storage ready", flush=True)
+signal.sigwait([signal.SIGTERM])
+s = storage.server.stats
+print(json.dumps({"writes": s.writes, "reads": s.reads, "drops": s.drops}), flush=True)
+"""
+
+# Runs on the key-value client: writes KEY n times, then reads it; the versions and value.
+KV_WRITER = r"""
+import json, sys
+from hosts.kv.store import KvClient, KvConfig
+from hosts.transport.udp import Endpoint
+from inclib.kv import HOST_JOB_ID, HOST_KV_PORT
+key, n = int(sys.argv[2]), int(sys.argv[3])
+c = KvClient(KvConfig(HOST_JOB_ID, 0, sys.argv[1], port=HOST_KV_PORT),
+             Endpoint(("0.0.0.0", HOST_KV_PORT)))
+versions = [c.put(key, [i] * 8) for i in range(1, n + 1)]
+print(json.dumps({"versions": versions, "value": c.get(key)}), flush=True)
+"""
+
+
+def spoofed_targets(ex: Any, ps_job: int, ring_job: int, atp_job: int) -> list[Any]:
+    """What the forger sends, each in a member's name (IP and UDP port exactly): (a) the PS
+    baseline worker 0's contributions, every psn of the run, ahead of it; (b) ring data of
+    each rank to the other, every packet of both calls; (c) host-only key-value writes in
+    the client's name; (d) all-worker RESULTs of the ATP job to its PS in a worker's name;
+    (e) datagrams to the replicas' control port in replica 0's name."""
+    import numpy as np
+
+    from hosts.consensus.log_wire import CTL_PORT
+    from hosts.kv.store import _values
+    from hosts.netreduce.ps import PS_UDP_PORT
+    from hosts.netreduce.ring import RING_UDP_PORT
+    from inclib.kv import HOST_JOB_ID, HOST_KV_PORT
+    from topologies.experiment import host_ip as ip
+    from wire.header import Flag, Header, aggregator_address, pack
+
+    junk = np.full(32, 0x01010101, dtype=np.int32)
+    cfg = ex.api.worker_config(ps_job, 0)
+
+    def ps(psn: int) -> bytes:
+        idx, ver = aggregator_address(psn, cfg["region_offset"], cfg["region_size"])
+        return pack(Header(job_id=ps_job, worker_id=0, psn=psn, agg_idx=idx, ver=ver), junk)
+
+    def ring(rank: int, call: int, step: int, j: int) -> bytes:  # calls count from 1
+        h = Header(job_id=ring_job, worker_id=rank, psn=j, agg_idx=step, epoch=call)
+        return pack(h, junk)
+
+    kv = [pack(Header(op=Op.KV_WRITE, job_id=HOST_JOB_ID, worker_id=0, psn=p),
+               _values(KV_KEY, [666] * 8)) for p in range(256)]  # fmt: skip
+    atp = [pack(Header(job_id=atp_job, psn=p, flags=Flag.RESULT, bitmap=0b11), junk)
+           for p in range(256)]  # fmt: skip
+    ring_packets = [(r, c, t, j) for r in (0, 1) for c in (1, 2) for t in (0, 1)
+                    for j in range(64)]  # fmt: skip
+    hexes = lambda ps: [p.hex() for p in ps]  # noqa: E731
+    return [
+        [ip(1), ip(4), PS_UDP_PORT, hexes(ps(p) for p in range(256))],
+        [ip(5), ip(6), RING_UDP_PORT, hexes(ring(*x) for x in ring_packets if x[0] == 0)],
+        [ip(6), ip(5), RING_UDP_PORT, hexes(ring(*x) for x in ring_packets if x[0] == 1)],
+        [ip(10), ip(9), HOST_KV_PORT, hexes(kv)],
+        [ip(7), ip(4), 20050, hexes(atp)],
+        *([ip(11), ip(r), CTL_PORT, [(b"\x00" * 40 + bytes([i])).hex() for i in range(32)]]
+          for r in (12, 13)),
+    ]  # fmt: skip
+
+
+KV_KEY = 7
+
+
+def test_a_forger_in_members_names_on_paths_the_switch_does_not_parse_reaches_no_host(
+    tmp_path: Path,
+) -> None:
+    """A host on its own switch port copies members' IPs and UDP ports exactly, on the
+    paths past the switch's INC guards: (a) the PS baseline, (b) the ring baseline, (c) the
+    host-only key-value path (inclib.KvStorage), (d) the ATP PS (an all-worker RESULT) and
+    (e) the replicas' control port. The source guard drops all of it at the switch: every
+    sum is exact, the key-value versions are the writer's 1..n, the PS, storage, ATP PS and
+    replicas refuse nothing (nothing reached them), and the switch counts SPOOFED_SOURCE,
+    in all, against no job for plain UDP and against the ATP job for its RESULTs."""
+    import subprocess
+    import time
+
+    import numpy as np
+
+    from tests.test_mininet_consensus import log_fields, replica, summary
+    from topologies.atp import AtpJob, exact, start_ps, submit_atp, vector_cmd
+    from topologies.experiment import host_ip as ip
+
+    ex = start_net(13)
+    forger = None
+    try:
+        ps_job = _netreduce(ex, "ps-baseline", [1, 2])
+        ring_job = ex.submit("ring", workers=2, window=16, worker_ports=[5, 6],
+                             worker_ips=[ip(5), ip(6)],
+                             worker_macs=["00:00:00:00:00:05", "00:00:00:00:00:06"],
+                             agg_ip=ip(4), agg_mac="00:00:00:00:00:04")  # fmt: skip
+        atp = submit_atp(ex, "atp", [7, 8], ps_host=4, window=16, pool=(0, 16))
+        log = ex.api.submit(log_fields([10], [11, 12, 13]))["job_id"]
+        atp_ps = start_ps(ex, 4, [atp.job_id])
+        ps_cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", "2",
+                  "--worker-ip", ip(1), "--worker-ip", ip(2)]  # fmt: skip
+        ps = ex.start_service("h4", ps_cmd, ready="parameter server on", log_name="ps")
+        kv = ex.start_service("h9", [sys.executable, "-c", KV_STORAGE, ip(10), ip(9)],
+                              ready="kv storage ready", log_name="kv-storage")  # fmt: skip
+        reps = [replica(ex, log, r, first=11) for r in range(3)]
+        targets = tmp_path / "targets.json"
+        targets.write_text(json.dumps(spoofed_targets(ex, ps_job, ring_job, atp.job_id)))
+        sweeps = tmp_path / "sweeps"
+        cmd = [sys.executable, "-c", SPOOFER, str(sweeps), str(targets)]
+        forger = ex.popen("h3", cmd, stdout=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not sweeps.exists() or int(sweeps.read_text() or 0) < 2:
+            assert forger.poll() is None, "the forger died"
+            assert time.monotonic() < deadline, "the forger did not sweep twice in 60 s"
+            time.sleep(0.2)
+        size, calls, seed = 4000, 2, 40
+        jobs = [(AtpJob(ps_job, (1, 2)), "ps"), (AtpJob(ring_job, (5, 6)), "ring"),
+                (atp, "switch")]  # fmt: skip
+        cmds = [
+            (f"h{h}", vector_cmd(ex, j, w, tmp_path, size, calls, seed + j.job_id,
+                                 "--bits", "24", "--method", method,
+                                 *(("--peers", f"{ip(5)},{ip(6)}") if method == "ring" else ())))
+            for j, method in jobs for w, h in enumerate(j.hosts)
+        ]  # fmt: skip
+        cmds.append(("h10", [sys.executable, "-c", KV_WRITER, ip(9), str(KV_KEY), "30"]))
+        runs = ex.run_hosts(cmds, timeout=120)
+        drops = ex.drop_counters()
+        by_job = {j: job_drops(ex, j) for j in (0, atp.job_id)}
+        for p in (*reps, ps, atp_ps, kv):
+            ex.stop(p)
+    finally:
+        if forger is not None:
+            ex.stop(forger)
+        ex.close()
+    for r in runs:
+        assert r.code == 0, (r.host, r.lines[-3:])
+    # (a), (b), (d): every sum exact
+    for j, _ in jobs:
+        got = [{"code": 0, "rec": json.loads((tmp_path / f"j{j.job_id}w{w}.json").read_text()),
+                "res": np.load(tmp_path / f"j{j.job_id}w{w}.npy")}
+               for w in range(2)]  # fmt: skip
+        assert exact(got, seed + j.job_id, size, calls, bits=24) == [], j
+    # (a) the PS took nothing from another host's claims: none reached it
+    ps_stats = (ex.logs / "ps.log").read_text().splitlines()[-1]
+    assert re.search(r"\bspoofed 0\b", ps_stats), ps_stats
+    # (c) the writer's versions are 1..30, its value the last; the storage wrote nothing else
+    kv_run = json.loads(runs[-1].lines[-1])
+    assert kv_run["versions"] == list(range(1, 31)) and kv_run["value"] == [30] * 8, kv_run
+    storage = json.loads((ex.logs / "kv-storage.log").read_text().splitlines()[-1])
+    assert storage["writes"] == 30 and storage["drops"] == [0] * HOST_DROPS, storage
+    # (d) the ATP PS saw no forged piece and ignored nothing
+    atp_stats = (ex.logs / "h4.log").read_text().splitlines()[-1]
+    assert re.search(r"\bforged=0\b", atp_stats) and re.search(r"\bignored=0\b", atp_stats)
+    # (e) no replica got a datagram it could not open
+    for r in range(3):
+        stats = summary(ex, r)["stats"]
+        assert stats.get("dropped_tag", 0) == 0 == stats.get("dropped_sender", 0), (r, stats)
+    # The switch counted it: in all, against no job (plain UDP), against the ATP job.
+    assert drops["SPOOFED_SOURCE"] >= 1000, drops
+    assert by_job[0]["SPOOFED_SOURCE"] >= 500, by_job[0]
+    assert by_job[atp.job_id]["SPOOFED_SOURCE"] >= 200, by_job[atp.job_id]

@@ -10,6 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from controller.systems.source_guard import (
+    PORT_FIELD,
+    SOURCE_ADDRS,
+    SOURCE_FIELD,
+    SOURCE_PORTS,
+    SourceBinding,
+    runtime_entries,
+)
 from topologies.experiment import (
     Experiment,
     ExperimentConfig,
@@ -40,13 +48,37 @@ def test_leaf_spine_routes_each_host_through_its_leaf_and_the_spine() -> None:
     assert ports["s3"] == {"h1": 3, "h2": 3, "h3": 1, "h4": 2, "h5": 3}
     assert ports["s1"] == {"h1": 1, "h2": 1, "h3": 2, "h4": 2, "h5": 3}
     entries = layout.forwarding_entries("s3")["table_entries"]
-    assert {e["match"]["hdr.ipv4.dstAddr"][0]: e["action_params"]["port"] for e in entries} == {
+    routes = [e for e in entries if e["table"] == "IncIngress.forwarder.ipv4_lpm"]
+    assert {e["match"]["hdr.ipv4.dstAddr"][0]: e["action_params"]["port"] for e in routes} == {
         "10.0.0.1": 3,
         "10.0.0.2": 3,
         "10.0.0.3": 1,
         "10.0.0.4": 2,
         "10.0.0.5": 3,
     }
+
+
+def test_each_leaf_lets_in_only_its_own_hosts_addresses_on_their_ports_not_on_its_trunk() -> None:
+    """The source guard of leaf s3 (rack 2: h3 on port 1, h4 on port 2, trunk on port 3)
+    binds its two host ports to their hosts' addresses and leaves the trunk unchecked."""
+    layout = leaf_spine(racks=2, per_rack=2, spine_hosts=1)
+    entries = layout.forwarding_entries("s3")["table_entries"]
+    ports = [e["match"] for e in entries if e["table"] == SOURCE_PORTS]
+    addrs = [e["match"] for e in entries if e["table"] == SOURCE_ADDRS]
+    assert ports == [{PORT_FIELD: 1}, {PORT_FIELD: 2}]
+    assert addrs == [
+        {PORT_FIELD: 1, SOURCE_FIELD: ["10.0.0.3", 32]},
+        {PORT_FIELD: 2, SOURCE_FIELD: ["10.0.0.4", 32]},
+    ]
+    spine = layout.forwarding_entries("s1")["table_entries"]
+    assert [e["match"] for e in spine if e["table"] == SOURCE_PORTS] == [{PORT_FIELD: 3}]
+
+
+def test_a_source_binding_that_would_check_nothing_is_refused_in_one_line() -> None:
+    with pytest.raises(ValueError, match="port 2: /0 allows every source"):
+        runtime_entries([SourceBinding(2, "0.0.0.0/0")])
+    with pytest.raises(ValueError, match="port 3: .*host bits set"):
+        runtime_entries([SourceBinding(3, "10.0.0.1/24")])
 
 
 def test_interface_counters_come_from_this_network_namespace() -> None:

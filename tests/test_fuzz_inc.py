@@ -33,6 +33,10 @@ Oracle, per packet, over **every register of the program** (whatever systems inc
   reducer, the log's client and replicas), else it leaves nothing and is counted once as
   ``FORGED_RESULT`` (docs/protocol.md, "Isolation"); a UDP packet to ``INC_UDP_PORT`` behind
   IPv4 options or in a first fragment leaves nothing and is counted as ``UNPARSED_IPV4``;
+- an IPv4 packet on a host port (1..6, the source guard's bindings) with a source that is
+  not that port's host leaves nothing and is counted as ``SPOOFED_SOURCE``, before any other
+  guard (arrivals on the wrong port and mutated addresses make them; ports 0 and 7 are
+  unbound, as trunks, and check nothing);
 - the ATP job is metered: its meter cell (``meter_cells``) may move on any of its worker
   packets that admission lets through, whatever happens to it next (a packet over the rate
   is counted as ``METERED``, on a switch clock that advances per packet);
@@ -68,6 +72,7 @@ from controller.systems.consensus import Consensus, ConsensusRequest
 from controller.systems.kv_cache import KvCache, KvCacheRequest
 from controller.systems.netreduce import NetReduce, NetReduceRequest
 from controller.systems.serene import Serene, SereneRequest
+from controller.systems.source_guard import SourceBinding, table_entries
 from controller.systems.sync_modes import sync_slot
 from hosts.ask.wire import kv_packet
 from p4sim.switch import Switch
@@ -100,6 +105,7 @@ INC_P4 = Path(__file__).resolve().parents[1] / "p4src" / "inc.p4"
 SEED = int(os.environ.get("INC_FUZZ_SEED", "16"))
 PACKETS = 2000  # ~6 ms each: comparing every register cell dominates
 AGG_HOST = 6
+HOST_PORTS = range(1, AGG_HOST + 1)  # host h{p} on port p: the source guard binds its address
 NOT_AGGREGATED = Flag.RESULT | Flag.ACK | Flag.FALLBACK | Flag.WAIT
 FRAME_LEN = FRAME_OVERHEAD + HEADER_LEN + SLOTS * VALUE_BYTES
 
@@ -150,7 +156,9 @@ def ip(port: int) -> bytes:
 
 def program(tmp: Path) -> Iterator[Switch]:
     """inc.p4 with both jobs installed by the controller's own code (``NetReduce.install``
-    over P4Runtime), and forwarding to every host as a topology's runtime file gives it."""
+    over P4Runtime), and forwarding to every host and the source guard of every host port
+    (``HOST_PORTS``; ports 0 and 7 stay unbound, as trunks) as a topology's runtime file
+    gives them."""
     files = compile_pipeline(INC_P4, tmp)
     kind = NetReduce()
 
@@ -170,6 +178,7 @@ def program(tmp: Path) -> Iterator[Switch]:
             await install_kv_and_log(conn)
             await install_atp(conn)
             await install_ask(conn)
+            await conn.insert(table_entries(SourceBinding(p, host_ip(p)) for p in HOST_PORTS))
 
     with LocalSwitch(device_id=0) as local:
         asyncio.run(install(local.address))
@@ -351,7 +360,10 @@ def other_traffic() -> list[tuple[int, bytes]]:
     frames += [contribution(job, 1, 1, vals, op=op) for op in Op if op != Op.AGG_SYNC]
     frames.append(encapsulate(b"not an INC header", mac(1), mac(AGG_HOST), ip(1), ip(3)))
     frames.append(mac(3) + mac(1) + b"\x08\x06" + bytes(28))  # ARP
-    return [(1, f) for f in frames]
+    # in other hosts' names: a contribution of job 1's worker 1 and plain UDP from port 1
+    spoofed = [contribution(job, 1, 2, vals)]
+    spoofed.append(encapsulate(b"in h2's name", mac(1), mac(AGG_HOST), ip(2), ip(3)))
+    return [(1, f) for f in frames + spoofed]
 
 
 # --- mutations --------------------------------------------------------------------------------
@@ -677,9 +689,18 @@ def unparsed_inc(frame: bytes) -> bool:
     return len(frame) >= at + 8 and struct.unpack_from("!H", frame, at + 2)[0] == INC_UDP_PORT
 
 
+def spoofed(frame: bytes, port: int) -> bool:
+    """IPv4 on a host port (``HOST_PORTS``) from a source that is not its host's."""
+    if port not in HOST_PORTS or len(frame) < 34 or frame[12:14] != b"\x08\x00":
+        return False
+    return frame[26:30] != ip(port)
+
+
 def must_refuse(frame: bytes, port: int) -> DropReason | None:
-    """The drop the guards owe this packet whatever else holds: UNPARSED_IPV4, or
-    FORGED_RESULT for a flagged packet no binding allows."""
+    """The drop the guards owe this packet whatever else holds: SPOOFED_SOURCE first, then
+    UNPARSED_IPV4, or FORGED_RESULT for a flagged packet no binding allows."""
+    if spoofed(frame, port):
+        return DropReason.SPOOFED_SOURCE
     if unparsed_inc(frame):
         return DropReason.UNPARSED_IPV4
     fields = inc_fields(frame)
@@ -710,6 +731,10 @@ def admitted_copy(frame: bytes, port: int) -> Target | None:
 
 def first_difference(now: list[int], before: list[int]) -> int:
     return next(i for i, (a, b) in enumerate(zip(now, before, strict=True)) if a != b)
+
+
+# the reasons must_refuse owes: counted only where it owes them
+GUARDS = (DropReason.SPOOFED_SOURCE, DropReason.UNPARSED_IPV4, DropReason.FORGED_RESULT)
 
 
 @pytest.fixture
@@ -755,7 +780,7 @@ def test_mutated_inc_packets_never_touch_state_they_are_not_admitted_to(switch: 
         owed = must_refuse(frame, port)
         if owed is not None:
             assert counted == [owed] and outs == [], f"{owed.name} owed, got {counted}: {where}"
-        elif counted == [DropReason.FORGED_RESULT] or counted == [DropReason.UNPARSED_IPV4]:
+        elif counted and counted[0] in GUARDS:
             pytest.fail(f"refused by a guard it passes: {where}")
         target = None if counted else admitted_copy(frame, port)
         if target is not None:

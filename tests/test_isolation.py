@@ -37,15 +37,30 @@ from tests.test_fuzz_inc import (
     program,
 )
 from wire.framing import ipv4_checksum
-from wire.header import INC_UDP_PORT, SLOTS, DropReason, Flag, Header, Op, atp_index, pack
+from wire.header import (
+    DROP_STRIDE,
+    INC_UDP_PORT,
+    SLOTS,
+    DropReason,
+    Flag,
+    Header,
+    Op,
+    atp_index,
+    pack,
+)
 
 NR1, NR2 = JOBS
 LOG_CLIENT = LOG.ports[0]
 OUTSIDER = 3  # a port no ATP, ASK or Serene binding names (a NetReduce-1 worker, the log's client)
 
 
+TRUNK = AGG_HOST + 1  # a port the topology binds no host to (a link to another switch)
+
+
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Switch]:
+    """The fuzz test's switch, with the source guard a topology writes: each host port lets
+    in its host's address only (``controller/systems/source_guard.py``); TRUNK is unbound."""
     yield from program(tmp_path_factory.mktemp("isolation"))
 
 
@@ -69,14 +84,22 @@ def frame(src: int, dst: int, h: Header, values: np.ndarray | None = None) -> by
     return bytes(pkt)
 
 
-def refused(sw: Switch, port: int, data: bytes, reason: DropReason) -> None:
-    """``data`` on ``port`` leaves nothing, changes no register, and is counted once."""
+def job_drops(sw: Switch, job: int) -> dict[DropReason, int]:
+    return {r: sw.counter_read("job_drops", job * DROP_STRIDE + int(r))[0] for r in DropReason}
+
+
+def refused(sw: Switch, port: int, data: bytes, reason: DropReason, job: int | None = None) -> None:
+    """``data`` on ``port`` leaves nothing, changes no register, and is counted once, in
+    all and (given ``job``) against that job (0: a packet that names none)."""
     before, state = drops(sw), registers(sw)
+    mine = job_drops(sw, job or 0)
     out = sw.send(port, data)
     after = drops(sw)
     assert out == [], [p for p, _ in out]
     assert after[reason] == before[reason] + 1, {r.name: after[r] - before[r] for r in after}
     assert sum(after.values()) == sum(before.values()) + 1
+    if job is not None:
+        assert job_drops(sw, job)[reason] == mine[reason] + 1
     assert registers(sw) == state
 
 
@@ -232,3 +255,66 @@ def test_other_udp_with_ipv4_options_is_routed_with_its_options(switch: Switch) 
     assert got[IP].ttl == pkt[IP].ttl - 1
     assert ipv4_checksum(out[0][1][14 : 14 + 24]) == 0  # recomputed over the options too
     assert drops(switch) == before
+
+
+# --- SourceGuard: a host port lets in its host's own IPv4 source only ----------------------
+
+
+def udp_frame(port: int, src_ip: str, dst: int, dport: int, payload: bytes = b"x" * 64) -> bytes:
+    """Plain UDP (what the switch does not parse: baselines, host-only paths, control ports)
+    arriving on ``port`` with source ``src_ip`` and the source UDP port a member would use."""
+    pkt = (
+        Ether(src=host_mac(port), dst=host_mac(dst))
+        / IP(src=src_ip, dst=host_ip(dst))
+        / UDP(sport=dport, dport=dport)
+        / Raw(payload)
+    )
+    return bytes(pkt)
+
+
+# (case, UDP port): paths past the switch's INC guards, from the PS baseline to a control port
+PLAIN = [("ps-baseline", INC_UDP_PORT + 1), ("ring-baseline", INC_UDP_PORT + 2),
+         ("host-kv", INC_UDP_PORT + 3), ("control", INC_UDP_PORT + 1)]  # fmt: skip
+
+
+@pytest.mark.parametrize("dport", [c[1] for c in PLAIN], ids=[c[0] for c in PLAIN])
+def test_plain_udp_in_another_hosts_name_is_dropped_and_counted(switch: Switch, dport: int) -> None:
+    """The host on port 3 copies host 1's address and UDP port exactly, to host 2: the
+    switch drops it (SPOOFED_SOURCE); before the guard it was routed to host 2."""
+    refused(switch, 3, udp_frame(3, host_ip(1), 2, dport), DropReason.SPOOFED_SOURCE, job=0)
+
+
+def test_inc_in_a_members_name_is_counted_against_the_job_it_names(switch: Switch) -> None:
+    """A worker of job 2 (port 4) sends job 1's worker 0 contribution with worker 0's
+    address: refused before admission reads it, counted against job 1, no register moves."""
+    data = bytearray(contribution(NR1, 0, 77, np.arange(SLOTS)))
+    refused(switch, NR2.ports[0], bytes(data), DropReason.SPOOFED_SOURCE, job=NR1.job_id)
+    # the same from a result-like sender: an ATP PS's all-worker RESULT in the PS's name
+    h = Header(op=Op.AGG_SYNC, flags=Flag.RESULT, job_id=ATP_JOB.job_id, psn=ATP_PSN,
+               agg_idx=ATP_IDX, bitmap=EVERY_WORKER)  # fmt: skip
+    spoofed = bytes(Ether(frame(AGG_HOST, ATP_JOB.ports[0], h)))
+    refused(switch, OUTSIDER, spoofed, DropReason.SPOOFED_SOURCE, job=ATP_JOB.job_id)
+
+
+def test_a_hosts_own_address_passes_unchanged(switch: Switch) -> None:
+    data = udp_frame(3, host_ip(3), 2, INC_UDP_PORT + 1)
+    before = drops(switch)
+    out = switch.send(3, data)
+    assert [p for p, _ in out] == [2]
+    assert out[0][1][34:] == data[34:]  # UDP header and payload as sent
+    assert drops(switch) == before
+
+
+def test_a_port_with_no_binding_keeps_todays_behaviour(switch: Switch) -> None:
+    """A trunk carries other switches' hosts (and what they made): any source passes."""
+    for src in (host_ip(1), host_ip(5), "192.0.2.9"):
+        assert [p for p, _ in switch.send(TRUNK, udp_frame(TRUNK, src, 2, INC_UDP_PORT + 2))] == [2]
+
+
+def test_what_the_switch_makes_itself_still_reaches_every_bound_port(switch: Switch) -> None:
+    """A NetReduce aggregation of job 1 (its workers on bound ports): the sum the switch
+    multicasts, in the aggregation address's name, reaches all three workers."""
+    values = np.arange(SLOTS)
+    outs = [switch.send(p, contribution(NR1, w, 90, values)) for w, p in enumerate(NR1.ports)]
+    assert outs[0] == outs[1] == []
+    assert sorted(p for p, _ in outs[2]) == sorted(NR1.ports)

@@ -177,8 +177,10 @@ def test_forged_netreduce_results_from_outside_the_job_are_dropped_at_its_switch
 ) -> None:
     """While a NetReduce job runs, a host outside it sends RESULT and ACK packets of the job
     to its workers, with the job's aggregation address as source (the workers' own check
-    cannot tell them apart): the switch that aggregates the job drops every one
-    (FORGED_RESULT) and every result stays exact."""
+    cannot tell them apart): the switch that aggregates the job drops every one at its
+    source guard (SPOOFED_SOURCE: not the address of the forger's port; from its own
+    address they would be FORGED_RESULT, tests/test_isolation.py) and every result stays
+    exact."""
     import subprocess
     import sys
     import time
@@ -195,7 +197,7 @@ def test_forged_netreduce_results_from_outside_the_job_are_dropped_at_its_switch
         cmd = [sys.executable, "-c", NR_FORGER, "10.0.0.4", str(nr), "10.0.0.1,10.0.0.2"]
         forger = ex.popen("h3", cmd, stdout=subprocess.DEVNULL)
         deadline = time.monotonic() + 60
-        while ex.drop_counters().get("FORGED_RESULT", 0) < 100:
+        while ex.drop_counters().get("SPOOFED_SOURCE", 0) < 100:
             assert forger.poll() is None, "the forger died"
             assert time.monotonic() < deadline, ex.drop_counters()
             time.sleep(0.2)
@@ -208,7 +210,7 @@ def test_forged_netreduce_results_from_outside_the_job_are_dropped_at_its_switch
             ex.stop(forger)
         ex.close()
     assert exact(got[nr], 70 + nr, size, calls, bits=24) == []
-    assert drops["FORGED_RESULT"] >= 100, drops
+    assert drops["SPOOFED_SOURCE"] >= 100, drops
 
 
 def test_a_flooding_tenant_is_metered_and_the_other_job_stays_exact(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ P4_ONLY = {
     "JOB_TABLE_SIZE",
     "WORKER_TABLE_SIZE",
     "FORWARD_TABLE_SIZE",
+    "SOURCE_TABLE_SIZE",
     "EPOCH_SLOT_TABLE_SIZE",
     "PSN_HALF",
     "ECN_THRESHOLD",  # switch configuration; tests/test_ecn.py reads it from here

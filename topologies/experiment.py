@@ -134,9 +134,14 @@ class Layout:
         return out
 
     def forwarding_entries(self, switch: str) -> dict[str, Any]:
-        """Runtime JSON (tutorial format): every host's /32 out of the port towards it."""
+        """Runtime JSON (tutorial format): every host's /32 out of the port towards it, and
+        the source guard of ``switch``'s host ports: each lets in only its host's address
+        (``p4src/source_guard.p4``; trunks between switches stay unchecked)."""
+        from controller.systems.source_guard import SourceBinding, runtime_entries
+
         ports = self.egress_ports()[switch]
-        entries = [
+        guard = [SourceBinding(h.port, h.ip) for h in self.hosts if h.switch == switch]
+        entries = runtime_entries(guard) + [
             {
                 "table": "IncIngress.forwarder.ipv4_lpm",
                 "match": {"hdr.ipv4.dstAddr": [h.ip, 32]},

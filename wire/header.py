@@ -114,6 +114,7 @@ class DropReason(IntEnum):
     FORGED_RESULT = 7  # result-like flags no binding of the job allows from that port
     METERED = 8  # over its job's meter rate (p4src/job_meter.p4)
     UNPARSED_IPV4 = 9  # UDP to INC_UDP_PORT behind IPv4 options or in a fragment
+    SPOOFED_SOURCE = 10  # IPv4 source not one the port's host may use (source_guard.p4)
 
 
 DROP_REASONS = len(DropReason)
