@@ -319,33 +319,14 @@ int64_t atp_ps_out(const struct atp_ps *x, int64_t i, uint8_t *buf, uint32_t *ip
 
 void atp_ps_clear(struct atp_ps *x) { x->n_out = 0; }
 
+static uint32_t out_len_of(const uint8_t *d, int64_t i, const void *ctx) {
+    (void)d;
+    return ((const struct atp_ps *)ctx)->out_len[i];
+}
+
 static int flush(struct atp_ps *x) {
-    struct mmsghdr m[BATCH];
-    struct iovec iov[BATCH];
-    int64_t off = 0;
-    while (off < x->n_out) {
-        int k = 0;
-        for (; k < BATCH && off + k < x->n_out; k++) {
-            iov[k].iov_base = x->out + (size_t)(off + k) * SLOT;
-            iov[k].iov_len = x->out_len[off + k];
-            memset(&m[k], 0, sizeof m[k]);
-            m[k].msg_hdr.msg_name = &x->out_to[off + k];
-            m[k].msg_hdr.msg_namelen = sizeof x->out_to[off + k];
-            m[k].msg_hdr.msg_iov = &iov[k];
-            m[k].msg_hdr.msg_iovlen = 1;
-        }
-        int r = sendmmsg((int)x->fd, m, (unsigned)k, 0);
-        if (r > 0) { off += r; continue; }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            struct pollfd p = {.fd = (int)x->fd, .events = POLLOUT};
-            if (poll(&p, 1, 50) <= 0) off++; /* still full: this datagram is lost */
-            continue;
-        }
-        if (errno == ECONNREFUSED || errno == ENETUNREACH || errno == EHOSTUNREACH) { off++; continue; }
-        x->err = errno;
+    if (send_datagrams((int)x->fd, x->out, SLOT, x->out_to, x->n_out, out_len_of, x, &x->err) < 0)
         return -1;
-    }
     x->n_out = 0;
     return 0;
 }

@@ -233,34 +233,14 @@ static int process(struct ps_ctx *x, const uint8_t *h, size_t len, const struct 
     return 0;
 }
 
+static uint32_t result_len(const uint8_t *d, int64_t i, const void *ctx) {
+    (void)i, (void)ctx;
+    return HDR + 4 * (uint32_t)d[6]; /* the header and its slot_count values */
+}
+
 static int flush(struct ps_ctx *x) {
-    struct mmsghdr m[BATCH];
-    struct iovec iov[BATCH];
-    int64_t off = 0;
-    while (off < x->n_out) {
-        int k = 0;
-        for (; k < BATCH && off + k < x->n_out; k++) {
-            uint8_t *p = x->out + (size_t)(off + k) * SLOT;
-            iov[k].iov_base = p;
-            iov[k].iov_len = HDR + 4 * (size_t)p[6];
-            memset(&m[k], 0, sizeof m[k]);
-            m[k].msg_hdr.msg_name = &x->out_to[off + k];
-            m[k].msg_hdr.msg_namelen = sizeof x->out_to[off + k];
-            m[k].msg_hdr.msg_iov = &iov[k];
-            m[k].msg_hdr.msg_iovlen = 1;
-        }
-        int r = sendmmsg((int)x->fd, m, (unsigned)k, 0);
-        if (r > 0) { off += r; continue; }
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            struct pollfd p = {.fd = (int)x->fd, .events = POLLOUT};
-            if (poll(&p, 1, 50) <= 0) off++; /* still full: this result is lost */
-            continue;
-        }
-        if (errno == ECONNREFUSED || errno == ENETUNREACH || errno == EHOSTUNREACH) { off++; continue; }
-        x->err = errno;
+    if (send_datagrams((int)x->fd, x->out, SLOT, x->out_to, x->n_out, result_len, NULL, &x->err) < 0)
         return -1;
-    }
     x->n_out = 0;
     return 0;
 }
