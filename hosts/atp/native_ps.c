@@ -324,43 +324,24 @@ static uint32_t out_len_of(const uint8_t *d, int64_t i, const void *ctx) {
     return ((const struct atp_ps *)ctx)->out_len[i];
 }
 
-static int flush(struct atp_ps *x) {
+static int flush(void *ctx) {
+    struct atp_ps *x = ctx;
+    if (x->n_out == 0) return 0;
     if (send_datagrams((int)x->fd, x->out, SLOT, x->out_to, x->n_out, out_len_of, x, &x->err) < 0)
         return -1;
     x->n_out = 0;
     return 0;
 }
 
+static int on_datagram(void *ctx, uint8_t *d, unsigned len, const struct sockaddr_in *src) {
+    (void)src;
+    return atp_ps_process(ctx, d, len);
+}
+
 /* Serve until `max_ms` pass without a datagram (then 0, for the caller to look at its stop
  * flag), or a socket error (-1) or no memory (-2). */
 int atp_ps_serve(struct atp_ps *x, int64_t max_ms) {
     static __thread uint8_t buf[BATCH][SLOT];
-    struct mmsghdr m[BATCH];
-    struct iovec iov[BATCH];
-    for (;;) {
-        struct pollfd p = {.fd = (int)x->fd, .events = POLLIN};
-        int ready = poll(&p, 1, (int)max_ms);
-        if (ready < 0 && errno != EINTR) { x->err = errno; return -1; }
-        if (ready <= 0) return 0;
-        for (;;) {
-            for (int k = 0; k < BATCH; k++) {
-                iov[k].iov_base = buf[k];
-                iov[k].iov_len = SLOT;
-                memset(&m[k].msg_hdr, 0, sizeof m[k].msg_hdr);
-                m[k].msg_hdr.msg_iov = &iov[k];
-                m[k].msg_hdr.msg_iovlen = 1;
-            }
-            int r = recvmmsg((int)x->fd, m, BATCH, MSG_DONTWAIT, NULL);
-            if (r < 0) {
-                if (errno == EINTR || errno == ECONNREFUSED) continue;
-                if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-                x->err = errno;
-                return -1;
-            }
-            for (int k = 0; k < r; k++)
-                if (atp_ps_process(x, buf[k], m[k].msg_len) < 0) return -2;
-            if (x->n_out && flush(x) < 0) return -1;
-            if (r < BATCH) break;
-        }
-    }
+    return serve_datagrams((int)x->fd, max_ms, &buf[0][0], SLOT, BATCH, 0, on_datagram, flush, x,
+                           &x->err);
 }
