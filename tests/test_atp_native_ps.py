@@ -5,7 +5,6 @@ same sums for ATP workers through a relay that loses, duplicates and reorders bo
 from __future__ import annotations
 
 import functools
-import threading
 
 import numpy as np
 import pytest
@@ -19,7 +18,7 @@ from hosts.atp.ps import (
     AtpPsStats,
 )
 from hosts.atp.worker import AtpClient
-from hosts.transport.udp import Address, Endpoint, ImpairedEndpoint
+from tests.impairing_relay import MulticastRelay
 from tests.worker_threads import run_threads
 from wire.header import Flag, Header, Op, pack
 
@@ -104,47 +103,11 @@ def test_native_and_python_ps_send_the_same_datagrams_for_every_datagram(seed: i
         native.close()
 
 
-class MulticastRelay:
-    """Workers <-> relay <-> ATP PS, impairing datagrams both ways (seeded); what the PS
-    sends (to the relay, its jobs' result address) goes to every worker, as the switch's
-    multicast would."""
-
-    def __init__(self, loss: float, dup: float, reorder: float, seed: int) -> None:
-        kw = dict(loss=loss, dup=dup, reorder=reorder)
-        self.front = ImpairedEndpoint(Endpoint(LOCAL), seed=seed, **kw)  # type: ignore[arg-type]
-        self.back = ImpairedEndpoint(Endpoint(LOCAL), seed=seed + 1, **kw)  # type: ignore[arg-type]
-        self.server: Address = ("127.0.0.1", 9)
-        self.workers: dict[int, Address] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            for payload, src in self.front.recv_many():
-                self.workers[payload[4]] = src
-                self.back.send_many([(payload, self.server)])
-            for payload, _ in self.back.recv_many():
-                self.front.send_many([(payload, w) for w in list(self.workers.values())])
-            self.front.flush()
-            self.back.flush()
-            self.front.wait(0.001)
-
-    def __enter__(self) -> MulticastRelay:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-        self.front.close()
-        self.back.close()
-
-
 def allreduce(
     ps_backend: str, workers: list[str], impair: tuple[float, float, float],
     calls: list[list[np.ndarray]],
 ) -> tuple[list[list[np.ndarray]], AtpParameterServer]:  # fmt: skip
-    with MulticastRelay(*impair, seed=11) as relay:
+    with MulticastRelay(("127.0.0.1", 9), *impair, seed=11) as relay:  # the PS: set below
         spec = AtpJobSpec(len(workers), *relay.back.address)
         ps = AtpParameterServer({6: spec}, bind=LOCAL, backend=ps_backend).start()
         assert (ps._native is not None) == (ps_backend == "native")

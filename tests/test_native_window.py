@@ -19,50 +19,11 @@ from hosts.netreduce.ps import ParameterServer
 from hosts.netreduce.ring import RingAllReduce
 from hosts.transport import native_window
 from hosts.transport.udp import Address, Endpoint, ImpairedEndpoint
+from tests.impairing_relay import ImpairingRelay
 from tests.worker_threads import run_threads
 from wire.header import unpack
 
 LOCAL = ("127.0.0.1", 0)
-
-
-class ImpairingRelay:
-    """Workers <-> relay <-> parameter server, impairing datagrams both ways (seeded)."""
-
-    def __init__(self, server: Address, loss: float, dup: float, reorder: float, seed: int):
-        kw = dict(loss=loss, dup=dup, reorder=reorder)
-        self.front = ImpairedEndpoint(Endpoint(LOCAL), seed=seed, **kw)  # type: ignore[arg-type]
-        self.back = ImpairedEndpoint(Endpoint(LOCAL), seed=seed + 1, **kw)  # type: ignore[arg-type]
-        self.server = server
-        self.workers: dict[int, Address] = {}  # worker id -> its address, learnt
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-
-    @property
-    def address(self) -> Address:
-        return self.front.address
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            for payload, src in self.front.recv_many():
-                self.workers[payload[4]] = src  # byte 4: worker_id
-                self.back.send_many([(payload, self.server)])
-            for payload, _ in self.back.recv_many():
-                dest = self.workers.get(payload[4])  # the PS names the worker it answers
-                if dest is not None:
-                    self.front.send_many([(payload, dest)])
-            self.front.flush()
-            self.back.flush()
-            self.front.wait(0.001)
-
-    def __enter__(self) -> ImpairingRelay:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5.0)
-        self.front.close()
-        self.back.close()
 
 
 def vectors(n: int, sizes: list[int], seed: int) -> list[list[np.ndarray]]:
