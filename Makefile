@@ -3,8 +3,6 @@
 #   make test   lint, type check and the whole test suite
 SHELL := /bin/bash
 PY := .venv/bin/python
-# pytest's workers: as root each starts in a network namespace of its own (tests/conftest.py)
-XDIST = $(if $(filter 0,$(shell id -u)),--tx "$$(nproc)*popen//python=scripts/netns.sh $(PY)",-n auto)
 SWITCH ?= p4sim
 export SWITCH
 
@@ -26,7 +24,7 @@ run: need-root setup
 test: need-root setup-test lint typecheck pytest
 
 pytest:
-	@$(PY) -m pytest --dist loadgroup $(XDIST) $(PYTEST_ARGS)
+	@$(PY) -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 lint:
 	@$(PY) -m ruff check .

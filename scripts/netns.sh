@@ -9,9 +9,5 @@
 set -euo pipefail
 [ "$(id -u)" = 0 ] || { echo "netns.sh: needs root (unshare --net --mount)" >&2; exit 1; }
 [ $# -gt 0 ] || { echo "usage: scripts/netns.sh COMMAND [ARG...]" >&2; exit 2; }
-# INC_NETNS_PID names the namespace's first process (COMMAND, which bash execs), so that
-# it can tell a namespace of its own from one it shares with its parent's other children
-# (tests/conftest.py: each xdist worker of `make pytest` starts through this script).
 exec unshare --net --mount --propagation private -- bash -c \
-  'mount -t sysfs sysfs /sys && ip link set lo up && export INC_NETNS_PID=$$ && exec "$@"' \
-  netns.sh "$@"
+  'mount -t sysfs sysfs /sys && ip link set lo up && exec "$@"' netns.sh "$@"

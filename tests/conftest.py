@@ -18,17 +18,13 @@ from topologies.local_switch import P4SRC, LocalSwitch, PipelineFiles, compile_p
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    own_netns = os.environ.get("INC_NETNS_PID") == str(os.getpid())
     for item in items:
-        # make test: every xdist worker starts in a network namespace of its own
-        # (scripts/netns.sh), so Mininet's fixed names (s1, s1-ethN, the switches' gRPC and
-        # API ports, nftables tables) cannot collide between workers: each file runs whole
-        # and in order in one worker (some share a module-scoped switch whose state one
-        # test leaves to the next, a Mininet file its run/ folder). Workers that share the
-        # host's namespace (plain `pytest -n 2`) run everything that touches the network in
-        # one worker, in turn.
+        # make test: -n auto --dist loadgroup. One xdist worker runs everything that touches
+        # the host's network (interface and namespace names, Mininet's switch ports) in
+        # turn; the in-process tests run beside it, each file whole and in order in one
+        # worker (some share a module-scoped switch whose state one test leaves to the next)
         network = item.get_closest_marker("root") or item.get_closest_marker("mininet")
-        if own_netns or item.get_closest_marker("own_network"):  # names and ports of its own
+        if item.get_closest_marker("own_network"):  # names and ports of its own: beside them
             network = None
         item.add_marker(pytest.mark.xdist_group("network" if network else item.path.name))
     if os.geteuid() == 0:
