@@ -19,6 +19,7 @@ from controller.p4rt.p4runtime_client import SwitchSpec
 from hosts.netreduce.allreduce import LocalGroup, fixed_point_allreduce
 from inclib.block_quantize import INT32_MAX, block_allreduce, words
 from inclib.plan import AdmissionError
+from tests.worker_threads import run_threads
 from topologies.local_switch import LocalSwitch, PipelineFiles
 
 
@@ -85,11 +86,7 @@ def run_workers(plan: inclib.Plan, fn: Any) -> list[Any]:
             errors.append(e)
 
     notices = [io.StringIO() for _ in range(plan.n_workers)]
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(plan.n_workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    run_threads(plan.n_workers, work, 60)
     assert not errors, errors
     return [(o, n.getvalue()) for o, n in zip(out, notices, strict=True)]
 
@@ -155,11 +152,7 @@ def threads_block_allreduce(xs: list[np.ndarray], block: int) -> list[inclib.Blo
     def work(w: int) -> None:
         out[w] = block_allreduce(group.allreduce_fn(w), len(xs), xs[w], block)
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(len(xs))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_threads(len(xs), work, 30)
     return out
 
 
@@ -196,11 +189,7 @@ def test_per_block_scaling_beats_one_scale_on_small_blocks() -> None:
     def one_scale(w: int) -> None:
         single[w] = fixed_point_allreduce(group.allreduce_fn(w), n, xs[w], None)[0]
 
-    threads = [threading.Thread(target=one_scale, args=(w,)) for w in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_threads(n, one_scale, 30)
     blocked = threads_block_allreduce(xs, block=64)[0].values
     small = slice(64, None)
     err_single = np.abs(single[0][small] - exact[small]).max()
@@ -252,11 +241,7 @@ def test_the_next_call_of_a_bucket_takes_one_integer_call_unless_a_block_outgrow
             out[r][w] = block_allreduce(fn, n, xs[w], block=256, prior=prior)
             prior = out[r][w].prior
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_threads(n, work, 30)
     words_len = 3 * words(n) + 1
     one = 768 + words_len + 3  # values, bound words, one flag per block
     assert calls[0] == [words_len, 768, one, one, one, 768], calls[0]  # the last: resent
@@ -288,11 +273,7 @@ def test_only_the_blocks_that_outgrew_a_promise_are_sent_again() -> None:
         out[0][w] = r
         out[1][w] = block_allreduce(fn, n, second[w], block=256, prior=r.prior)
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_threads(n, work, 30)
     words_len = 4 * words(n) + 1
     assert calls[0][2:] == [1024 + words_len + 4, 2 * 256], calls[0]  # blocks 1 and 3 again
     assert all(c == calls[0] for c in calls)
@@ -315,11 +296,7 @@ def test_a_value_beyond_the_range_fails_on_every_worker_alike() -> None:
         except ValueError as e:
             errors.append(str(e))
 
-    threads = [threading.Thread(target=work, args=(w,)) for w in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    run_threads(3, work, 30)
     assert len(errors) == 3 and all("beyond what the fixed-point" in e for e in errors)
 
 
