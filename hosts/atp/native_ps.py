@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from hosts.transport.native_window import build_lock, library
+from hosts.transport.native_window import build_lock, check_served, library
 from hosts.transport.udp import Datagram
 
 _I64 = ctypes.c_int64
@@ -110,11 +110,9 @@ class NativeAtpAggregator:
     def serve(self, max_ms: int) -> None:
         """Serve until ``max_ms`` pass without a datagram."""
         rc = self._lib.atp_ps_serve(self._ctx, max_ms)
-        if rc == -2:
-            raise MemoryError("native ATP parameter server: no memory for a pending psn")
-        if rc < 0:
-            err = int(self.counters.err)
-            raise OSError(err, f"native ATP parameter server: socket error {err}")
+        check_served(
+            rc, int(self.counters.err), "native ATP parameter server", "no memory for a pending psn"
+        )
 
     def close(self) -> None:
         if self._ctx:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from hosts.transport.native_window import build_lock, library
+from hosts.transport.native_window import build_lock, check_served, library
 from wire.header import WORKER_FLAGS
 
 _I64 = ctypes.c_int64
@@ -76,11 +76,12 @@ class NativeAggregator:
     def serve(self, max_ms: int) -> None:
         """Serve until ``max_ms`` pass without a datagram."""
         rc = self._lib.ps_serve(self._ctx, max_ms)
-        if rc == -2:
-            raise MemoryError("native parameter server: no memory for a job's aggregators")
-        if rc < 0:
-            err = int(self.counters.err)
-            raise OSError(err, f"native parameter server: socket error {err}")
+        check_served(
+            rc,
+            int(self.counters.err),
+            "native parameter server",
+            "no memory for a job's aggregators",
+        )
 
     def close(self) -> None:
         if self._ctx:

@@ -100,6 +100,16 @@ _warned = False
 SHARED_C = Path(__file__).with_name("native_bytes.h").read_text()
 
 
+def check_served(rc: int, err: int, who: str, no_memory: str) -> None:
+    """Raise for what a C loop's ``serve_datagrams`` (native_bytes.h) returned: -2 its
+    handler had no memory (MemoryError: ``who: no_memory``), -1 a socket error (OSError with
+    the loop's errno ``err``); 0 is a quiet ``max_ms``."""
+    if rc == -2:
+        raise MemoryError(f"{who}: {no_memory}")
+    if rc < 0:
+        raise OSError(err, f"{who}: socket error {err}")
+
+
 def library(source: Path) -> Any:
     """The C file ``source`` compiled and loaded (built on first use, then cached; raises
     BuildError without a C compiler)."""
