@@ -28,22 +28,14 @@ control SourceGuard(inout headers_t hdr,
                     inout standard_metadata_t standard_metadata) {
     Refuse() refuse;
 
-    bool bound;    // the port faces hosts: its sources are checked
-    bool allowed;  // the source is one the port's hosts may use
-
-    action host_port() {
-        bound = true;
-    }
+    action host_port() {}    // the port faces hosts: its sources are checked
+    action host_source() {}  // a source the port's hosts may use
 
     table source_ports {
         key = { standard_metadata.ingress_port: exact; }
         actions = { host_port; @defaultonly NoAction; }
         default_action = NoAction();
         size = SOURCE_TABLE_SIZE;
-    }
-
-    action host_source() {
-        allowed = true;
     }
 
     table source_addrs {
@@ -57,14 +49,13 @@ control SourceGuard(inout headers_t hdr,
     }
 
     apply {
-        bound = false;
-        allowed = false;
+        // an unbound port costs one lookup; a bound one two
         if (hdr.ipv4.isValid()) {
-            source_ports.apply();
-            source_addrs.apply();
-        }
-        if (bound && !allowed) {
-            refuse.apply(meta, DROP_SPOOFED_SOURCE);
+            if (source_ports.apply().hit) {
+                if (source_addrs.apply().miss) {
+                    refuse.apply(meta, DROP_SPOOFED_SOURCE);
+                }
+            }
         }
     }
 }
