@@ -237,11 +237,14 @@ def one_history(seed: int, monkeypatch: pytest.MonkeyPatch) -> Cluster:
             cl.crash((cl.leader() + rng.randint(1, 2)) % 3, rng.uniform(0.01, 0.5))
             cl.run(rng.uniform(0.0, 0.3))
             cl.switch_restart(rng.uniform(0.01, 1.5))
+    # appends on the impaired network after the last fault too: what goes wrong there is
+    # not repaired by a later copy of the leader's log (a new session or a restart)
+    cl.run(rng.uniform(0.3, 1.0))
     cl.check()
     return cl
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(24))  # seed 17 lost a DECIDE for good before REDECIDE
 def test_replicas_agree_and_keep_every_commit_after_random_faults(seed, monkeypatch):
     cl = one_history(seed, monkeypatch)
     assert sum(len(c.committed) for c in cl.clients) > 20  # the history did append

@@ -21,7 +21,10 @@ repeat is logged again; ``read`` drops repeats).
   (GAP); a follower that has the request sends it (HAVE), one that has not promises never to
   use it (NOOP_OK). With a HAVE the leader logs the request, with ``f`` promises a no-op; it
   tells every follower (DECIDE), and followers overwrite their entry with the decision.
-  A leader never changes an entry, so a committed entry (the leader answered) stays.
+  A leader never changes an entry, so a committed entry (the leader answered) stays. A
+  follower confirms each decision (DECIDED); the leader repeats it to those that have not
+  (the oldest ``REDECIDE`` each ``RETRY``), since a follower that lost it would keep the
+  request or its promised no-op at that index for good.
 - Gap at a follower: it asks the leader (FILL) for the decision. The leader's heartbeat
   (HB: session, next sequence number) shows followers a lost tail.
 - Follower restart, or a new session (the switch restarted and the controller gave the
@@ -87,6 +90,7 @@ LEADER_TIMEOUT = 0.5  # a follower that hears nothing from the leader this long 
 VIEW_CHANGE_TIMEOUT = 1.0  # a view change not done by then moves on to the next view ...
 VC_CHUNK_TIME = 0.02  # ... plus this per chunk of the session's log (CHUNK entries)
 BOOT_WAIT = 1.0  # replica 0 leads a new group if nobody with state answered by then
+REDECIDE = 16  # the leader repeats at most this many unconfirmed decisions per RETRY
 
 
 @dataclass
@@ -117,6 +121,7 @@ class Replica:
     host_seq: int = 0
     timers: dict[str, float] = field(default_factory=dict)
     noop_ok: dict[int, set[int]] = field(default_factory=dict)
+    unconfirmed: dict[int, set[int]] = field(default_factory=dict)  # leader: seq -> followers
     stats: dict[str, int] = field(default_factory=dict)
     key: bytes | None = field(default=None, repr=False)  # the job's control key
 
@@ -175,6 +180,7 @@ class Replica:
         self.pending.clear()
         self.decided.clear()
         self.noop_ok.clear()
+        self.unconfirmed.clear()
         self.timers.pop("gap", None)
         self.count("sessions")
 
@@ -231,9 +237,10 @@ class Replica:
     def decide(self, seq: int, entry: Entry) -> None:
         """Leader: ``seq`` of this session is ``entry`` (a request, or a no-op)."""
         self.pending[seq] = entry
+        self.unconfirmed[seq] = set(self.others())
         msg = {"t": "DECIDE", "s": self.session, "q": seq, "e": entry.wire()}
         for r in self.others():
-            self.send_ctl(r, msg)
+            self.send_ctl(r, dict(msg))
         self.count("gaps_filled" if entry.client >= 0 else "noops")
         self.advance()
 
@@ -256,6 +263,13 @@ class Replica:
                 self.send_ctl(
                     self.leader_id, {"t": "FILL", "s": self.session, "q": [self.next_seq]}
                 )
+        if self.leader and self.unconfirmed and self.timers.get("redecide", 0) <= now:
+            self.timers["redecide"] = now + RETRY
+            for seq in sorted(self.unconfirmed)[:REDECIDE]:
+                if seq < self.next_seq:
+                    m = {"t": "DECIDE", "s": self.session, "q": seq, "e": self.entry_at(seq).wire()}
+                    for r in self.unconfirmed[seq]:
+                        self.send_ctl(r, dict(m))
         if self.leader and self.timers.get("hb", 0) <= now:
             self.timers["hb"] = now + HEARTBEAT
             for r in self.others():
@@ -315,6 +329,7 @@ class Replica:
         # time to move every chunk of the logs (VC in, START out) before giving up on the view
         self.timers["vc_end"] = now + VIEW_CHANGE_TIMEOUT + VC_CHUNK_TIME * self.vc_chunks()
         self.timers.pop("gap", None)
+        self.unconfirmed.clear()  # the new view's START carries the whole merged log
         self.count("view_changes")
         if self.rid == self.leader_id:
             self.vc_logs[self.rid] = self.vc_message()
@@ -478,6 +493,12 @@ class Replica:
                 if 1 <= seq < self.next_seq:
                     m = {"t": "DECIDE", "s": s, "q": seq, "e": self.entry_at(seq).wire()}
                     self.send_ctl(int(msg["r"]), m)
+        elif t == "DECIDED":
+            waiting = self.unconfirmed.get(int(msg["q"]))
+            if waiting is not None:
+                waiting.discard(int(msg["r"]))
+                if not waiting:
+                    del self.unconfirmed[int(msg["q"])]
         elif t == "HAVE" and msg["q"] == self.next_seq and self.pending:
             self.decide(msg["q"], Entry.of(msg["e"]))
         elif t == "NOOP_OK" and msg["q"] == self.next_seq and self.pending:
@@ -513,6 +534,7 @@ class Replica:
                 self.pending[seq] = entry
                 self.decided.add(seq)
                 self.advance()
+            self.send_ctl(self.leader_id, {"t": "DECIDED", "s": s, "q": seq})
         elif t == "GAP":
             seq = int(msg["q"])
             have = self.entry_at(seq) if seq < self.next_seq else self.pending.get(seq)
@@ -537,6 +559,7 @@ class Replica:
     def begin_sync(self) -> None:
         self.syncing = True
         self.sync_log = []
+        self.unconfirmed.clear()
         self.timers["sync"] = 0.0
         self.timers["sync_end"] = time.monotonic() + LEADER_TIMEOUT
         self.timers.pop("gap", None)
