@@ -184,7 +184,7 @@ def realtime(pid: int, priority: int = 1) -> None:
     ``priority`` (1, the lowest realtime one), so that a packet that wakes it is forwarded
     at once, ahead of every ordinary task. A group's weight (``HostCpu.hardware``) is not
     that: with four hosts' weight p4sim still waited 0.2-0.7 s in the run queue in 3 s of
-    a goodput run on the busy 2-core machine, without it 0.8-1.5 s, under SCHED_FIFO
+    a goodput run on the busy 2-core machine, without it 0.6-1.5 s, under SCHED_FIFO
     0.01-0.09 s (tests/bench/netreduce.py). The process must be in the root ``cpu`` group
     (a child group has no realtime budget); threads it starts later inherit the policy.
     Raises ``HostCpuError`` when the kernel refuses (not root)."""

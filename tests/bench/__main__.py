@@ -32,7 +32,8 @@ per iteration, time to accuracy, final accuracy, and the goals with whether each
 Section netreduce (tests/bench/netreduce.py, root): goodput per worker as a fraction of the
 link bandwidth for switch, parameter server and ring at 4 and 8 workers on 25 Mbit/s links
 and two vector sizes (256 KiB, 1 MiB), with the switch/ring time ratio beside N/(2(N-1)) and
-the goal (switch >= 0.9 of the link limit) and whether it is met.
+the goal (switch >= 0.9 of the link limit) and whether it is met; the switch at realtime
+priority and every host a CPU budget, for every method (the title says what is timed).
 
 Section serene (topologies/serene.py, root): 4 workers train the digits MLP with one 2x
 straggler under sync, partial 3 of 4, bounded staleness, async and the dynamic policy;

@@ -27,11 +27,21 @@ refused sends and retransmitted them (goodput 0.59-0.72 of the limit); p4sim's p
 take 4 MiB (``p4sim.ports.SOCKET_BUFFER``) and none are lost. With that, 8 workers at 128
 slots (1 MiB calls, shared machine, no idle CPU): window 32 took 0.46 s per call, 64 took
 0.59 s and 128 took 0.65 s, so the window stays at 32.
+Every method runs alike, and the title says so: the switch process under SCHED_FIFO
+(``topologies.host_cpu.realtime``: it stands for hardware), every host's process in a CPU
+budget of ``--host-cpu`` cores (``HostCpu``: a guaranteed weight; one core is a cap nothing
+reaches), the workers' vectors made before the first call, a start barrier and one untimed
+call of all workers; timed is each worker's call from its start to its result. Profiled
+with one capture on every switch port (docs/architecture.md, "Wide packets"), the 8-worker
+256 KiB calls that reached 0.85 of the limit lost their time to waits for a CPU on the
+shared 2-core machine: p4sim, at ordinary priority, held complete PSNs for milliseconds
+while every downlink idled (0.6-1.5 s of run-queue wait in a 3-second run), then workers
+woke late to send what their window allowed, and the barrier's release spread the first
+call's starts over up to 31 ms; not the window (32, 64 and 128 frames gave the same
+calls). ``--host-cpu 0 --no-switch-realtime`` runs the old policy beside it.
 Goal (issue 22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit. The last
 columns show the share of each method's packets that were retransmissions and the median
-start skew of a switch call (its last worker's start minus its first's): with the round
-trip of queue a call pays at each end, that skew is why 256 KiB calls fall short where
-1 MiB ones do not (docs/architecture.md, "Wide packets").
+start skew of a switch call (its last worker's start minus its first's).
 """
 
 from __future__ import annotations
