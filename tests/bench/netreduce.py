@@ -32,7 +32,8 @@ Every method runs alike, and the title says so: the switch process under SCHED_F
 budget of ``--host-cpu`` cores (``HostCpu``: a guaranteed weight; one core is a cap nothing
 reaches), the workers' vectors made before the first call, a start barrier and one untimed
 call of all workers; timed is each worker's call from its start to its result. Profiled
-with one capture on every switch port (docs/architecture.md, "Wide packets"), the 8-worker
+with one capture on every switch port (``tests/bench/netreduce_trace.py``;
+docs/architecture.md, "Wide packets"), the 8-worker
 256 KiB calls that reached 0.85 of the limit lost their time to waits for a CPU on the
 shared 2-core machine: p4sim, at ordinary priority, held complete PSNs for milliseconds
 while every downlink idled (0.6-1.5 s of run-queue wait in a 3-second run), then workers
