@@ -72,6 +72,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--barrier", nargs=2, metavar=("DIR", "N"),
                     help="before the first call, wait until N workers (of any jobs) are"
                          " ready, each a file in DIR: concurrent jobs' calls overlap")  # fmt: skip
+    ap.add_argument("--warmup", type=int, default=0, metavar="N",
+                    help="N untimed calls (zeros, the first size) before the timed ones: they"
+                         " end at about the same time for every worker of the job, so the"
+                         " first timed call starts no more apart than later ones")  # fmt: skip
     return ap
 
 
@@ -142,12 +146,17 @@ def main(argv: list[str] | None = None) -> int:
         cfg = ControllerApi(a.controller, timeout=30.0).worker_config(a.job_id, a.worker_id)
         a.job_id = cfg.get("job_id", a.job_id)  # the id on the wire (ATP leaves: the spine's)
         client = _client(a, cfg)
+        # every input made before the first call: no call's start waits for the next vector
+        inputs = {(size, call): make_vector(a.seed, a.worker_id, call, size, a.bits)
+                  for size in sizes for call in range(a.calls)}  # fmt: skip
         if a.barrier:
             wait_barrier(a.barrier[0], int(a.barrier[1]), f"{a.job_id}.{a.worker_id}")
         try:
+            for _ in range(a.warmup):
+                client.allreduce_int(np.zeros(sizes[0], dtype=np.int32))
             for size in sizes:
                 for call in range(a.calls):
-                    x = make_vector(a.seed, a.worker_id, call, size, a.bits)
+                    x = inputs[(size, call)]
                     if a.compute_ms > 0:
                         phase = np.random.default_rng((a.seed, call)).uniform(0.5, 1.5)
                         time.sleep(a.compute_ms * phase / 1e3)

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from topologies.host_cpu import HostCpuError, Sampler, task_times, udp_queue
+from topologies.host_cpu import HostCpuError, Sampler, realtime, task_times, udp_queue
 
 
 def test_a_pass_counts_only_what_was_used_between_its_ends():
@@ -61,3 +63,33 @@ def test_sampling_in_a_thread_brackets_the_pass():
         sum(range(200_000))
     w = s.watched["me"]
     assert len(w.times) >= 1 and w.values[-1]["cpu_s"] >= w.values[0]["cpu_s"]
+
+
+@pytest.mark.root
+def test_a_switch_process_gets_realtime_priority_on_every_thread_and_keeps_it_for_new_ones():
+    code = ("import threading, time, os; e = threading.Event(); "
+            "threading.Thread(target=e.wait, daemon=True).start(); print('up', flush=True); "
+            "input(); t = threading.Thread(target=e.wait, daemon=True); t.start(); "
+            "print(os.sched_getscheduler(t.native_id), flush=True)")  # fmt: skip
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert p.stdout is not None and p.stdin is not None
+        assert p.stdout.readline().strip() == "up"
+        realtime(p.pid)
+        tids = os.listdir(f"/proc/{p.pid}/task")
+        assert len(tids) >= 2
+        assert {os.sched_getscheduler(int(t)) for t in tids} == {os.SCHED_FIFO}
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert int(p.stdout.readline()) == os.SCHED_FIFO  # a thread started afterwards
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_refused_realtime_priority_is_a_clear_error():
+    # 100 is beyond SCHED_FIFO's 1-99 for anyone; without root, any priority is refused
+    with pytest.raises(HostCpuError, match="cannot run process .* at realtime priority"):
+        realtime(os.getpid(), priority=100)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER

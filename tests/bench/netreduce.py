@@ -27,11 +27,22 @@ refused sends and retransmitted them (goodput 0.59-0.72 of the limit); p4sim's p
 take 4 MiB (``p4sim.ports.SOCKET_BUFFER``) and none are lost. With that, 8 workers at 128
 slots (1 MiB calls, shared machine, no idle CPU): window 32 took 0.46 s per call, 64 took
 0.59 s and 128 took 0.65 s, so the window stays at 32.
+Every method runs alike, and the title says so: the switch process under SCHED_FIFO
+(``topologies.host_cpu.realtime``: it stands for hardware), every host's process in a CPU
+budget of ``--host-cpu`` cores (``HostCpu``: a guaranteed weight; one core is a cap nothing
+reaches), the workers' vectors made before the first call, a start barrier and one untimed
+call of all workers; timed is each worker's call from its start to its result. Profiled
+with one capture on every switch port (``tests/bench/netreduce_trace.py``;
+docs/architecture.md, "Wide packets"), the 8-worker
+256 KiB calls that reached 0.85 of the limit lost their time to waits for a CPU on the
+shared 2-core machine: p4sim, at ordinary priority, held complete PSNs for milliseconds
+while every downlink idled (0.6-1.5 s of run-queue wait in a 3-second run), then workers
+woke late to send what their window allowed, and the barrier's release spread the first
+call's starts over up to 31 ms; not the window (32, 64 and 128 frames gave the same
+calls). ``--host-cpu 0 --no-switch-realtime`` runs the old policy beside it.
 Goal (issue 22): with 4 and 8 workers the switch reaches >= 0.9 of the link limit. The last
 columns show the share of each method's packets that were retransmissions and the median
-start skew of a switch call (its last worker's start minus its first's): with the round
-trip of queue a call pays at each end, that skew is why 256 KiB calls fall short where
-1 MiB ones do not (docs/architecture.md, "Wide packets").
+start skew of a switch call (its last worker's start minus its first's).
 """
 
 from __future__ import annotations
@@ -60,6 +71,8 @@ class BenchConfig:
     bw_mbps: float = 25.0
     window: int = 128  # packets in flight at 32 slots; wider packets: the same bytes
     slots: tuple[int, ...] = (32, 128)  # values per packet: one block, four (578-byte frames)
+    host_cpu: float = 1.0  # every host's CPU budget, cores (0: none, hosts in the root group)
+    switch_realtime: bool = True  # the switch under SCHED_FIFO (it stands for hardware)
 
     def window_for(self, slots: int) -> int:
         """Packets in flight for ``slots`` values per packet: ``window`` packets' worth of
@@ -72,29 +85,50 @@ class BenchConfig:
             f" --workers {','.join(map(str, self.workers))}"
             f" --sizes {','.join(map(str, self.sizes))} --calls {self.calls} --bw {self.bw_mbps:g}"
             f" --slots {','.join(map(str, self.slots))}"
+            + (f" --host-cpu {self.host_cpu:g}" if self.host_cpu != 1.0 else "")
+            + ("" if self.switch_realtime else " --no-switch-realtime")
         )
+
+    def timed(self) -> str:
+        """What the table's times are, for its title."""
+        hosts = f"every host a CPU budget of {self.host_cpu:g} core(s)" if self.host_cpu else (
+            "hosts without CPU budgets")  # fmt: skip
+        switch = "the switch at realtime priority" if self.switch_realtime else (
+            "the switch at ordinary priority")  # fmt: skip
+        return (f"timed: each worker's call from its start to its result, after a start barrier"
+                f" and one untimed call of all workers; {switch}, {hosts}")  # fmt: skip
 
 
 def _run_method(
-    nr: Any, job: int, slots: int, method: str, cfg: BenchConfig, out: Path
+    nr: Any, job: int, slots: int, method: str, cfg: BenchConfig, out: Path, cpu: Any = None
 ) -> tuple[dict[int, float], float, dict[int, float]]:
     """Median call time (s) per vector size, over workers and calls, for one method; the
     share of its packets that were retransmissions (over workers, calls and sizes); and per
-    size the median start skew (s) of a call: its last worker's start minus its first's."""
+    size the median start skew (s) of a call: its last worker's start minus its first's.
+    Every host's process runs in its CPU budget ``cpu`` (a ``HostCpu``, or None)."""
+    from topologies.host_cpu import in_budget
+
     n = len(nr.layout.hosts) - 1
     ps = None
     if method == "ps":
         cmd = [sys.executable, "-m", "hosts.netreduce.ps", "--workers", str(n)]
         cmd += ["--slots", str(slots)]
-        ps = nr.start_service(f"h{n + 1}", cmd, ready="parameter server on", log_name="ps")
+        host = f"h{n + 1}"
+        ps = nr.start_service(host, in_budget(cpu, host, cmd), ready="parameter server on",
+                              log_name="ps")  # fmt: skip
+    # process start-up is not timed: the workers meet at a barrier, then make one untimed
+    # call together (its results reach them all at once, so the first timed call starts as
+    # close together as later ones: the barrier's release alone left them 10-30 ms apart)
+    barrier = out / f"barrier-{method}-{job}"
     commands = []
     for w in range(n):
         cmd = [sys.executable, "-m", "hosts.vector_job", "--method", method,
                "--controller", nr.controller_url, "--job-id", str(job), "--worker-id", str(w),
                "--size", ",".join(map(str, cfg.sizes)), "--calls", str(cfg.calls),
-               "--timeout", "1.0", "--total-timeout", "120",
+               "--timeout", "1.0", "--total-timeout", "120", "--barrier", str(barrier), str(n),
+               "--warmup", "1",
                "--out", str(out / f"{method}{w}")]  # fmt: skip
-        commands.append((f"h{w + 1}", cmd))
+        commands.append((f"h{w + 1}", in_budget(cpu, f"h{w + 1}", cmd)))
     try:
         codes = [run.code for run in nr.run_hosts(commands, timeout=600)]
     finally:
@@ -122,24 +156,29 @@ def _run_method(
 def measure(cfg: BenchConfig, log: Any = print) -> list[dict[str, Any]]:
     """One row per (workers, slots, size): goodput fractions and the switch/ring time ratio."""
     from topologies.experiment import Experiment, ExperimentConfig, star
+    from topologies.host_cpu import budgets, realtime
 
     rows = []
     for n in cfg.workers:
         log(f"netreduce bench: {n} workers, links {cfg.bw_mbps:g} Mbit/s ...")
         with (
             TemporaryDirectory() as tmp,
+            budgets(cfg.host_cpu) as cpu,  # before the network: hosts see its mount
             Experiment(
                 ExperimentConfig(
                     star(n + 1), cfg.bw_mbps, run_dir=Path("run/bench"), log=lambda s: None
                 )
             ) as nr,
         ):
+            if cfg.switch_realtime:
+                realtime(nr.switch("s1").proc.pid)
             by_slots = {}
             for k in cfg.slots:
                 win = cfg.window_for(k)
                 job = nr.submit(f"bench-{n}-{k}", workers=n, window=win, slots=k)
                 by_slots[k] = {
-                    m: _run_method(nr, job, k, m, cfg, Path(tmp)) for m in ("switch", "ps", "ring")
+                    m: _run_method(nr, job, k, m, cfg, Path(tmp), cpu)
+                    for m in ("switch", "ps", "ring")
                 }
         for k, runs in by_slots.items():
             rows += _rows(n, k, runs, cfg)
@@ -176,7 +215,7 @@ def table(rows: list[dict[str, Any]], cfg: BenchConfig) -> Any:
     t = Table(
         title=f"aggregation goodput per worker, fraction of the {cfg.bw_mbps:g} Mbit/s link "
         f"(link limit: value bytes per frame, {link_limit(32):.2f} at 32 slots (194-byte "
-        f"frames), {link_limit(128):.2f} at 128 (578))"
+        f"frames), {link_limit(128):.2f} at 128 (578)); {cfg.timed()}"
     )
     cols = ("workers", "slots", "vector", "switch", "ps", "ring", "switch / limit",
             "switch/ring time", "theory N/(2(N-1))", "retransmitted: switch/ps/ring",
