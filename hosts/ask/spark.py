@@ -48,11 +48,14 @@ from hosts.ask.control import RecordWatch
 from hosts.ask.mapper_process import send_partition
 from hosts.ask.spark_arrow import (
     COMBINE_KEYS,
+    csv_rows,
     csv_sum_counts,
     needs_barrier,
+    partial_sums,
     sum_counts,
     task_flow,
     through_switch,
+    through_switch_split,
 )
 
 
@@ -147,9 +150,17 @@ def group_by_sum_count_via_switch(
     JSON scalar (int, str), values int32 per row (sums exact at any size). Returns a
     DataFrame with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
     ips = mapper_ips or ["127.0.0.1"] * df.rdd.getNumPartitions()
-    result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id, ips,
-                                   reducer_ip, hot)  # fmt: skip
-    out = rows_of_sum_count(df.sparkSession, key, df.schema[key].dataType, value, result)
+    key_type = df.schema[key].dataType
+    if hot:  # the cold keys to the reducers on the mappers' hosts
+        result, cold, stats = through_switch_split(
+            df.select(key, value), lambda b: partial_sums(b), key_type, controller, job_id,
+            ips, reducer_ip, hot,
+        )  # fmt: skip
+        out = frame_of_sums(df.sparkSession, key, key_type, value, result, cold)
+    else:
+        result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id,
+                                       ips, reducer_ip, hot)  # fmt: skip
+        out = rows_of_sum_count(df.sparkSession, key, key_type, value, result)
     out.ask_stats = stats
     return out
 
@@ -171,9 +182,17 @@ def group_by_sum_count_csv_via_switch(
     def chunker(batches: Iterator[Any]) -> Iterator[tuple[list[Hashable], Any]]:
         return csv_sum_counts(batches, header, sep)
 
-    result, stats = through_switch(lines.select(lines.columns[0]), chunker, controller, job_id,
-                                   ips, reducer_ip, hot)  # fmt: skip
-    out = rows_of_sum_count(lines.sparkSession, key, LongType(), value, result)
+    def tables(batches: Iterator[Any]) -> Iterator[Any]:
+        return partial_sums(csv_rows(batches, header, sep))
+
+    text = lines.select(lines.columns[0])
+    if hot:  # the cold keys to the reducers on the mappers' hosts
+        result, cold, stats = through_switch_split(text, tables, LongType(), controller, job_id,
+                                                   ips, reducer_ip, hot)  # fmt: skip
+        out = frame_of_sums(lines.sparkSession, key, LongType(), value, result, cold)
+    else:
+        result, stats = through_switch(text, chunker, controller, job_id, ips, reducer_ip, hot)
+        out = rows_of_sum_count(lines.sparkSession, key, LongType(), value, result)
     out.ask_stats = stats
     return out
 
@@ -196,13 +215,8 @@ def rows_of_sum_count(
     """The reducer's ``"s" + json(key)`` / ``"c" + json(key)`` totals as the DataFrame
     Spark's ``df.groupBy(key).agg(sum(value), count("*"))`` gives (same columns, types:
     ``key_type`` the key column's)."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
     rows = sum_count_rows(result)
-    schema = StructType([
-        StructField(key, key_type), StructField(f"sum({value})", LongType()),
-        StructField("count(1)", LongType(), False),
-    ])  # fmt: skip
+    schema = _sum_count_schema(key, key_type, value)
     if rows and all(type(r[0]) is int for r in rows):  # one Arrow table into the JVM
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_type
@@ -216,6 +230,39 @@ def rows_of_sum_count(
         out = spark.createDataFrame(rows, schema)
     out.ask_rows = rows  # the same rows, already in the driver
     return out
+
+
+def frame_of_sums(
+    spark: Any, key: str, key_type: Any, value: str, result: dict[Hashable, int], cold: Any
+) -> Any:
+    """As ``rows_of_sum_count``, from the switch's ``"s"``/``"c"`` totals (its hot keys)
+    and the cold reducers' table ``k``, ``s``, ``c``: a key in both (hot at one mapper,
+    cold at another) gets the sum of the two, in Arrow."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from hosts.ask.cold_reducers import merged
+
+    hot = sum_count_rows(result)
+    k_type = to_arrow_type(key_type)
+    keys, sums, counts = (list(c) for c in zip(*hot, strict=True)) if hot else ([], [], [])
+    hot_t = pa.table({"k": pa.array(keys, k_type), "s": pa.array(sums, pa.int64()),
+                      "c": pa.array(counts, pa.int64())})  # fmt: skip
+    t = merged([hot_t, cold.cast(hot_t.schema)])
+    table = pa.table({key: t.column("k"), f"sum({value})": t.column("s"),
+                      "count(1)": t.column("c")})  # fmt: skip
+    out = spark.createDataFrame(table, _sum_count_schema(key, key_type, value))
+    out.ask_rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
+    return out
+
+
+def _sum_count_schema(key: str, key_type: Any, value: str) -> Any:
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return StructType([
+        StructField(key, key_type), StructField(f"sum({value})", LongType()),
+        StructField("count(1)", LongType(), False),
+    ])  # fmt: skip
 
 
 def sum_count_rows(result: dict[Hashable, int]) -> list[tuple[Any, int, int]]:
