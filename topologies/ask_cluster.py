@@ -345,11 +345,13 @@ def driver_group_by(
 
         return count
 
-    if warm:  # the switch paths' Spark parts once (Arrow in the Python workers)
+    if warm:  # the switch paths' Spark parts once (Arrow in the Python workers; the
+        # result's Arrow table into the JVM, whose first createDataFrame loads its classes)
         table(Path(a.warm_table)).mapInArrow(rows_of(sum_counts), "n long").collect()
         lines(Path(a.warm_table)).mapInArrow(
             rows_of(lambda b: csv_sum_counts(b, header)), "n long"
         ).collect()
+        warm_sums(spark)
     for name, f in (("switch_arrow", switch_arrow), ("switch_lines", switch_lines)):
         use = Usage()
         rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
@@ -361,6 +363,19 @@ def driver_group_by(
         out[f"{name}_stats"] = rec["stats"]
     out["switch_columns"] = out["switch_arrow_columns"]
     return out
+
+
+def warm_sums(spark: Any) -> None:
+    """The switch paths' result frames (``frame_of_sums``: hot keys' totals and cold
+    reducers' table into one DataFrame) once, for either key type."""
+    import pyarrow as pa
+    from pyspark.sql.types import IntegerType, LongType
+
+    from hosts.ask.spark import frame_of_sums
+
+    cold = pa.table({"k": pa.array([1, 2]), "s": pa.array([3, 4]), "c": pa.array([1, 1])})
+    for key_type in (IntegerType(), LongType()):
+        frame_of_sums(spark, "k", key_type, "v", {"s1": 5, "c1": 2}, cold).collect()
 
 
 def driver_main(argv: list[str]) -> int:

@@ -101,13 +101,23 @@ def merged(tables: list[Any], key: str = "k") -> Any:
     return pa.table({key: agg.column(key), **{c: agg.column(f"{c}_sum") for c in values}})
 
 
-def _frame(table: Any) -> bytes:
+def ipc_bytes(table: Any, compression: str | None = "zstd") -> bytes:
+    """A table as an Arrow IPC stream, its buffers compressed (zstd: a cold keys' table of
+    int64 columns to about a quarter, in a few milliseconds per 100,000 rows)."""
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as w:
+    options = pa.ipc.IpcWriteOptions(compression=compression)
+    with pa.ipc.new_stream(sink, table.schema, options=options) as w:
         w.write_table(table)
     return bytes(sink.getvalue())
+
+
+def ipc_table(data: Any) -> Any:
+    """The table of ``ipc_bytes``."""
+    import pyarrow as pa
+
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 def _read_exactly(sock: socket.socket, n: int) -> bytearray:
@@ -179,7 +189,7 @@ class ColdReducers:
                 if o == self.me:
                     self._own.append(part)
                 else:
-                    data = _frame(part)
+                    data = ipc_bytes(part)
                     self.stats["keys_out"] += k
                     self.stats["bytes_out"] += len(data)
                     self._out.put((o, data))
@@ -282,7 +292,7 @@ class ColdReducers:
                 want = hmac.new(self.key, b"".join(blobs), hashlib.sha256).digest()
                 if not hmac.compare_digest(mac, want):
                     raise ConnectionError(f"cold keys from mapper {w}: the MAC does not verify")
-            tables = [pa.ipc.open_stream(pa.py_buffer(f)).read_all() for f in frames]
+            tables = [ipc_table(f) for f in frames]
             with self._lock:
                 if w in self._got:
                     raise ConnectionError(f"cold keys from mapper {w} twice")

@@ -153,8 +153,8 @@ def group_by_sum_count_via_switch(
     key_type = df.schema[key].dataType
     if hot:  # the cold keys to the reducers on the mappers' hosts
         result, cold, stats = through_switch_split(
-            df.select(key, value), lambda b: partial_sums(b), key_type, controller, job_id,
-            ips, reducer_ip, hot,
+            df.select(key, value), lambda b: partial_sums(b, 0), controller, job_id, ips,
+            reducer_ip, hot,
         )  # fmt: skip
         out = frame_of_sums(df.sparkSession, key, key_type, value, result, cold)
     else:
@@ -182,13 +182,13 @@ def group_by_sum_count_csv_via_switch(
     def chunker(batches: Iterator[Any]) -> Iterator[tuple[list[Hashable], Any]]:
         return csv_sum_counts(batches, header, sep)
 
-    def tables(batches: Iterator[Any]) -> Iterator[Any]:
-        return partial_sums(csv_rows(batches, header, sep))
+    def tables(batches: Iterator[Any]) -> Iterator[Any]:  # a million rows' sums at a time
+        return partial_sums(csv_rows(batches, header, sep), 0)
 
     text = lines.select(lines.columns[0])
     if hot:  # the cold keys to the reducers on the mappers' hosts
-        result, cold, stats = through_switch_split(text, tables, LongType(), controller, job_id,
-                                                   ips, reducer_ip, hot)  # fmt: skip
+        result, cold, stats = through_switch_split(text, tables, controller, job_id, ips,
+                                                   reducer_ip, hot)  # fmt: skip
         out = frame_of_sums(lines.sparkSession, key, LongType(), value, result, cold)
     else:
         result, stats = through_switch(text, chunker, controller, job_id, ips, reducer_ip, hot)
@@ -248,11 +248,19 @@ def frame_of_sums(
     keys, sums, counts = (list(c) for c in zip(*hot, strict=True)) if hot else ([], [], [])
     hot_t = pa.table({"k": pa.array(keys, k_type), "s": pa.array(sums, pa.int64()),
                       "c": pa.array(counts, pa.int64())})  # fmt: skip
-    t = merged([hot_t, cold.cast(hot_t.schema)])
+    t = merged([hot_t] if cold is None else [hot_t, cold.cast(hot_t.schema)])
     table = pa.table({key: t.column("k"), f"sum({value})": t.column("s"),
                       "count(1)": t.column("c")})  # fmt: skip
-    out = spark.createDataFrame(table, _sum_count_schema(key, key_type, value))
-    out.ask_rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
+    rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
+    # into the JVM in a few Arrow batches (Spark makes a partition of each batch)
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(conf)
+    spark.conf.set(conf, str(max(int(old), 1 << 18)))
+    try:
+        out = spark.createDataFrame(table, _sum_count_schema(key, key_type, value))
+    finally:
+        spark.conf.set(conf, old)
+    out.ask_rows = rows
     return out
 
 

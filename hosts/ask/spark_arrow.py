@@ -48,6 +48,7 @@ Chunker = Callable[[Iterator[Any]], Iterator[Columns]]
 Tables = Callable[[Iterator[Any]], Iterator[Any]]  # Arrow batches -> partial sums k, s, c
 BATCH_ROWS = 1 << 16  # rows (lines) per Arrow batch handed to a mapper
 COMBINE_KEYS = 1 << 18  # distinct keys a mapper combines across batches before sending
+GROUP_ROWS = 1 << 20  # rows summed per key in one hash aggregation (partial_sums)
 
 
 def word_counts(batches: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Columns]:
@@ -95,25 +96,31 @@ def csv_sum_counts(
 
 
 def csv_rows(batches: Iterator[Any], header: str | None = None, sep: str = ",") -> Iterator[Any]:
-    """Each batch's lines (``csv_sum_counts``) as an Arrow table of int64 ``k``, ``v``."""
+    """Each batch's lines (``csv_sum_counts``) as an Arrow table of int64 ``k``, ``v``: the
+    fields of every line split and cast in one kernel call each (a batch of whole texts is
+    split into lines first)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     for batch in batches:
-        lines = pc.list_flatten(pc.split_pattern(batch.column(0), "\n"))
+        lines = batch.column(0)
+        if pc.any(pc.match_substring(lines, "\n")).as_py():  # whole texts, not lines
+            lines = pc.list_flatten(pc.split_pattern(lines, "\n"))
         keep = pc.not_equal(lines, "")
         if header is not None:
             keep = pc.and_(keep, pc.not_equal(lines, header))
-        lines = lines.filter(keep)
+        if not pc.all(keep).as_py():
+            lines = lines.filter(keep)
         if not len(lines):
             continue
         fields = pc.split_pattern(lines, sep, max_splits=1)
         try:
-            k = pc.cast(pc.list_element(fields, 0), pa.int64())
-            v = pc.cast(pc.list_element(fields, 1), pa.int64())
+            if pc.min(pc.list_value_length(fields)).as_py() != 2:
+                raise pa.ArrowInvalid(f"a line without {sep!r}")
+            kv = pc.cast(pc.list_flatten(fields), pa.int64()).to_numpy()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise ValueError(f"a line that is not two integers separated by {sep!r}: {e}") from None
-        yield pa.table({"k": k, "v": v})
+        yield pa.table({"k": kv[0::2], "v": kv[1::2]})
 
 
 def _sum_count_columns(tables: Iterator[Any], limit: int) -> Iterator[Columns]:
@@ -126,20 +133,36 @@ def _sum_count_columns(tables: Iterator[Any], limit: int) -> Iterator[Columns]:
 def partial_sums(tables: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Any]:
     """Tables or batches of rows (key, value: their first two columns) summed per key in
     Arrow and combined across them (``combined``): Arrow tables ``k``, ``s`` (the sum of
-    the key's values, int64), ``c`` (its rows), each key once per table."""
+    the key's values, int64), ``c`` (its rows), each key once per table. Rows are summed
+    ``GROUP_ROWS`` at a time (one hash aggregation per million rows, not per batch);
+    ``limit`` 0: those sums as they are, not combined (a key may be in several tables)."""
     import pyarrow as pa
 
-    def summed() -> Iterator[Any]:
-        for batch in tables:
-            if not batch.num_rows:
-                continue
-            k, v = batch.schema.names[:2]
-            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-            agg = table.group_by(k).aggregate([(v, "sum"), (v, "count")])
-            yield pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
-                            "c": agg.column(f"{v}_count")})  # fmt: skip
+    def summed(held: list[Any]) -> Any:
+        k, v = held[0].schema.names[:2]
+        table = (
+            pa.Table.from_batches(held)
+            if isinstance(held[0], pa.RecordBatch)
+            else (pa.concat_tables([t.select([k, v]).rename_columns([k, v]) for t in held]))
+        )
+        agg = table.group_by(k).aggregate([(v, "sum"), (v, "count")])
+        return pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
+                         "c": agg.column(f"{v}_count")})  # fmt: skip
 
-    return combined(summed(), limit)
+    def pieces() -> Iterator[Any]:
+        held: list[Any] = []
+        rows = 0
+        for batch in tables:
+            if batch.num_rows:
+                held.append(batch)
+                rows += batch.num_rows
+            if rows >= GROUP_ROWS:
+                yield summed(held)
+                held, rows = [], 0
+        if held:
+            yield summed(held)
+
+    return combined(pieces(), limit) if limit else pieces()
 
 
 def sum_count_columns(t: Any) -> Columns:
@@ -287,8 +310,8 @@ def through_switch(
 
 
 def through_switch_split(
-    df: Any, tables: Tables, key_type: Any, controller: str, job_id: int,
-    mapper_ips: list[str], reducer_ip: str, hot: int,
+    df: Any, tables: Tables, controller: str, job_id: int, mapper_ips: list[str],
+    reducer_ip: str, hot: int,
 ) -> tuple[dict[Hashable, int], Any, dict[str, Any]]:  # fmt: skip
     """Each partition of ``df`` (``tables``: its Arrow batches -> partial sums ``k``, ``s``,
     ``c``) is one mapper of job ``job_id``: of each table of partial sums, the keys of at
@@ -296,21 +319,13 @@ def through_switch_split(
     mapper (two tuples a key: ``sum_count_columns``), go through the switch; the rest, the
     cold keys, to the cold reducers on the mappers' hosts, each key to its owner
     (``hosts/ask/cold_reducers.py``), each task then returning the keys its host owns
-    through Spark in Arrow (``key_type``: the key column's Spark type). Returns the
-    switch's result (``"s"``/``"c"`` + json(key) -> total), the cold reducers' (an Arrow
-    table ``k``, ``s``, ``c``, each key once; a key may be in both, hot at one mapper and
+    through Spark as one compressed Arrow stream. Returns the switch's result (``"s"``/
+    ``"c"`` + json(key) -> total), the cold reducers' (an Arrow table ``k``, ``s``, ``c``,
+    each key once, None without cold keys; a key may be in both, hot at one mapper and
     cold at another) and the figures."""
     import pyarrow as pa
-    import pyarrow.compute as pc
-    from pyspark.sql.pandas.types import to_arrow_type
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from hosts.ask.cold_reducers import ColdReducers, split_hot_cold
-
-    k_type = to_arrow_type(key_type)
-    out = pa.schema([("k", k_type), ("s", pa.int64()), ("c", pa.int64()), ("stats", pa.string())])
-    fields = [("k", key_type), ("s", LongType()), ("c", LongType()), ("stats", StringType())]
-    schema = StructType([StructField(name, t) for name, t in fields])
+    from hosts.ask.cold_reducers import ColdReducers, ipc_bytes, ipc_table, split_hot_cold
 
     def task(batches: Iterator[Any]) -> Iterator[Any]:
         w, claim, times = _task_flow(mapper_ips, reducer_ip, job_id)
@@ -341,17 +356,18 @@ def through_switch_split(
         stats["busy"]["spark"], stats["rows_in"] = waited
         stats["bypass_tuples"] = 2 * cold_keys[0]  # a cold key's sum and count: two tuples
         stats.update(worker_id=w, **times)
-        if mine is not None:
-            for b in mine.to_batches():
-                yield pa.RecordBatch.from_arrays(
-                    [b.column(0).cast(k_type), b.column(1), b.column(2),
-                     pa.nulls(b.num_rows, pa.string())], schema=out)  # fmt: skip
-        yield pa.RecordBatch.from_pylist([{"stats": json.dumps(stats)}], schema=out)
+        # the keys this host owns as one compressed Arrow stream: the JVM carries it to the
+        # driver as one value, no row of it converted on the way
+        part = ipc_bytes(mine) if mine is not None else None
+        yield pa.RecordBatch.from_pydict({"part": [part], "stats": [json.dumps(stats)]},
+                                         schema=OUT)  # fmt: skip
 
-    got, record, times = _run_tasks(df, task, schema, mapper_ips, reducer_ip, arrow=True)
-    has_stats = pc.is_valid(got.column("stats"))
-    mappers = [json.loads(x) for x in got.filter(has_stats).column("stats").to_pylist()]
-    cold_sums = got.filter(pc.invert(has_stats)).select(["k", "s", "c"])
+    OUT = pa.schema([("part", pa.binary()), ("stats", pa.string())])
+    rows, record, times = _run_tasks(df, task, "part binary, stats string", mapper_ips,
+                                     reducer_ip)  # fmt: skip
+    parts = [ipc_table(r[0]) for r in rows if r[0] is not None]
+    cold_sums = pa.concat_tables(parts) if parts else None
+    mappers = [json.loads(r[1]) for r in rows]
     return (
         record["result"],
         cold_sums,
@@ -375,11 +391,11 @@ def _task_flow(
 
 def _run_tasks(
     df: Any, task: Callable[[Iterator[Any]], Iterator[Any]], schema: Any,
-    mapper_ips: list[str], reducer_ip: str, arrow: bool = False,
+    mapper_ips: list[str], reducer_ip: str,
 ) -> tuple[Any, dict[str, Any], dict[str, float]]:  # fmt: skip
     """``df.mapInArrow(task, schema)``, one task per mapper, while the driver waits for the
-    reducer's record: the tasks' output (rows; an Arrow table with ``arrow``), the record,
-    and the driver's times (entered, tasks submitted, everything in)."""
+    reducer's record: the tasks' output rows, the record, and the driver's times (entered,
+    tasks submitted, everything in)."""
     entered = time.time()
     n = df.rdd.getNumPartitions()
     if n != len(mapper_ips):  # one task per mapper; a barrier stage refuses coalesce()
@@ -392,8 +408,7 @@ def _run_tasks(
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     try:
         submitted = time.time()
-        mapped = df.mapInArrow(task, schema, barrier=needs_barrier(mapper_ips))
-        got = mapped.toArrow() if arrow else mapped.collect()
+        got = df.mapInArrow(task, schema, barrier=needs_barrier(mapper_ips)).collect()
     except BaseException:
         watch.cancel()
         raise
