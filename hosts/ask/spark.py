@@ -157,6 +157,7 @@ def group_by_sum_count_via_switch(
             reducer_ip, hot,
         )  # fmt: skip
         out = frame_of_sums(df.sparkSession, key, key_type, value, result, cold)
+        stats["driver"] = {**stats["driver"], **out.ask_times}
     else:
         result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id,
                                        ips, reducer_ip, hot)  # fmt: skip
@@ -190,6 +191,7 @@ def group_by_sum_count_csv_via_switch(
         result, cold, stats = through_switch_split(text, tables, controller, job_id, ips,
                                                    reducer_ip, hot)  # fmt: skip
         out = frame_of_sums(lines.sparkSession, key, LongType(), value, result, cold)
+        stats["driver"] = {**stats["driver"], **out.ask_times}
     else:
         result, stats = through_switch(text, chunker, controller, job_id, ips, reducer_ip, hot)
         out = rows_of_sum_count(lines.sparkSession, key, LongType(), value, result)
@@ -236,22 +238,26 @@ def frame_of_sums(
     spark: Any, key: str, key_type: Any, value: str, result: dict[Hashable, int], cold: Any
 ) -> Any:
     """As ``rows_of_sum_count``, from the switch's ``"s"``/``"c"`` totals (its hot keys)
-    and the cold reducers' table ``k``, ``s``, ``c``: a key in both (hot at one mapper,
-    cold at another) gets the sum of the two, in Arrow."""
+    and the cold reducers' table ``k``, ``s``, ``c`` (None: no cold key): a key in both
+    (hot at one mapper, cold at another) gets the sum of the two, in Arrow. The seconds
+    of each step go to the DataFrame's ``ask_times``."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_type
 
     from hosts.ask.cold_reducers import merged
 
+    t0 = time.perf_counter()
     hot = sum_count_rows(result)
     k_type = to_arrow_type(key_type)
     keys, sums, counts = (list(c) for c in zip(*hot, strict=True)) if hot else ([], [], [])
     hot_t = pa.table({"k": pa.array(keys, k_type), "s": pa.array(sums, pa.int64()),
                       "c": pa.array(counts, pa.int64())})  # fmt: skip
     t = merged([hot_t] if cold is None else [hot_t, cold.cast(hot_t.schema)])
+    t1 = time.perf_counter()
+    rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
+    t2 = time.perf_counter()
     table = pa.table({key: t.column("k"), f"sum({value})": t.column("s"),
                       "count(1)": t.column("c")})  # fmt: skip
-    rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
     # into the JVM in a few Arrow batches (Spark makes a partition of each batch)
     conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
     old = spark.conf.get(conf)
@@ -261,6 +267,7 @@ def frame_of_sums(
     finally:
         spark.conf.set(conf, old)
     out.ask_rows = rows
+    out.ask_times = {"merge_s": t1 - t0, "rows_s": t2 - t1, "frame_s": time.perf_counter() - t2}
     return out
 
 
