@@ -28,7 +28,11 @@ small file (Python workers, JIT):
   and summed in Arrow with Spark's own shuffle after (what the switch itself saves).
 
 Each switch run admits its own ASK job (one mapper per executor, listed by host: a task is
-its host's mapper) and starts its reducer on the driver's host. Every result is
+its host's mapper) and starts its reducer on the driver's host. With ``--hot`` the GROUP BY
+paths send each partition's most counted keys through the switch (as many as it has cells
+for the mapper) and the cold ones to a reducer per executor on the executors' hosts
+(``hosts/ask/cold_reducers.py``: each key to the one that owns it by hash), whose results
+come back with the tasks. Every result is
 checked against ``collections.Counter`` (the host's sums for GROUP BY) and against Spark's
 own. Then ASK's own word count (``topologies/ask_mappers.py``): a long-lived mapper process
 on each executor host reading its split of the same file and a long-lived reducer on the

@@ -17,7 +17,10 @@ values int (a sum beyond int32 goes as several tuples).
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
 ``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch, the rows in Arrow batches
 (``hosts/ask/spark_arrow.py``): every key adds to two tuples, ``"s" + json(k)`` (its values)
-and ``"c" + json(k)`` (its rows), so one pass gives both aggregates.
+and ``"c" + json(k)`` (its rows), so one pass gives both aggregates. With ``hot``, only a
+partition's most counted keys go through the switch; its cold keys go to the reducers on
+the mappers' own hosts (``hosts/ask/cold_reducers.py``, one per mapper, each key to the one
+that owns it) and come back with the tasks; the driver adds the two up (``frame_of_sums``).
 
 ``python -m hosts.ask.spark`` runs, in one Spark session (local mode), a word count on a
 text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
