@@ -134,7 +134,8 @@ def partial_sums(tables: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[A
     """Tables or batches of rows (key, value: their first two columns) summed per key in
     Arrow and combined across them (``combined``): Arrow tables ``k``, ``s`` (the sum of
     the key's values, int64), ``c`` (its rows), each key once per table. Rows are summed
-    ``GROUP_ROWS`` at a time (one hash aggregation per million rows, not per batch);
+    ``GROUP_ROWS`` (at most ``limit``) at a time: one hash aggregation per piece of a
+    million rows or so, not per batch;
     ``limit`` 0: those sums as they are, not combined (a key may be in several tables)."""
     import pyarrow as pa
 
@@ -149,6 +150,8 @@ def partial_sums(tables: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[A
         return pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
                          "c": agg.column(f"{v}_count")})  # fmt: skip
 
+    piece = min(GROUP_ROWS, limit) if limit else GROUP_ROWS  # a piece within the combine's
+
     def pieces() -> Iterator[Any]:
         held: list[Any] = []
         rows = 0
@@ -156,7 +159,7 @@ def partial_sums(tables: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[A
             if batch.num_rows:
                 held.append(batch)
                 rows += batch.num_rows
-            if rows >= GROUP_ROWS:
+            if rows >= piece:
                 yield summed(held)
                 held, rows = [], 0
         if held:
