@@ -149,3 +149,8 @@ def test_a_closed_reducer_frees_its_port_for_the_next_job() -> None:
     # a Spark Python worker is reused: the next job's task binds the same port at once
     for _ in range(3):
         ColdReducers(0, ["127.0.0.1"] * 2, timeout=5).close()
+
+
+def test_a_port_taken_is_a_one_line_error() -> None:
+    with ColdReducers(0, ["127.0.0.1"] * 2, timeout=5), pytest.raises(OSError, match="port"):
+        ColdReducers(0, ["127.0.0.1"] * 2, timeout=5)

@@ -149,7 +149,12 @@ class ColdReducers:
                                       "bytes_in": 0, "refused": 0}  # fmt: skip
         self._error: list[BaseException] = []
         self._finished = False
-        self._lst = socket.create_server(("0.0.0.0", control.COLD_PORT + me))
+        port = control.COLD_PORT + me
+        try:
+            self._lst = socket.create_server(("0.0.0.0", port))
+        except OSError as e:
+            raise OSError(e.errno, f"cold reducer of mapper {me}: TCP port {port} on this host:"
+                          f" {e.strerror} (another job's mapper {me} here?)") from None  # fmt: skip
         self._socks: list[socket.socket] = [self._lst]
         self._out: queue.Queue[tuple[int, bytes]] = queue.Queue()
         self._threads = [threading.Thread(target=self._serve, daemon=True),
