@@ -88,7 +88,11 @@ def count_words(lines: Any, plan: Plan | str, hot: int = 0) -> Any:
 
 def group_by_sum_count(df: Any, key: str, value: str, plan: Plan | str, hot: int = 0) -> Any:
     """``df.groupBy(key).agg(sum(value), count("*"))`` (int32 values), in the switch when
-    ``plan`` has it, the rows moving in Arrow batches; the same columns as Spark's."""
+    ``plan`` has it, the rows moving in Arrow batches; the same columns as Spark's. With
+    ``hot`` (keys of fewer rows are cold), a partition's most counted keys go through the
+    switch and its cold keys to a reducer per mapper on the mappers' hosts, each key to
+    the one that owns it (``hosts/ask/cold_reducers.py``; the job's mappers' ports free on
+    their hosts: ``COLD_PORT + mapper``)."""
     from pyspark.sql import functions as F
 
     p = _switch_plan(plan, "GROUP BY")

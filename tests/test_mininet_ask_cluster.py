@@ -5,7 +5,8 @@ switch (``inclib.spark.reduce_by_key``, and ``inclib.spark.count_words`` in Arro
 and by ASK's own mappers on the executors' hosts; ``GROUP BY k SUM(v), COUNT(*)`` by the
 DataFrame (CSV reader, and the lines split in the JVM), by the lines parsed in Arrow with
 Spark's shuffle, and through the switch (the CSV reader's rows in Arrow; the lines parsed
-in Arrow: ``inclib.spark.group_by_sum_count_csv``). Every result equals
+in Arrow: ``inclib.spark.group_by_sum_count_csv``; their cold keys reduced on the two
+executors' hosts, each key by one of them). Every result equals
 ``collections.Counter`` (the host's sums), Spark's own result, and nothing the cluster
 started is left running."""
 
@@ -41,6 +42,12 @@ def test_cluster_word_count_and_group_by_through_the_switch_equal_spark_and_coun
         mappers = stats["mappers"]
         assert sorted(m["worker_id"] for m in mappers) == [0, 1], "one mapper per executor"
         assert sum(m["bypass_tuples"] for m in mappers) > 0, "cold keys bypass the switch"
+    for path in ("switch_arrow", "switch_lines"):  # GROUP BY's cold keys: one reducer per
+        # executor on its host, each key owned by one of them, every key routed arriving
+        colds = [m["cold"] for m in gb[f"{path}_stats"]["mappers"]]
+        assert len(colds) == 2 and all(c["refused"] == 0 for c in colds), colds
+        assert sum(c["keys_out"] for c in colds) == sum(c["keys_in"] for c in colds) > 0
+        assert all(c["keys"] > 0 for c in colds), "each executor's reducer owns cold keys"
     # the cluster's and the driver's JVMs (and their Python workers) were started and are gone
     started = {(pid, t) for pid, t, _ in rec["processes"]}
     assert sum(name == "java" for _, _, name in rec["processes"]) >= 4, rec["processes"]

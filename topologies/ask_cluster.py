@@ -28,7 +28,11 @@ small file (Python workers, JIT):
   and summed in Arrow with Spark's own shuffle after (what the switch itself saves).
 
 Each switch run admits its own ASK job (one mapper per executor, listed by host: a task is
-its host's mapper) and starts its reducer on the driver's host. Every result is
+its host's mapper) and starts its reducer on the driver's host. With ``--hot`` the GROUP BY
+paths send each partition's most counted keys through the switch (as many as it has cells
+for the mapper) and the cold ones to a reducer per executor on the executors' hosts
+(``hosts/ask/cold_reducers.py``: each key to the one that owns it by hash), whose results
+come back with the tasks. Every result is
 checked against ``collections.Counter`` (the host's sums for GROUP BY) and against Spark's
 own. Then ASK's own word count (``topologies/ask_mappers.py``): a long-lived mapper process
 on each executor host reading its split of the same file and a long-lived reducer on the
@@ -345,11 +349,13 @@ def driver_group_by(
 
         return count
 
-    if warm:  # the switch paths' Spark parts once (Arrow in the Python workers)
+    if warm:  # the switch paths' Spark parts once (Arrow in the Python workers; the
+        # result's Arrow table into the JVM, whose first createDataFrame loads its classes)
         table(Path(a.warm_table)).mapInArrow(rows_of(sum_counts), "n long").collect()
         lines(Path(a.warm_table)).mapInArrow(
             rows_of(lambda b: csv_sum_counts(b, header)), "n long"
         ).collect()
+        warm_sums(spark)
     for name, f in (("switch_arrow", switch_arrow), ("switch_lines", switch_lines)):
         use = Usage()
         rec, out[f"{name}_setup_s"], out[f"{name}_s"] = jobs.run(f)
@@ -361,6 +367,19 @@ def driver_group_by(
         out[f"{name}_stats"] = rec["stats"]
     out["switch_columns"] = out["switch_arrow_columns"]
     return out
+
+
+def warm_sums(spark: Any) -> None:
+    """The switch paths' result frames (``frame_of_sums``: hot keys' totals and cold
+    reducers' table into one DataFrame) once, for either key type."""
+    import pyarrow as pa
+    from pyspark.sql.types import IntegerType, LongType
+
+    from hosts.ask.spark import frame_of_sums
+
+    cold = pa.table({"k": pa.array([1, 2]), "s": pa.array([3, 4]), "c": pa.array([1, 1])})
+    for key_type in (IntegerType(), LongType()):
+        frame_of_sums(spark, "k", key_type, "v", {"s1": 5, "c1": 2}, cold).collect()
 
 
 def driver_main(argv: list[str]) -> int:

@@ -55,6 +55,8 @@ from wire.header import INC_UDP_PORT
 # the ports of every ASK process (the data's UDP port, the control channel's TCP port), read
 # here at each use: a test over the loopback sets both here
 CONTROL_PORT = INC_UDP_PORT + 1
+# the cold reducers' TCP ports (hosts/ask/cold_reducers.py): mapper w's on COLD_PORT + w
+COLD_PORT = INC_UDP_PORT + 32
 MAX_LINE = 256 << 20  # bytes a control message may take (a vocabulary of a few million keys)
 
 

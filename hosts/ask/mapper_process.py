@@ -39,6 +39,7 @@ def send_partition(
     chunks: Iterable[Mapping[Hashable, int] | tuple[Sequence[Hashable], Any]],
     hot: int = 0, tuples: int = ASK_TUPLES, rto: float = 0.05, verbose: bool = False,
     ready: Callable[[], None] | None = None,
+    configured: Callable[[dict[str, Any], bytes | None], None] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Mapper ``worker_id`` of ASK job ``job_id``: send ``chunks`` (each a map key -> value,
     e.g. a chunk's word counts, or two columns: distinct keys, a numpy array of values)
@@ -48,13 +49,17 @@ def send_partition(
     reducer must be running. ``ready`` is called once the mapper is set up (configuration,
     connections), before it reads any input; ``phases`` in the figures are seconds from then
     to the end of each phase, ``busy`` the seconds spent in each kind of work (taking the
-    input, packing it, sending, waiting for the sockets)."""
+    input, packing it, sending, waiting for the sockets). ``configured`` is called with the
+    mapper's configuration from the controller and the job's control key (None: none for
+    this host) before any input is read: ``chunks`` may be a generator that needs them."""
     from controller.api_client import ControllerApi
 
     t_start = time.perf_counter()
     api = ControllerApi(controller, timeout=30.0)
     cfg = api.worker_config(job_id, worker_id)
     key = control_key(api, job_id)
+    if configured is not None:
+        configured(cfg, key)
     mcfg = MapperConfig(
         job_id=job_id, flow=worker_id, part_base=cfg["part_base"], part_size=cfg["part_size"],
         window=cfg["window"], hot_threshold=hot, tuples_per_packet=tuples, rto=rto,

@@ -17,7 +17,10 @@ values int (a sum beyond int32 goes as several tuples).
 GROUP BY: ``group_by_sum_count_via_switch(df, "k", "v", ...)`` is
 ``df.groupBy("k").agg(sum("v"), count("*"))`` through the switch, the rows in Arrow batches
 (``hosts/ask/spark_arrow.py``): every key adds to two tuples, ``"s" + json(k)`` (its values)
-and ``"c" + json(k)`` (its rows), so one pass gives both aggregates.
+and ``"c" + json(k)`` (its rows), so one pass gives both aggregates. With ``hot``, only a
+partition's most counted keys go through the switch; its cold keys go to the reducers on
+the mappers' own hosts (``hosts/ask/cold_reducers.py``, one per mapper, each key to the one
+that owns it) and come back with the tasks; the driver adds the two up (``frame_of_sums``).
 
 ``python -m hosts.ask.spark`` runs, in one Spark session (local mode), a word count on a
 text file three ways: ``rdd.flatMap(...).map(lambda w: (w, 1)).reduceByKey(add)``, the
@@ -48,11 +51,14 @@ from hosts.ask.control import RecordWatch
 from hosts.ask.mapper_process import send_partition
 from hosts.ask.spark_arrow import (
     COMBINE_KEYS,
+    csv_rows,
     csv_sum_counts,
     needs_barrier,
+    partial_sums,
     sum_counts,
     task_flow,
     through_switch,
+    through_switch_split,
 )
 
 
@@ -147,9 +153,18 @@ def group_by_sum_count_via_switch(
     JSON scalar (int, str), values int32 per row (sums exact at any size). Returns a
     DataFrame with columns ``key``, ``sum(value)``, ``count(1)`` as Spark names them."""
     ips = mapper_ips or ["127.0.0.1"] * df.rdd.getNumPartitions()
-    result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id, ips,
-                                   reducer_ip, hot)  # fmt: skip
-    out = rows_of_sum_count(df.sparkSession, key, df.schema[key].dataType, value, result)
+    key_type = df.schema[key].dataType
+    if hot:  # the cold keys to the reducers on the mappers' hosts
+        result, cold, stats = through_switch_split(
+            df.select(key, value), lambda b: partial_sums(b, 0), controller, job_id, ips,
+            reducer_ip, hot,
+        )  # fmt: skip
+        out = frame_of_sums(df.sparkSession, key, key_type, value, result, cold)
+        stats["driver"] = {**stats["driver"], **out.ask_times}
+    else:
+        result, stats = through_switch(df.select(key, value), sum_counts, controller, job_id,
+                                       ips, reducer_ip, hot)  # fmt: skip
+        out = rows_of_sum_count(df.sparkSession, key, key_type, value, result)
     out.ask_stats = stats
     return out
 
@@ -171,9 +186,18 @@ def group_by_sum_count_csv_via_switch(
     def chunker(batches: Iterator[Any]) -> Iterator[tuple[list[Hashable], Any]]:
         return csv_sum_counts(batches, header, sep)
 
-    result, stats = through_switch(lines.select(lines.columns[0]), chunker, controller, job_id,
-                                   ips, reducer_ip, hot)  # fmt: skip
-    out = rows_of_sum_count(lines.sparkSession, key, LongType(), value, result)
+    def tables(batches: Iterator[Any]) -> Iterator[Any]:  # a million rows' sums at a time
+        return partial_sums(csv_rows(batches, header, sep), 0)
+
+    text = lines.select(lines.columns[0])
+    if hot:  # the cold keys to the reducers on the mappers' hosts
+        result, cold, stats = through_switch_split(text, tables, controller, job_id, ips,
+                                                   reducer_ip, hot)  # fmt: skip
+        out = frame_of_sums(lines.sparkSession, key, LongType(), value, result, cold)
+        stats["driver"] = {**stats["driver"], **out.ask_times}
+    else:
+        result, stats = through_switch(text, chunker, controller, job_id, ips, reducer_ip, hot)
+        out = rows_of_sum_count(lines.sparkSession, key, LongType(), value, result)
     out.ask_stats = stats
     return out
 
@@ -196,13 +220,8 @@ def rows_of_sum_count(
     """The reducer's ``"s" + json(key)`` / ``"c" + json(key)`` totals as the DataFrame
     Spark's ``df.groupBy(key).agg(sum(value), count("*"))`` gives (same columns, types:
     ``key_type`` the key column's)."""
-    from pyspark.sql.types import LongType, StructField, StructType
-
     rows = sum_count_rows(result)
-    schema = StructType([
-        StructField(key, key_type), StructField(f"sum({value})", LongType()),
-        StructField("count(1)", LongType(), False),
-    ])  # fmt: skip
+    schema = _sum_count_schema(key, key_type, value)
     if rows and all(type(r[0]) is int for r in rows):  # one Arrow table into the JVM
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_type
@@ -216,6 +235,52 @@ def rows_of_sum_count(
         out = spark.createDataFrame(rows, schema)
     out.ask_rows = rows  # the same rows, already in the driver
     return out
+
+
+def frame_of_sums(
+    spark: Any, key: str, key_type: Any, value: str, result: dict[Hashable, int], cold: Any
+) -> Any:
+    """As ``rows_of_sum_count``, from the switch's ``"s"``/``"c"`` totals (its hot keys)
+    and the cold reducers' table ``k``, ``s``, ``c`` (None: no cold key): a key in both
+    (hot at one mapper, cold at another) gets the sum of the two, in Arrow. The seconds
+    of each step go to the DataFrame's ``ask_times``."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from hosts.ask.cold_reducers import merged
+
+    t0 = time.perf_counter()
+    hot = sum_count_rows(result)
+    k_type = to_arrow_type(key_type)
+    keys, sums, counts = (list(c) for c in zip(*hot, strict=True)) if hot else ([], [], [])
+    hot_t = pa.table({"k": pa.array(keys, k_type), "s": pa.array(sums, pa.int64()),
+                      "c": pa.array(counts, pa.int64())})  # fmt: skip
+    t = merged([hot_t] if cold is None else [hot_t, cold.cast(hot_t.schema)])
+    t1 = time.perf_counter()
+    rows = list(zip(*(c.to_pylist() for c in t.columns), strict=True))
+    t2 = time.perf_counter()
+    table = pa.table({key: t.column("k"), f"sum({value})": t.column("s"),
+                      "count(1)": t.column("c")})  # fmt: skip
+    # into the JVM in a few Arrow batches (Spark makes a partition of each batch)
+    conf = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(conf)
+    spark.conf.set(conf, str(max(int(old), 1 << 18)))
+    try:
+        out = spark.createDataFrame(table, _sum_count_schema(key, key_type, value))
+    finally:
+        spark.conf.set(conf, old)
+    out.ask_rows = rows
+    out.ask_times = {"merge_s": t1 - t0, "rows_s": t2 - t1, "frame_s": time.perf_counter() - t2}
+    return out
+
+
+def _sum_count_schema(key: str, key_type: Any, value: str) -> Any:
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    return StructType([
+        StructField(key, key_type), StructField(f"sum({value})", LongType()),
+        StructField("count(1)", LongType(), False),
+    ])  # fmt: skip
 
 
 def sum_count_rows(result: dict[Hashable, int]) -> list[tuple[Any, int, int]]:

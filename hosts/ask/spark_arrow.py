@@ -41,11 +41,14 @@ import numpy as np
 
 from hosts.ask.control import RecordWatch
 from hosts.ask.mapper_process import send_partition
+from wire.header import ASK_TUPLES
 
 Columns = tuple[list[Hashable], Any]  # a chunk: distinct keys and a numpy array of values
 Chunker = Callable[[Iterator[Any]], Iterator[Columns]]
+Tables = Callable[[Iterator[Any]], Iterator[Any]]  # Arrow batches -> partial sums k, s, c
 BATCH_ROWS = 1 << 16  # rows (lines) per Arrow batch handed to a mapper
 COMBINE_KEYS = 1 << 18  # distinct keys a mapper combines across batches before sending
+GROUP_ROWS = 1 << 20  # rows summed per key in one hash aggregation (partial_sums)
 
 
 def word_counts(batches: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Columns]:
@@ -93,45 +96,85 @@ def csv_sum_counts(
 
 
 def csv_rows(batches: Iterator[Any], header: str | None = None, sep: str = ",") -> Iterator[Any]:
-    """Each batch's lines (``csv_sum_counts``) as an Arrow table of int64 ``k``, ``v``."""
+    """Each batch's lines (``csv_sum_counts``) as an Arrow table of int64 ``k``, ``v``: the
+    fields of every line split and cast in one kernel call each (a batch of whole texts is
+    split into lines first)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     for batch in batches:
-        lines = pc.list_flatten(pc.split_pattern(batch.column(0), "\n"))
+        lines = batch.column(0)
+        if pc.any(pc.match_substring(lines, "\n")).as_py():  # whole texts, not lines
+            lines = pc.list_flatten(pc.split_pattern(lines, "\n"))
         keep = pc.not_equal(lines, "")
         if header is not None:
             keep = pc.and_(keep, pc.not_equal(lines, header))
-        lines = lines.filter(keep)
+        if not pc.all(keep).as_py():
+            lines = lines.filter(keep)
         if not len(lines):
             continue
         fields = pc.split_pattern(lines, sep, max_splits=1)
         try:
-            k = pc.cast(pc.list_element(fields, 0), pa.int64())
-            v = pc.cast(pc.list_element(fields, 1), pa.int64())
+            if pc.min(pc.list_value_length(fields)).as_py() != 2:
+                raise pa.ArrowInvalid(f"a line without {sep!r}")
+            kv = pc.cast(pc.list_flatten(fields), pa.int64()).to_numpy()
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise ValueError(f"a line that is not two integers separated by {sep!r}: {e}") from None
-        yield pa.table({"k": k, "v": v})
+        yield pa.table({"k": kv[0::2], "v": kv[1::2]})
 
 
 def _sum_count_columns(tables: Iterator[Any], limit: int) -> Iterator[Columns]:
     """Tables or batches of rows (key, value: their first two columns) summed per key in
     Arrow, combined across them, as the ``"s"``/``"c"`` tuples of ``sum_counts``."""
+    for t in partial_sums(tables, limit):
+        yield sum_count_columns(t)
+
+
+def partial_sums(tables: Iterator[Any], limit: int = COMBINE_KEYS) -> Iterator[Any]:
+    """Tables or batches of rows (key, value: their first two columns) summed per key in
+    Arrow and combined across them (``combined``): Arrow tables ``k``, ``s`` (the sum of
+    the key's values, int64), ``c`` (its rows), each key once per table. Rows are summed
+    ``GROUP_ROWS`` (at most ``limit``) at a time: one hash aggregation per piece of a
+    million rows or so, not per batch;
+    ``limit`` 0: those sums as they are, not combined (a key may be in several tables)."""
     import pyarrow as pa
 
-    def summed() -> Iterator[Any]:
-        for batch in tables:
-            k, v = batch.schema.names[:2]
-            table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-            agg = table.group_by(k).aggregate([(v, "sum"), (v, "count")])
-            yield pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
-                            "c": agg.column(f"{v}_count")})  # fmt: skip
+    def summed(held: list[Any]) -> Any:
+        k, v = held[0].schema.names[:2]
+        table = (
+            pa.Table.from_batches(held)
+            if isinstance(held[0], pa.RecordBatch)
+            else (pa.concat_tables([t.select([k, v]).rename_columns([k, v]) for t in held]))
+        )
+        agg = table.group_by(k).aggregate([(v, "sum"), (v, "count")])
+        return pa.table({"k": agg.column(k), "s": agg.column(f"{v}_sum").cast(pa.int64()),
+                         "c": agg.column(f"{v}_count")})  # fmt: skip
 
-    for t in combined(summed(), limit):
-        names = json_names(t.column("k"))
-        keys: list[Hashable] = ["s" + n for n in names]
-        keys += ["c" + n for n in names]
-        yield keys, np.concatenate([t.column("s").to_numpy(), t.column("c").to_numpy()])
+    piece = min(GROUP_ROWS, limit) if limit else GROUP_ROWS  # a piece within the combine's
+
+    def pieces() -> Iterator[Any]:
+        held: list[Any] = []
+        rows = 0
+        for batch in tables:
+            if batch.num_rows:
+                held.append(batch)
+                rows += batch.num_rows
+            if rows >= piece:
+                yield summed(held)
+                held, rows = [], 0
+        if held:
+            yield summed(held)
+
+    return combined(pieces(), limit) if limit else pieces()
+
+
+def sum_count_columns(t: Any) -> Columns:
+    """A table of ``partial_sums`` as ASK's tuples: ``"s" + json(key)`` its sum, ``"c" +
+    json(key)`` its rows."""
+    names = json_names(t.column("k"))
+    keys: list[Hashable] = ["s" + n for n in names]
+    keys += ["c" + n for n in names]
+    return keys, np.concatenate([t.column("s").to_numpy(), t.column("c").to_numpy()])
 
 
 def json_names(keys: Any) -> list[str]:
@@ -250,22 +293,8 @@ def through_switch(
     (each mapper's, the reducer's)."""
     import pyarrow as pa
 
-    entered = time.time()
-    n = df.rdd.getNumPartitions()
-    if n != len(mapper_ips):  # one task per mapper; a barrier stage refuses coalesce()
-        print(f"ask: {n} partitions for {len(mapper_ips)} mappers: repartitioning (a shuffle)",
-              file=sys.stderr, flush=True)  # fmt: skip
-        df = df.repartition(len(mapper_ips))
-    watch = RecordWatch(reducer_ip)
-
     def task(batches: Iterator[Any]) -> Iterator[Any]:
-        from pyspark import TaskContext
-
-        started = time.time()  # wall clock: one machine's, or synchronised hosts'
-        ctx = TaskContext.get()
-        assert ctx is not None
-        w, claim = task_flow(mapper_ips, ctx.partitionId(), reducer_ip, job_id)
-        found = time.time()
+        w, claim, times = _task_flow(mapper_ips, reducer_ip, job_id)
         waited = [0.0, 0]
         try:
             stats = send_partition(controller, job_id, w, chunker(timed(batches, waited)),
@@ -274,23 +303,118 @@ def through_switch(
             if claim is not None:
                 claim.close()
         stats["busy"]["spark"], stats["rows_in"] = waited
-        stats.update(worker_id=w, task_started=started, flow_found=found)
+        stats.update(worker_id=w, **times)
         yield pa.RecordBatch.from_pydict({"stats": [json.dumps(stats)]})
 
-    barrier = needs_barrier(mapper_ips)
+    rows, record, times = _run_tasks(df, task, "stats string", mapper_ips, reducer_ip)
+    mappers = [json.loads(r[0]) for r in rows]
+    return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {}),
+                              **times}  # fmt: skip
+
+
+def through_switch_split(
+    df: Any, tables: Tables, controller: str, job_id: int, mapper_ips: list[str],
+    reducer_ip: str, hot: int,
+) -> tuple[dict[Hashable, int], Any, dict[str, Any]]:  # fmt: skip
+    """Each partition of ``df`` (``tables``: its Arrow batches -> partial sums ``k``, ``s``,
+    ``c``) is one mapper of job ``job_id``: of each table of partial sums, the keys of at
+    least ``hot`` rows, the most counted first, as many as the switch has cells for the
+    mapper (two tuples a key: ``sum_count_columns``), go through the switch; the rest, the
+    cold keys, to the cold reducers on the mappers' hosts, each key to its owner
+    (``hosts/ask/cold_reducers.py``), each task then returning the keys its host owns
+    through Spark as one compressed Arrow stream. Returns the switch's result (``"s"``/
+    ``"c"`` + json(key) -> total), the cold reducers' (an Arrow table ``k``, ``s``, ``c``,
+    each key once, None without cold keys; a key may be in both, hot at one mapper and
+    cold at another) and the figures."""
+    import pyarrow as pa
+
+    from hosts.ask.cold_reducers import ColdReducers, ipc_bytes, ipc_table, split_hot_cold
+
+    def task(batches: Iterator[Any]) -> Iterator[Any]:
+        w, claim, times = _task_flow(mapper_ips, reducer_ip, job_id)
+        waited, budget, cold_keys = [0.0, 0], [0], [0]
+        try:
+            with ColdReducers(w, mapper_ips) as cold:
+
+                def configured(cfg: dict[str, Any], key: bytes | None) -> None:
+                    budget[0] = int(cfg["part_size"]) * ASK_TUPLES // 2  # two tuples a key
+                    cold.keyed(key)
+
+                def hot_columns() -> Iterator[Columns]:
+                    for t in tables(timed(batches, waited)):
+                        hot_t, cold_t = split_hot_cold(t, budget[0], hot)
+                        cold.route(cold_t)
+                        cold_keys[0] += cold_t.num_rows
+                        if hot_t.num_rows:
+                            yield sum_count_columns(hot_t)
+                    cold.finish()
+
+                stats = send_partition(controller, job_id, w, hot_columns(),
+                                       configured=configured)  # fmt: skip
+                mine = cold.gathered()
+                stats["cold"] = cold.stats
+        finally:
+            if claim is not None:
+                claim.close()
+        stats["busy"]["spark"], stats["rows_in"] = waited
+        stats["bypass_tuples"] = 2 * cold_keys[0]  # a cold key's sum and count: two tuples
+        stats.update(worker_id=w, **times)
+        # the keys this host owns as one compressed Arrow stream: the JVM carries it to the
+        # driver as one value, no row of it converted on the way
+        part = ipc_bytes(mine) if mine is not None else None
+        yield pa.RecordBatch.from_pydict({"part": [part], "stats": [json.dumps(stats)]},
+                                         schema=OUT)  # fmt: skip
+
+    OUT = pa.schema([("part", pa.binary()), ("stats", pa.string())])
+    rows, record, times = _run_tasks(df, task, "part binary, stats string", mapper_ips,
+                                     reducer_ip)  # fmt: skip
+    t0 = time.perf_counter()
+    parts = [ipc_table(r[0]) for r in rows if r[0] is not None]
+    cold_sums = pa.concat_tables(parts) if parts else None
+    mappers = [json.loads(r[1]) for r in rows]
+    driver = {"decode_s": time.perf_counter() - t0}  # the driver's steps after the tasks
+    figures = {"mappers": mappers, "driver": driver, "reducer": record.get("reducer", {})}
+    return record["result"], cold_sums, {**figures, **times}
+
+
+def _task_flow(
+    mapper_ips: list[str], reducer_ip: str, job_id: int
+) -> tuple[int, socket.socket | None, dict[str, float]]:
+    """In a task: its mapper and claim (``task_flow``), and when it started and found it
+    (wall clock: one machine's, or synchronised hosts')."""
+    from pyspark import TaskContext
+
+    started = time.time()
+    ctx = TaskContext.get()
+    assert ctx is not None
+    w, claim = task_flow(mapper_ips, ctx.partitionId(), reducer_ip, job_id)
+    return w, claim, {"task_started": started, "flow_found": time.time()}
+
+
+def _run_tasks(
+    df: Any, task: Callable[[Iterator[Any]], Iterator[Any]], schema: Any,
+    mapper_ips: list[str], reducer_ip: str,
+) -> tuple[Any, dict[str, Any], dict[str, float]]:  # fmt: skip
+    """``df.mapInArrow(task, schema)``, one task per mapper, while the driver waits for the
+    reducer's record: the tasks' output rows, the record, and the driver's times (entered,
+    tasks submitted, everything in)."""
+    entered = time.time()
+    n = df.rdd.getNumPartitions()
+    if n != len(mapper_ips):  # one task per mapper; a barrier stage refuses coalesce()
+        print(f"ask: {n} partitions for {len(mapper_ips)} mappers: repartitioning (a shuffle)",
+              file=sys.stderr, flush=True)  # fmt: skip
+        df = df.repartition(len(mapper_ips))
+    watch = RecordWatch(reducer_ip)
     spark = df.sparkSession
     old = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH_ROWS))
     try:
         submitted = time.time()
-        rows = df.mapInArrow(task, "stats string", barrier=barrier).collect()
+        got = df.mapInArrow(task, schema, barrier=needs_barrier(mapper_ips)).collect()
     except BaseException:
         watch.cancel()
         raise
     finally:
         spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", old)
     record = watch.record()
-    mappers = [json.loads(r[0]) for r in rows]
-    return record["result"], {"mappers": mappers, "reducer": record.get("reducer", {}),
-                              "entered": entered, "submitted": submitted,
-                              "collected": time.time()}  # fmt: skip
+    return got, record, {"entered": entered, "submitted": submitted, "collected": time.time()}

@@ -89,7 +89,18 @@ def why(spark_s: float, switch_s: float, stats: dict[str, Any], goal: float,
             text += (f" (of its input, {b['spark']:.1f} s waiting for Spark's"
                      f" {worst.get('rows_in', 0):,} rows: its scan and Arrow)")  # fmt: skip
     phases = red.get("phases", {})
-    if "done" in phases and "result" in phases and "collected" in stats:
+    colds = [m["cold"] for m in stats["mappers"] if "cold" in m]
+    if colds:  # the cold keys went to a reducer per executor (hosts/ask/cold_reducers.py)
+        text += (
+            f"; the cold keys went to {len(colds)} reducers on the executors' hosts"
+            f" ({min(c['keys'] for c in colds):,}-{max(c['keys'] for c in colds):,} keys"
+            f" each, {sum(c['bytes_out'] for c in colds) / 1e6:.1f} MB between them)"
+        )
+        driver = stats.get("driver", {})
+        if driver:
+            text += (f", the driver's merge, rows and DataFrame after the tasks"
+                     f" {sum(driver.values()):.2f} s")  # fmt: skip
+    elif "done" in phases and "result" in phases and "collected" in stats:
         # the long tail: every cold key's sum goes to the one reducer, parsed and merged
         # there, and its record to the driver (Spark's reduce is split over the executors)
         ready = stats["collected"] - stats["submitted"]
@@ -127,9 +138,13 @@ def links(rec: dict[str, Any], paths: list[str], seconds: dict[str, float], bw: 
 
 
 def tuples(stats: dict[str, Any]) -> str:
+    """Tuples (a key's sum or count, or a word's count) sent through the switch (the hot
+    keys) and bypassing it (the cold keys: to the reducers on the executors' hosts where
+    the run had them, else to the job's one reducer), and the cold share."""
     sw = sum(m["switch_tuples"] for m in stats["mappers"])
     by = sum(m["bypass_tuples"] for m in stats["mappers"])
-    return f"{sw:,} / {by:,}"
+    where = "per executor" if any("cold" in m for m in stats["mappers"]) else "one reducer"
+    return f"{sw:,} / {by:,} ({by / max(1, sw + by):.1%} cold, {where})"
 
 
 def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
@@ -140,7 +155,7 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
               f" {rec.get('window', '?')} (s; switch paths: run + job set-up)")  # fmt: skip
     for c in ("corpus", "words", "keys", *WC_PATHS.values(), "RDD / RDD via switch",
               "DataFrame / Arrow via switch", "faster Spark / faster switch",
-              "switch tuples / bypassed", "exact", f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
+              "tuples: hot via switch / cold", "exact", f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
         t.add_column(c, justify="right")
     notes = []
     for wc in rec["wordcount"]:
@@ -168,8 +183,8 @@ def cluster_tables(console: Console, rec: dict[str, Any]) -> int:
               " uniform in [-1000, 1000] (s; switch paths: run + job set-up)")  # fmt: skip
     for c in ("rows", "keys", *GROUPBY_PATHS.values(), "MB over the links: fastest Spark /"
               " faster switch", "fastest Spark shuffle / faster switch",
-              "Arrow + Spark's shuffle / Arrow via switch", "switch tuples / bypassed", "exact",
-              f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
+              "Arrow + Spark's shuffle / Arrow via switch", "tuples: hot via switch / cold",
+              "exact", f"goal >= {GOAL_CLUSTER:g}x"):  # fmt: skip
         t.add_column(c, justify="right")
     for gb in rec["groupby"]:
         exact = all(gb[f"{k}_exact"] for k in GROUPBY_PATHS)
