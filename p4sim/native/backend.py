@@ -854,7 +854,7 @@ class NativeLoop:
         """The socket the loop sends runs of UDP frames on as one (``UDP_GSO_ENV``): a
         virtio_net_hdr before each frame says how the kernel cuts it; it receives nothing."""
         if self._gso is None:
-            from p4sim.ports import set_buffers
+            from p4sim.batch_io import set_buffers
 
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
             sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
