@@ -28,7 +28,13 @@ bucket: fused and per bucket are the same calls, so their rows show the noise) u
 (1.30x). Before (one run at load 12-24, 32 slots in the third column): small shaped 1.10x,
 large shaped 1.31x, large unshaped 2.94x. On unshaped veths p4sim's one process spends
 ~0.2 CPU-s in the kernel per 1.1M-value call (8,800 frames in and out per worker): that,
-not the hosts or the window, sets the large model's iteration there.
+not the hosts or the window, sets the large model's iteration there. So the section's
+networks run p4sim with ``P4SIM_UDP_GSO=1``: a worker's runs of results leave as one frame
+with segmentation offload and reach its native loop whole (UDP_GRO), halving p4sim's kernel
+time per call (docs/architecture.md, "The frame path profiled"). ``--ddp-models large``,
+before (load ~4) / after (load ~9), gloo / switch fused / per bucket: unshaped 318 / 607 /
+605 ms (1.91x) / 210 / 501 / 466 ms (2.39x: gloo moved most between the runs; goal not
+met), shaped time to 0.9 102.4 / 74.5 / 73.8 s (1.37x) / 105.1 / 70.1 / 70.8 s (1.50x).
 Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
