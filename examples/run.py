@@ -195,6 +195,10 @@ def run(a: argparse.Namespace) -> int:
         log(f"examples: every link {rate.mbps:g} Mbit/s ({rate.describe()})")
     bw = rate.mbps if rate is not None else None
     cfg = ExperimentConfig(star(hosts), bw_mbps=bw, run_dir=Path("run/examples"), log=log)
+    if a.app == "training":  # p4sim sends runs of results with segmentation offload
+        from p4sim.native.backend import UDP_GSO_ENV
+
+        os.environ.setdefault(UDP_GSO_ENV, "1")
     with Experiment(cfg) as ex:
         if a.app in SERVED_APPS:
             rec, _ = run_served_app(ex, a.app, record, a.no_switch, a.direct)

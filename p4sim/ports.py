@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from p4sim import batch_io
+from p4sim.batch_io import SOCKET_BUFFER as SOCKET_BUFFER  # where it was documented
+from p4sim.batch_io import set_buffers
 
 log = logging.getLogger("p4sim.ports")
 
@@ -76,29 +78,6 @@ class Port:
     pcap_out: PcapWriter | None = None
     rx: batch_io.Receiver | None = None  # many frames per system call, when the kernel can
     tx: batch_io.Sender | None = None
-
-
-#: Bytes of kernel memory each port socket may hold, each way. A frame sent stays charged to
-#: the sending socket until its link has carried it, so on shaped links the frames waiting in
-#: every egress port's queue count against one send buffer (the native loop sends all ports'
-#: frames through one socket), and a full buffer refuses the frame (counted in tx_errors,
-#: lost). The default 212,992 bytes held ~90 frames of 578 bytes: 8 workers with 32 results
-#: each in flight on 25 Mbit/s links lost 1.5-2.5 % of them (tests/bench/netreduce.py). 4 MiB
-#: (doubled by the kernel) holds thousands (tests/test_ports.py: 400 at once into one link).
-SOCKET_BUFFER = 4 * 1024 * 1024
-# Linux's <asm/socket.h>; Python's socket module does not name them. As root they set a
-# buffer past net.core.rmem_max / wmem_max (212,992 bytes unless raised by hand).
-SO_SNDBUFFORCE, SO_RCVBUFFORCE = 32, 33
-
-
-def set_buffers(sock: socket.socket, size: int = SOCKET_BUFFER) -> None:
-    """Receive and send buffers of ``size`` bytes each: past the system's limits where we
-    may (root, as a switch or a relay under Mininet), else as deep as they allow."""
-    for force, plain in ((SO_RCVBUFFORCE, socket.SO_RCVBUF), (SO_SNDBUFFORCE, socket.SO_SNDBUF)):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, force, size)
-        except PermissionError:
-            sock.setsockopt(socket.SOL_SOCKET, plain, size)
 
 
 def open_raw_socket(iface: str) -> socket.socket:

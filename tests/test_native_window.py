@@ -8,6 +8,9 @@ facing the workers, one facing the server, so the native client's own socket sta
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import struct
 import threading
 from pathlib import Path
 
@@ -277,3 +280,88 @@ def test_without_a_c_compiler_the_native_choice_falls_back_to_python_with_one_li
     assert native_window.choose_backend(None) == "python"
     err = capsys.readouterr().err
     assert err.count("native data path unavailable") == 1 and "no C compiler" in err
+
+
+UDP_SEGMENT = 103  # <linux/udp.h>: send one buffer as datagrams of this many bytes
+
+
+class SegmentingRelay:
+    """Workers <-> relay <-> parameter server, the results back to each worker in runs of
+    up to 16 sent as one buffer with UDP segmentation offload, as p4sim does with
+    P4SIM_UDP_GSO: a socket with UDP_GRO (the native loop's) gets a run whole."""
+
+    def __init__(self, server: Address) -> None:
+        self.front = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.back = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        for s in (self.front, self.back):
+            s.bind(LOCAL)
+            s.settimeout(0.005)
+        self.server, self.workers, self.runs = server, {}, 0  # type: ignore[var-annotated]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def address(self) -> Address:
+        return self.front.getsockname()  # type: ignore[no-any-return]
+
+    def send_run(self, run: list[bytes], dest: Address) -> None:
+        seg = struct.pack("H", len(run[0]))
+        self.front.sendmsg([b"".join(run)], [(socket.SOL_UDP, UDP_SEGMENT, seg)], 0, dest)
+        self.runs += len(run) > 1
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    payload, src = self.front.recvfrom(4096)
+                    self.workers[payload[4]] = src
+                    self.back.sendto(payload, self.server)
+            results: dict[int, list[bytes]] = {}
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    payload, _ = self.back.recvfrom(4096)
+                    results.setdefault(payload[4], []).append(payload)
+            for w, got in results.items():
+                for i in range(0, len(got), 16):
+                    self.send_run(got[i : i + 16], self.workers[w])
+
+    def __enter__(self) -> SegmentingRelay:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.front.close()
+        self.back.close()
+
+
+def test_runs_of_results_sent_as_one_buffer_give_the_native_loop_the_same_sums() -> None:
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # the kernel keeps runs whole
+    probe.bind(LOCAL)
+    probe.setsockopt(socket.IPPROTO_UDP, 104, 1)  # UDP_GRO
+    ps = ParameterServer(2, bind=LOCAL).start()
+    clients = [
+        AllReduceClient(7, w, 2, 0, 16, 16, dest=("127.0.0.1", 0), bind=LOCAL, timeout=0.05,
+                        max_retries=100, total_timeout=30.0, backend=backend)
+        for w, backend in enumerate(("native", "python"))
+    ]  # fmt: skip
+    calls = vectors(2, [40 * 32, 7 * 32 + 5], seed=11)
+    try:
+        with SegmentingRelay(ps.address) as relay:
+            relay.send_run([b"x" * 100] * 3, probe.getsockname())
+            assert len(probe.recv(4096)) == 300
+            for c in clients:
+                c.dest = relay.address
+            got = run_threads(2, lambda w: [clients[w].allreduce_int(xs[w]) for xs in calls])
+            assert relay.runs > 1
+            native = clients[0].endpoint
+            assert isinstance(native, Endpoint) and native.stats.gro_runs > 0  # cut in C
+    finally:
+        ps.stop()
+        probe.close()
+        for c in clients:
+            c.close()
+    for i, xs in enumerate(calls):
+        exact = (xs[0].astype(np.int64) + xs[1]).astype(np.int32)
+        assert all(np.array_equal(g[i], exact) for g in got)  # type: ignore[index]

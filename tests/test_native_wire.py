@@ -85,3 +85,56 @@ def test_native_loop_forwards_in_order_and_sees_table_changes_at_once(veths) -> 
     c1, c2 = ports.ports[1].counters, ports.ports[2].counters
     assert (c1.rx_packets, c2.tx_packets) == (len(frames) + 2, len(frames) + 1)
     assert c2.tx_bytes == sum(map(len, expected)) + len(expected[1])
+
+
+def test_with_udp_gso_a_run_of_like_frames_leaves_as_one_and_cuts_back_into_them(
+    veths, monkeypatch
+) -> None:
+    """P4SIM_UDP_GSO=1: frames of one UDP flow to one port leave as one frame with
+    segmentation offload; cut at the first frame's payload length they are the frames the
+    pipeline made, in order (but for the fields the cut rewrites), and the counters count
+    frames, not runs."""
+    from p4sim.batch_io import Sender
+    from p4sim.native.backend import UDP_GSO_ENV
+
+    monkeypatch.setenv(UDP_GSO_ENV, "1")
+    case = CASES["basic IPv4 forwarding"]
+    sw = case.switch(backend="native")
+    reference = case.switch()
+    frames = [case.frames(1)[0][1][:-4] + i.to_bytes(4, "big") for i in range(64)]
+    expected = [reference.send(1, f)[0][1] for f in frames]
+    ports = PortSet({p: s for p, (s, _) in veths.items()})
+    served = threading.Thread(
+        target=ports.serve, args=(lambda port, data: [],), kwargs={"native": lambda: sw}
+    )
+    tx, rx = open_raw_socket(veths[1][1]), open_raw_socket(veths[2][1])
+    seg = len(expected[0]) - 42
+    got: list[bytes] = []
+    longest = 0
+    try:
+        Sender(tx.fileno(), batch=64).send(frames)  # queued before the loop runs: one batch
+        served.start()
+        deadline = time.monotonic() + 5
+        while len(got) < len(frames) and time.monotonic() < deadline:
+            try:
+                g, addr = rx.recvfrom(65536)
+            except BlockingIOError:
+                time.sleep(0.002)
+                continue
+            if addr[2] == 4:
+                continue
+            e = expected[len(got)]
+            assert (g[:16], g[20:24], g[26:38]) == (e[:16], e[20:24], e[26:38])
+            payload = g[42 : 14 + int.from_bytes(g[16:18], "big")]
+            longest = max(longest, len(payload) // seg)
+            got += [g[:42] + payload[i : i + seg] for i in range(0, len(payload), seg)]
+    finally:
+        ports.stop()
+        if served.is_alive():
+            served.join(5)
+        ports.close()
+        tx.close()
+        rx.close()
+    assert [g[42:] for g in got] == [e[42:] for e in expected]
+    assert longest > 1  # runs did leave as one frame
+    assert ports.ports[2].counters.tx_packets == len(frames)

@@ -60,7 +60,12 @@
 enum { FOREIGN_ADDRESS = 0, FOREIGN_PORT = 1, MALFORMED = 2, OTHER_JOB = 3, FORGED_FLAGS = 4,
        BAD_SLOT_COUNT = 5, NOT_A_MEMBER = 6, NOT_IN_FLIGHT = 7, N_HOST_DROPS = 8 };
 #define RECV_BATCH 64
-#define RECV_SLOT 2048
+/* A datagram, or a run of them the kernel kept whole for us (UDP_GRO: a switch that sends
+ * a run of results as one frame with segmentation offload, p4sim's P4SIM_UDP_GSO). */
+#define RECV_SLOT 65536
+#ifndef UDP_GRO
+#define UDP_GRO 104 /* <linux/udp.h> */
+#endif
 #define SEND_RETRY_S 0.05
 
 enum { CALL_OK = 0, CALL_RETRIES = 1, CALL_DEADLINE = 2, CALL_SOCKET = 3, CALL_NOMEM = 4 };
@@ -91,8 +96,10 @@ struct inc_call {
     double undo, undo_until, rtt_floor; /* < 0: none */
     /* in: read received datagrams' TOS (ECN); out: CE-marked datagrams, cuts they made */
     int64_t ecn, ce_marked, ecn_cuts;
+    /* out: runs of datagrams the kernel delivered whole (UDP_GRO), each cut here */
+    int64_t gro_runs;
 };
-#define CMSG_SLOT CMSG_SPACE(sizeof(int)) /* one IP_TOS control message */
+#define CMSG_SLOT (2 * CMSG_SPACE(sizeof(int))) /* IP_TOS and UDP_GRO control messages */
 #define UNDO_TIMEOUTS 4 /* hosts/atp/worker.py's */
 
 int64_t inc_header_len(void) { return INC_HEADER_LEN; }
@@ -347,6 +354,17 @@ static int ce_marked(struct msghdr *h) {
     return 0;
 }
 
+/* The length of each datagram in a run the kernel kept whole (UDP_GRO), else 0. */
+static uint32_t gro_size(struct msghdr *h) {
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(h); cm; cm = CMSG_NXTHDR(h, cm))
+        if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
+            int size;
+            memcpy(&size, CMSG_DATA(cm), sizeof size);
+            return size > 0 ? (uint32_t)size : 0;
+        }
+    return 0;
+}
+
 static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m,
                    struct iovec *iov, struct sockaddr_in *src) {
     struct inc_call *c = s->c;
@@ -364,10 +382,8 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
             m[k].msg_hdr.msg_iovlen = 1;
             m[k].msg_hdr.msg_name = &src[k];
             m[k].msg_hdr.msg_namelen = sizeof src[k];
-            if (c->ecn) {
-                m[k].msg_hdr.msg_control = ctl[k].b;
-                m[k].msg_hdr.msg_controllen = sizeof ctl[k].b;
-            }
+            m[k].msg_hdr.msg_control = ctl[k].b;
+            m[k].msg_hdr.msg_controllen = sizeof ctl[k].b;
         }
         int r = recvmmsg((int)c->fd, m, RECV_BATCH, MSG_DONTWAIT, NULL);
         if (r < 0) {
@@ -377,18 +393,25 @@ static int receive(struct state *s, uint8_t (*buf)[RECV_SLOT], struct mmsghdr *m
             return CALL_SOCKET;
         }
         for (int k = 0; k < r; k++) {
-            c->received++;
-            c->received_bytes += m[k].msg_len;
-            if (c->ecn && ce_marked(&m[k].msg_hdr)) {
-                c->ce_marked++;
-                marked = 1;
+            int ce = c->ecn && ce_marked(&m[k].msg_hdr);
+            uint32_t len = m[k].msg_len, seg = gro_size(&m[k].msg_hdr);
+            if (!seg || seg > len) seg = len;
+            if (seg < len) c->gro_runs++;
+            for (uint32_t off = 0; off < len || off == 0; off += seg) { /* each datagram */
+                uint32_t n = len - off < seg ? len - off : seg;
+                c->received++;
+                c->received_bytes += n;
+                if (ce) {
+                    c->ce_marked++;
+                    marked = 1;
+                }
+                int why = refuse(c, &src[k], buf[k] + off, n);
+                if (why >= 0)
+                    c->drops[why]++;
+                else
+                    on_packet(s, buf[k] + off);
+                if (!seg) break;
             }
-            int why = refuse(c, &src[k], buf[k], m[k].msg_len);
-            if (why >= 0) {
-                c->drops[why]++;
-                continue;
-            }
-            on_packet(s, buf[k]);
         }
         if (r < RECV_BATCH) break;
     }
@@ -446,6 +469,8 @@ int inc_allreduce(struct inc_call *c) {
     s.dest.sin_addr.s_addr = c->dest_ip;
     s.dest.sin_port = htons((uint16_t)c->dest_port);
     double deadline = now_s() + c->total_timeout;
+    int gro = 1; /* runs of results the kernel keeps whole are cut here; off again after */
+    setsockopt((int)c->fd, IPPROTO_UDP, UDP_GRO, &gro, sizeof gro);
     for (;;) {
         if (s.results >= n) { rc = CALL_OK; break; }
         double now = now_s();
@@ -466,6 +491,8 @@ int inc_allreduce(struct inc_call *c) {
             if (rc != CALL_OK) break;
         }
     }
+    gro = 0;
+    setsockopt((int)c->fd, IPPROTO_UDP, UDP_GRO, &gro, sizeof gro);
 out:
     free(s.sent_at); free(s.probe); free(s.tries); free(s.prev); free(s.nxt); free(s.mark);
     free(s.inflight); free(s.msgs); free(s.iov); free(s.hdr); free(s.due);

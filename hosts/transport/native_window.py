@@ -87,7 +87,7 @@ class _Call(ctypes.Structure):
         ("cuts", _I64),
         ("undone", _I64),
         *((n, ctypes.c_double) for n in ("cwnd", "last_cut", "undo", "undo_until", "rtt_floor")),
-        *((n, _I64) for n in ("ecn", "ce_marked", "ecn_cuts")),
+        *((n, _I64) for n in ("ecn", "ce_marked", "ecn_cuts", "gro_runs")),
     ]
 
 
@@ -257,3 +257,4 @@ def fold_stats(r: CallResult, st: Any, ep: Any) -> None:
     ep.received += c.received
     ep.received_bytes += c.received_bytes
     ep.ce_marked += c.ce_marked
+    ep.gro_runs += c.gro_runs

@@ -67,6 +67,7 @@ class EndpointStats:
     received_bytes: int = 0
     send_drops: int = 0  # the kernel's send buffer stayed full
     ce_marked: int = 0  # datagrams received with ECN CE set (after enable_ecn)
+    gro_runs: int = 0  # runs of datagrams received whole and cut (the native loop's UDP_GRO)
 
 
 class TransportError(OSError):

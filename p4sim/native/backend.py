@@ -53,6 +53,12 @@ log = logging.getLogger("p4sim.native")
 
 MAXPKT = 65600  # P4N_MAXPKT
 MAXOUT = 64  # P4N_MAXOUT
+#: "1": the native loop sends each egress port's runs of like UDP frames as one frame with
+#: UDP segmentation offload (p4n_set_gso in cgen.py): the receiving hosts' kernels take a
+#: run at once instead of frame by frame. A capture on the link sees the run as one frame,
+#: so it is opt-in (tests/bench/ddp.py sets it for its own network).
+UDP_GSO_ENV = "P4SIM_UDP_GSO"
+SOL_PACKET, PACKET_VNET_HDR = 263, 15  # <linux/if_packet.h>
 M64 = (1 << 64) - 1
 U64 = ctypes.c_uint64
 P64 = ctypes.POINTER(ctypes.c_uint64)
@@ -811,6 +817,7 @@ class NativeLoop:
         self.switch = switch
         self.budget = budget
         self._configured: Any = None
+        self._gso: socket.socket | None = None
 
     def usable(self) -> Any:
         sw = self.switch()
@@ -833,6 +840,8 @@ class NativeLoop:
         ports = sorted(self.portset.ports.values(), key=lambda p: p.number)
         for p in ports:
             lib.p4n_set_port(p.number, p.sock.fileno(), socket.if_nametoindex(p.iface))
+        lib.p4n_set_gso.argtypes = [ctypes.c_int]
+        lib.p4n_set_gso(self._gso_socket().fileno() if os.environ.get(UDP_GSO_ENV) == "1" else -1)
         self._fds = (ctypes.c_int * len(ports))(*[p.sock.fileno() for p in ports])
         self._nums = np.array([p.number for p in ports], dtype=np.uint64)
         self._stats = np.ctypeslib.as_array(
@@ -840,6 +849,18 @@ class NativeLoop:
         ).reshape(512, 6)
         self._last = self._stats.copy()
         self._configured = sw
+
+    def _gso_socket(self) -> socket.socket:
+        """The socket the loop sends runs of UDP frames on as one (``UDP_GSO_ENV``): a
+        virtio_net_hdr before each frame says how the kernel cuts it; it receives nothing."""
+        if self._gso is None:
+            from p4sim.batch_io import set_buffers
+
+            sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
+            sock.setsockopt(SOL_PACKET, PACKET_VNET_HDR, 1)
+            set_buffers(sock)
+            self._gso = sock
+        return self._gso
 
     def serve(self, sw: Any, wake_fd: int, timeout: float) -> int:
         """One stay in C (see the class docstring); its return code."""

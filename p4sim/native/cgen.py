@@ -1142,7 +1142,7 @@ static int p4n_alloc(void) {{
 
 /* Everything queued, in order, in one sendmmsg: each message is addressed to its port's
  * interface (sockaddr_ll), so one system call serves every egress port. */
-static void p4n_flush(void) {{
+static void p4n_flush_frames(void) {{
     static struct mmsghdr m[P4N_TXQ];
     static struct iovec v[P4N_TXQ];
     static u64 port_of[P4N_TXQ];
@@ -1171,6 +1171,137 @@ static void p4n_flush(void) {{
         i += r;
     }}
     p4n_tq = 0;
+}}
+
+/* ---- UDP segmentation offload on the way out (opt-in: p4n_set_gso, P4SIM_UDP_GSO). Runs of
+ * frames to one port that differ only in their UDP payload and in the fields segmentation
+ * rewrites (IPv4 total length, identification and checksum; UDP length and checksum) leave
+ * as one frame with a virtio_net_hdr saying how to cut it (UDP_L4, the first frame's payload
+ * length): the kernel then delivers the run to a receiving UDP socket once, as one datagram
+ * per frame (cut where it is delivered, with identification counting up from the first
+ * frame's and UDP checksums computed) or, to a socket with UDP_GRO, whole. What a capture on
+ * the link sees is the run as one frame: hence opt-in. ---- */
+#define P4N_GSO_MAX 64        /* frames per run */
+#define P4N_GSO_BYTES 65000   /* payload bytes per run: the IPv4 total length must fit */
+static int p4n_gsofd = -1;
+void p4n_set_gso(int fd) {{ p4n_gsofd = fd; }}
+
+static inline u64 p4n_be16(const uint8_t *p) {{ return (u64)p[0] << 8 | p[1]; }}
+static inline void p4n_put16(uint8_t *p, u64 v) {{ p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }}
+
+/* The UDP payload length of an IPv4 UDP frame without options or fragments, else -1. */
+static int64_t p4n_udp_payload(const uint8_t *f, u64 len) {{
+    if (len < 42 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 || f[23] != 17) return -1;
+    if ((f[20] & 0x3f) || f[21] || p4n_be16(f + 16) != len - 14 || p4n_be16(f + 38) != len - 34)
+        return -1;
+    return (int64_t)len - 42;
+}}
+
+/* b may follow a in a run: the same bytes but for the fields segmentation rewrites. */
+static int p4n_same_flow(const uint8_t *a, const uint8_t *b) {{
+    return !memcmp(a, b, 16) && !memcmp(a + 20, b + 20, 4) && !memcmp(a + 26, b + 26, 12);
+}}
+
+static u64 p4n_sum16(const uint8_t *p, int n, u64 s) {{
+    for (int i = 0; i + 1 < n; i += 2) s += p4n_be16(p + i);
+    while (s >> 16) s = (s & 0xffff) + (s >> 16);
+    return s;
+}}
+
+/* The run's first frame becomes its header: lengths for the whole payload, the IPv4
+ * checksum again, and the UDP checksum field the pseudo-header's sum (CHECKSUM_PARTIAL). */
+static void p4n_gso_header(uint8_t *f, u64 payload) {{
+    p4n_put16(f + 16, 28 + payload);
+    p4n_put16(f + 24, 0);
+    p4n_put16(f + 24, 0xffff - p4n_sum16(f + 14, 20, 0));
+    p4n_put16(f + 38, 8 + payload);
+    u64 s = p4n_sum16(f + 26, 8, 17 + 8 + payload);
+    p4n_put16(f + 40, s);
+}}
+
+typedef struct {{ uint8_t flags, gso_type; uint16_t hdr_len, gso_size, csum_start, csum_offset; }}
+    p4n_vnet;
+
+static void p4n_flush_gso(void) {{
+    static struct mmsghdr m[P4N_TXQ];
+    static struct iovec v[P4N_TXQ * (P4N_GSO_MAX + 1)];  /* per message: header, frames */
+    static p4n_vnet vh[P4N_TXQ];
+    static u64 port_of[P4N_TXQ], frames_of[P4N_TXQ], bytes_of[P4N_TXQ];
+    /* per port, its open run: message index, or -1; its segment size; whether it is shut */
+    static int open_msg[P4N_NPORTS];
+    static int64_t seg[P4N_NPORTS], runpay[P4N_NPORTS];
+    static char shut[P4N_NPORTS];
+    static int ready;
+    if (!ready) {{ for (int i = 0; i < P4N_NPORTS; i++) open_msg[i] = -1; ready = 1; }}
+    int k = 0;
+    u64 used[P4N_TXQ];
+    int nused = 0;
+    for (int b = 0; b < p4n_tq; b++) {{
+        u64 port = p4n_tport[b];
+        if (port >= P4N_NPORTS || p4n_port_fd[port] < 0) continue;  /* no interface: dropped */
+        uint8_t *f = p4n_txbuf + (size_t)b * P4N_MAXPKT;
+        u64 len = p4n_tlen[b];
+        int64_t pay = p4n_udp_payload(f, len);
+        int o = open_msg[port];
+        if (o >= 0 && pay > 0 && !shut[port] && pay <= seg[port] && frames_of[o] < P4N_GSO_MAX
+            && runpay[port] + pay <= P4N_GSO_BYTES
+            && p4n_same_flow(m[o].msg_hdr.msg_iov[1].iov_base, f)) {{
+            struct iovec *iv = &m[o].msg_hdr.msg_iov[m[o].msg_hdr.msg_iovlen++];
+            iv->iov_base = f + 42; iv->iov_len = (size_t)pay;  /* joins the run: its payload */
+            frames_of[o]++; bytes_of[o] += len; runpay[port] += pay;
+            if (pay < seg[port]) shut[port] = 1;  /* only the last segment may be short */
+            continue;
+        }}
+        /* a message of its own, which later frames to this port may join */
+        memset(&m[k], 0, sizeof m[k]);
+        memset(&vh[k], 0, sizeof vh[k]);
+        struct iovec *iv = &v[(size_t)k * (P4N_GSO_MAX + 1)];
+        iv[0].iov_base = &vh[k]; iv[0].iov_len = sizeof vh[k];
+        iv[1].iov_base = f; iv[1].iov_len = len;
+        m[k].msg_hdr.msg_iov = iv;
+        m[k].msg_hdr.msg_iovlen = 2;
+        m[k].msg_hdr.msg_name = &p4n_addr[port];
+        m[k].msg_hdr.msg_namelen = sizeof p4n_addr[port];
+        port_of[k] = port; frames_of[k] = 1; bytes_of[k] = len;
+        if (open_msg[port] < 0) used[nused++] = port;
+        open_msg[port] = pay > 0 ? k : -1;
+        seg[port] = pay; runpay[port] = pay > 0 ? pay : 0; shut[port] = 0;
+        k++;
+    }}
+    for (int i = 0; i < nused; i++) open_msg[used[i]] = -1;
+    for (int i = 0; i < k; i++) {{
+        if (frames_of[i] < 2) continue;
+        uint8_t *f = m[i].msg_hdr.msg_iov[1].iov_base;
+        int64_t first = (int64_t)m[i].msg_hdr.msg_iov[1].iov_len - 42;
+        u64 total = (u64)first;
+        for (size_t j = 2; j < m[i].msg_hdr.msg_iovlen; j++)
+            total += m[i].msg_hdr.msg_iov[j].iov_len;
+        p4n_gso_header(f, total);
+        vh[i].flags = 1;     /* VIRTIO_NET_HDR_F_NEEDS_CSUM */
+        vh[i].gso_type = 5;  /* VIRTIO_NET_HDR_GSO_UDP_L4 */
+        vh[i].hdr_len = 42; vh[i].gso_size = (uint16_t)first;
+        vh[i].csum_start = 34; vh[i].csum_offset = 6;
+    }}
+    int i = 0;
+    while (i < k) {{
+        int r = sendmmsg(p4n_gsofd, &m[i], (unsigned)(k - i), MSG_DONTWAIT);
+        if (r <= 0) {{
+            p4n_stats[port_of[i] * 6 + 4] += frames_of[i];
+            if (frames_of[i] > 1 && errno == EINVAL) p4n_gsofd = -1;  /* refused: no more runs */
+            i += 1;
+            continue;
+        }}
+        for (int j = i; j < i + r; j++) {{
+            p4n_stats[port_of[j] * 6 + 2] += frames_of[j];
+            p4n_stats[port_of[j] * 6 + 3] += bytes_of[j];
+        }}
+        i += r;
+    }}
+    p4n_tq = 0;
+}}
+
+static void p4n_flush(void) {{
+    if (p4n_gsofd >= 0) p4n_flush_gso(); else p4n_flush_frames();
 }}
 
 /* Up to budget frames from each of the n ports (fds[i] is switch port ports[i]);

@@ -28,7 +28,13 @@ bucket: fused and per bucket are the same calls, so their rows show the noise) u
 (1.30x). Before (one run at load 12-24, 32 slots in the third column): small shaped 1.10x,
 large shaped 1.31x, large unshaped 2.94x. On unshaped veths p4sim's one process spends
 ~0.2 CPU-s in the kernel per 1.1M-value call (8,800 frames in and out per worker): that,
-not the hosts or the window, sets the large model's iteration there.
+not the hosts or the window, sets the large model's iteration there. So the section's
+networks run p4sim with ``P4SIM_UDP_GSO=1``: a worker's runs of results leave as one frame
+with segmentation offload and reach its native loop whole (UDP_GRO), halving p4sim's kernel
+time per call (docs/architecture.md, "The frame path profiled"). ``--ddp-models large``,
+before (load ~4) / after (load ~9), gloo / switch fused / per bucket: unshaped 318 / 607 /
+605 ms (1.91x) / 210 / 501 / 466 ms (2.39x: gloo moved most between the runs; goal not
+met), shaped time to 0.9 102.4 / 74.5 / 73.8 s (1.37x) / 105.1 / 70.1 / 70.8 s (1.50x).
 Figures per run (rank 0): median time per iteration (forward,
 backward with its all-reduce, step), training time until the test accuracy first reaches
 ``--ddp-target`` (checked after each epoch), final accuracy, and whether the four replicas
@@ -40,6 +46,7 @@ unshaped, its time per iteration is no more than 1.5x gloo's.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from tempfile import TemporaryDirectory
@@ -81,25 +88,46 @@ def measure(
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """links name -> comm -> rank 0's record, for ``model``."""
     from examples.run import run_app
+    from p4sim.native.backend import UDP_GSO_ENV
+
+    # p4sim sends runs of results to a worker as one frame with UDP segmentation offload
+    # (p4sim/native/backend.py): the workers' kernels take a run at once. The networks of
+    # this section inherit the setting, no other; gloo's TCP frames are not UDP and leave
+    # as before.
+    before = os.environ.get(UDP_GSO_ENV)
+    os.environ[UDP_GSO_ENV] = "1"
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    try:
+        for links in link_settings():
+            out[links.name] = _measure_links(links, epochs, model, log, run_app)
+    finally:
+        if before is None:
+            del os.environ[UDP_GSO_ENV]
+        else:
+            os.environ[UDP_GSO_ENV] = before
+    return out
+
+
+def _measure_links(
+    links: Links, epochs: int, model: str, log: Any, run_app: Any
+) -> dict[str, dict[str, Any]]:
     from topologies.experiment import Experiment, ExperimentConfig, star
 
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for links in link_settings():
-        bw = "unshaped" if links.mbps is None else f"{links.mbps:g} Mbit/s ({links.why})"
-        log(f"ddp: {model} model, links {bw}")
-        cfg = ExperimentConfig(
-            star(5), bw_mbps=links.mbps, run_dir=Path("run/bench-ddp"), log=lambda s: None
-        )
-        out[links.name] = {}
-        with TemporaryDirectory() as tmp, Experiment(cfg) as ex:
-            for i, (name, comm, extra) in enumerate(RUNS):
-                log(f"ddp: training with {name} ({epochs} epochs, 4 DDP processes) ...")
-                rec, _ = run_app(
-                    ex, "training", Path(tmp) / f"{i}.json", comm, epochs,
-                    ("--model", model, *extra),
-                )  # fmt: skip
-                rec["links_mbps"] = links.mbps
-                out[links.name][name] = rec
+    bw = "unshaped" if links.mbps is None else f"{links.mbps:g} Mbit/s ({links.why})"
+    log(f"ddp: {model} model, links {bw}")
+    cfg = ExperimentConfig(
+        star(5), bw_mbps=links.mbps, run_dir=Path("run/bench-ddp"), log=lambda s: None
+    )
+    out: dict[str, dict[str, Any]] = {}
+    with TemporaryDirectory() as tmp, Experiment(cfg) as ex:
+        for i, (name, comm, extra) in enumerate(RUNS):
+            log(f"ddp: training with {name} ({epochs} epochs, 4 DDP processes) ...")
+            rec, _ = run_app(
+                ex, "training", Path(tmp) / f"{i}.json", comm, epochs,
+                ("--model", model, *extra),
+            )  # fmt: skip
+            rec["links_mbps"] = links.mbps
+            out[name] = rec
     return out
 
 
