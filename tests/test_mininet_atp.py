@@ -44,7 +44,10 @@ def test_three_atp_jobs_sharing_a_small_pool_and_a_netreduce_job_are_all_exact(
         start_ps(ex, 9, [j.job_id for j in atp])
         size, calls = 4000, 2
         jobs = [*atp, AtpJob(nr, (7, 8), "netreduce")]
-        got = run_jobs(ex, jobs, tmp_path, size, calls, 40, "--bits", "24")
+        # all eight workers start together: a job that finished before the next began would
+        # leave the pool to it alone (no collision), as one full run saw
+        got = run_jobs(ex, jobs, tmp_path, size, calls, 40, "--bits", "24",
+                       "--barrier", str(tmp_path / "start"), "8")  # fmt: skip
         events = pool_events(ex)
         drops_seen = ex.drop_counters()
     finally:
