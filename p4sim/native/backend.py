@@ -54,7 +54,7 @@ log = logging.getLogger("p4sim.native")
 MAXPKT = 65600  # P4N_MAXPKT
 MAXOUT = 64  # P4N_MAXOUT
 #: "1": the native loop sends each egress port's runs of like UDP frames as one frame with
-#: UDP segmentation offload (p4n_set_gso in cgen.py): the receiving hosts' kernels take a
+#: UDP segmentation offload (p4n_set_gso in cg_pipeline.py): the receiving hosts' kernels take a
 #: run at once instead of frame by frame. A capture on the link sees the run as one frame,
 #: so it is opt-in (tests/bench/ddp.py sets it for its own network).
 UDP_GSO_ENV = "P4SIM_UDP_GSO"

@@ -5,7 +5,7 @@ A call only records a request (``p4n_clone_req``/``p4n_resub_req``/``p4n_recirc_
 with the session and field list), as the Python back end's ``Ctx`` does; the pipeline
 acts on it where v1model says: the end of ingress (I2E clone, then resubmit, multicast,
 drop, unicast) or of egress (E2E clone, drop, deparse, recirculate or output). A
-program that makes none of these calls keeps the straight pipeline (``cgen.PIPELINE``);
+program that makes none of these calls keeps the straight pipeline (``cg_pipeline.PIPELINE``);
 one that does gets ``QUEUED``, the Python ``Pipeline._run`` loop in C: an ingress and an
 egress FIFO per packet, every ingress job run before the next egress job.
 
@@ -152,7 +152,7 @@ static int64_t p4n_clone_fl, p4n_resub_fl, p4n_recirc_fl;
 """
 
 #: The pipeline of a program that clones, resubmits or recirculates (formatted like
-#: cgen.PIPELINE, whose declarations and egress come first; {fl_restore} is
+#: cg_pipeline.PIPELINE, whose declarations and egress come first; {fl_restore} is
 #: p4n_fl_restore).
 QUEUED = """
 {fl_restore}
